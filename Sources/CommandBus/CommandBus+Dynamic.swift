@@ -1,0 +1,33 @@
+import Foundation
+
+extension CommandBus {
+    /// Sends a command by name with a JSON payload, and returns the JSON result.
+    ///
+    /// This path reaches the same handlers as the typed one: a typed handler's command
+    /// is decoded from the payload, and its result encoded.
+    /// - Throws: ``CommandBusError``: `decodingFailed` (naming the field) if the payload does not decode, `noHandler`, …
+    public func send(
+        name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil
+    ) async throws(CommandBusError) -> Data {
+        let context = try dispatch(.json(payload), name: name, parent: nil, metadata: metadata, timeout: timeout)
+        return try await context.result().jsonData(commandName: name)
+    }
+
+    /// Posts a command by name with a JSON payload; the ticket's result is JSON bytes.
+    public func post(
+        name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil
+    ) -> CommandTicket<Data> {
+        CommandTicket(json: post(.json(payload), name: name, parent: nil, metadata: metadata, timeout: timeout))
+    }
+
+    /// Whether some handler would take the named command with this payload now. Nothing runs.
+    /// - Throws: ``CommandBusError`` with code `decodingFailed` if the payload does not decode.
+    public func canHandle(name: String, payload: Data) throws(CommandBusError) -> Bool {
+        do {
+            _ = try route(.json(payload), name: name)
+            return true
+        } catch where error.code == .noHandler {
+            return false
+        }
+    }
+}

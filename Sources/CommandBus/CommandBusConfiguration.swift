@@ -1,0 +1,23 @@
+/// How a ``CommandBus`` schedules and wraps work.
+public struct CommandBusConfiguration: Sendable {
+    /// The most top-level commands that may run at once; `nil` means no limit.
+    ///
+    /// Subcommands run inside their parent's slot and do not count, so a parent
+    /// waiting for its children can never starve them.
+    public var maxConcurrentCommands: Int?
+    /// The deadline for commands sent without a timeout of their own; `nil` means none.
+    public var defaultTimeout: Duration?
+    /// The middleware that wraps every dispatch, outermost first.
+    public var middleware: [any CommandMiddleware]
+
+    /// Creates a configuration; the defaults are no limit, no deadline and no middleware.
+    public init(
+        maxConcurrentCommands: Int? = nil,
+        defaultTimeout: Duration? = nil,
+        middleware: [any CommandMiddleware] = []
+    ) {
+        self.maxConcurrentCommands = maxConcurrentCommands
+        self.defaultTimeout = defaultTimeout
+        self.middleware = middleware
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Synchronization
+
+/// What a handler gets besides its command: the envelope, events, logging, and subcommands.
+///
+/// The bus makes one context per command; it also records that command's lifecycle.
+/// ```swift
+/// func handle(_ command: GreetAll, context: CommandContext) async throws -> [String] {
+///     var greetings: [String] = []
+///     for name in command.names {
+///         greetings.append(try await context.send(Greet(name: name)).greeting)
+///     }
+///     return greetings
+/// }
+/// ```
+public final class CommandContext: Sendable {
+    /// The envelope of the command being handled.
+    public let envelope: CommandEnvelope
+    let bus: CommandBus
+    let parent: CommandContext?
+    let timeout: Duration?
+    /// The handler chosen for the command and the payload in the form it takes; `nil` if routing failed.
+    let assignment: HandlerAssignment?
+    let execution = Mutex(CommandExecution())
+    /// How many subcommands were sent, readable without the lock.
+    let childCount = Atomic<Int>(0)
+
+    init(envelope: CommandEnvelope, bus: CommandBus, parent: CommandContext?, timeout: Duration?, assignment: HandlerAssignment?) {
+        self.envelope = envelope
+        self.bus = bus
+        self.parent = parent
+        self.timeout = timeout
+        self.assignment = assignment
+    }
+
+    /// The command's current lifecycle state.
+    public var state: CommandState { execution.withLock { $0.lifecycle.state } }
+
+    /// Whether the command has been cancelled or has timed out; handlers should stop soon when it is.
+    public var isCancelled: Bool {
+        execution.withLock { $0.cancelRequested || $0.lifecycle.state.isTerminal } || Task.isCancelled
+    }
+
+    /// Emits an event with a name and JSON bytes to everyone observing this command.
+    public func emit(_ name: String, payload: Data = Data("{}".utf8)) {
+        bus.publish(self) { .emitted(name: name, payload: payload) }
+    }
+
+    /// Emits an event whose payload is `value` encoded as JSON.
+    /// - Throws: ``CommandBusError`` with code `encodingFailed` if `value` does not encode.
+    public func emit(_ name: String, _ value: some Encodable) throws(CommandBusError) {
+        guard bus.events.hasSubscribers else { return }
+        let data: Data
+        do { data = try JSONCoding.encoder.encode(value) } catch {
+            throw .encodingFailed(envelope.commandName, cause: error)
+        }
+        emit(name, payload: data)
+    }
+
+    /// Writes a log line about this command to the bus's observers.
+    public func log(_ level: LogLevel, _ message: String) {
+        bus.publish(self) { .log(level: level, message: message) }
+    }
+
+    /// Sends a subcommand and waits for its result.
+    ///
+    /// The child carries this command's id as its parent and shares its correlation id.
+    /// Cancelling this command cancels the child.
+    /// - Throws: ``CommandBusError`` if the child fails, is cancelled, or times out.
+    public func send<C: Command>(_ child: C, metadata: [String: String] = [:], timeout: Duration? = nil) async throws(CommandBusError) -> C.Result {
+        let childContext = try bus.dispatch(.typed(child), name: C.name, parent: self, metadata: metadata, timeout: timeout)
+        return try await childContext.result().value(as: C.Result.self, commandName: C.name)
+    }
+
+    /// Sends a subcommand by name with a JSON payload and waits for its JSON result.
+    public func send(name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil) async throws(CommandBusError) -> Data {
+        let childContext = try bus.dispatch(.json(payload), name: name, parent: self, metadata: metadata, timeout: timeout)
+        return try await childContext.result().jsonData(commandName: name)
+    }
+
+    /// Sends a subcommand without waiting for it; this command finishes only when the child has.
+    ///
+    /// A posted child that fails, and whose result nobody awaited, fails this command with `childFailed`.
+    public func post<C: Command>(_ child: C, metadata: [String: String] = [:], timeout: Duration? = nil) -> CommandTicket<C.Result> {
+        CommandTicket(bus.post(.typed(child), name: C.name, parent: self, metadata: metadata, timeout: timeout))
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+
+/// A handle on a posted command: its id, its current state, its result, and a way to cancel it.
+///
+/// ```swift
+/// let ticket = bus.post(Greet(name: "Ada"))
+/// print(ticket.state)            // .pending or .running
+/// let greeting = try await ticket.result
+/// ```
+public struct CommandTicket<Result: Sendable>: Sendable {
+    let context: CommandContext
+    private let convert: @Sendable (CommandOutput, String) throws(CommandBusError) -> Result
+
+    init(_ context: CommandContext) where Result: Decodable {
+        self.context = context
+        self.convert = { output, name throws(CommandBusError) in try output.value(as: Result.self, commandName: name) }
+    }
+
+    init(json context: CommandContext) where Result == Data {
+        self.context = context
+        self.convert = { output, name throws(CommandBusError) in try output.jsonData(commandName: name) }
+    }
+
+    /// The command's id.
+    public var id: UUID { context.envelope.id }
+    /// The command's envelope.
+    public var envelope: CommandEnvelope { context.envelope }
+    /// The command's current lifecycle state.
+    public var state: CommandState { context.state }
+
+    /// The command's result, once it has finished. Waiting does not cancel anything.
+    /// - Throws: ``CommandBusError`` if the command failed, was cancelled, or timed out.
+    public var result: Result {
+        get async throws(CommandBusError) {
+            try convert(try await context.outcome().get(), context.envelope.commandName)
+        }
+    }
+
+    /// Asks the command to stop: a pending command ends `cancelled` at once, a running one sees task cancellation.
+    public func cancel() {
+        context.cancel()
+    }
+}

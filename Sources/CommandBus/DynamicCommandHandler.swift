@@ -1,0 +1,36 @@
+import Foundation
+
+/// Handles a command by name, with the command and its result as JSON bytes.
+///
+/// This is how handlers that are not Swift types in this process (plugins, remote
+/// workers) join the bus. Typed ``CommandBus/send(_:metadata:timeout:)`` calls reach
+/// them too: the bus encodes the command and decodes the result.
+///
+/// ```swift
+/// struct EchoHandler: DynamicCommandHandler {
+///     let commandName = "echo"
+///     func handle(payload: Data, context: CommandContext) async throws -> Data { payload }
+/// }
+/// ```
+public protocol DynamicCommandHandler: Sendable {
+    /// The routing name of the command this handler takes.
+    var commandName: String { get }
+
+    /// How many commands may run at once; `nil` (the default) means no limit.
+    var maxConcurrency: Int? { get }
+
+    /// Whether the handler would take the command with this payload now.
+    /// - Throws: ``CommandBusError`` with code `decodingFailed` if the payload is malformed.
+    func canHandle(payload: Data) throws -> Bool
+
+    /// Does the work for the JSON `payload` and returns the JSON result.
+    func handle(payload: Data, context: CommandContext) async throws -> Data
+}
+
+extension DynamicCommandHandler {
+    /// No limit by default.
+    public var maxConcurrency: Int? { nil }
+
+    /// Takes every payload by default.
+    public func canHandle(payload: Data) throws -> Bool { true }
+}

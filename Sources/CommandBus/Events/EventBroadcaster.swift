@@ -1,0 +1,52 @@
+import Synchronization
+
+/// Fans events out to subscribers' async streams.
+///
+/// Publishing costs one atomic load when nobody listens, so lifecycle events
+/// are free on the hot path of an unobserved bus.
+final class EventBroadcaster: Sendable {
+    private struct Subscriber: Sendable {
+        let filter: EventFilter
+        let continuation: AsyncStream<CommandEvent>.Continuation
+    }
+
+    private let subscribers = Mutex<[Int: Subscriber]>([:])
+    private let nextID = Atomic<Int>(0)
+    private let count = Atomic<Int>(0)
+
+    /// Whether anyone is listening; check before building an event.
+    var hasSubscribers: Bool { count.load(ordering: .relaxed) > 0 }
+
+    func subscribe(
+        _ filter: EventFilter,
+        bufferingPolicy: AsyncStream<CommandEvent>.Continuation.BufferingPolicy
+    ) -> AsyncStream<CommandEvent> {
+        let (stream, continuation) = AsyncStream<CommandEvent>.makeStream(bufferingPolicy: bufferingPolicy)
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        subscribers.withLock { $0[id] = Subscriber(filter: filter, continuation: continuation) }
+        count.add(1, ordering: .relaxed)
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            let removed = self.subscribers.withLock { $0.removeValue(forKey: id) }
+            if removed != nil { self.count.subtract(1, ordering: .relaxed) }
+        }
+        return stream
+    }
+
+    func publish(_ event: CommandEvent) {
+        let targets = subscribers.withLock { Array($0.values) }
+        for subscriber in targets where subscriber.filter.matches(event) {
+            subscriber.continuation.yield(event)
+        }
+    }
+
+    /// Ends every subscriber's stream.
+    func finishAll() {
+        let targets = subscribers.withLock { all in
+            defer { all.removeAll() }
+            return Array(all.values)
+        }
+        count.store(0, ordering: .relaxed)
+        for subscriber in targets { subscriber.continuation.finish() }
+    }
+}

@@ -1,0 +1,166 @@
+import Synchronization
+
+extension CommandContext {
+    typealias Outcome = CommandExecution.Outcome
+
+    /// Stores the task running the command, cancelling it at once if cancellation came first.
+    func attach(task: Task<Outcome, Never>) {
+        let cancelNow = execution.withLock { execution -> Bool in
+            if !execution.lifecycle.state.isTerminal { execution.task = task }
+            return execution.cancelRequested
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    /// Starts the deadline: when it passes first, the command ends `timedOut` and its task is cancelled.
+    func startWatchdog(_ timeout: Duration) {
+        let watchdog = Task { [weak self] in
+            do { try await Task.sleep(for: timeout) } catch { return }
+            self?.finish(.failure(.timedOut(self?.envelope.commandName ?? "?", after: timeout)), as: .timedOut)
+        }
+        let finished = execution.withLock { execution -> Bool in
+            if execution.lifecycle.state.isTerminal { return true }
+            execution.watchdog = watchdog
+            return false
+        }
+        if finished { watchdog.cancel() }
+    }
+
+    /// Moves from pending to running; `false` if the command already ended (cancelled or timed out).
+    /// - Parameter countingAttempt: Also count the first handler call (when no middleware will count it).
+    func markRunning(countingAttempt: Bool) -> Bool {
+        let moved = execution.withLock { execution -> Bool in
+            guard !execution.cancelRequested, (try? execution.lifecycle.transition(to: .running)) != nil else { return false }
+            if countingAttempt { execution.attempts += 1 }
+            return true
+        }
+        if moved { bus.publish(self) { .stateChanged(from: .pending, to: .running) } }
+        return moved
+    }
+
+    /// Counts one call of the handler (retries make more).
+    func recordAttempt() {
+        execution.withLock { $0.attempts += 1 }
+    }
+
+    /// How many times the handler has been called for this command so far.
+    public var attempts: Int { execution.withLock { $0.attempts } }
+
+    /// Ends the command with `outcome` in `state`, unless it has already ended.
+    /// - Returns: The command's final outcome: this one, or the one that ended it first.
+    @discardableResult
+    func finish(_ outcome: Outcome, as state: CommandState) -> Outcome {
+        struct Ended {
+            let previous: CommandState
+            let waiters: [UnsafeContinuation<Outcome, Never>]
+            let watchdog: Task<Void, Never>?
+            let task: Task<Outcome, Never>?
+            let children: [CommandContext]
+        }
+        var earlier: Outcome?
+        let ended = execution.withLock { execution -> Ended? in
+            guard let previous = try? execution.lifecycle.transition(to: state) else {
+                earlier = execution.outcome
+                return nil
+            }
+            execution.outcome = outcome
+            // Drop the task and watchdog: a finished task still holds its first allocation slab.
+            defer { execution.waiters = []; execution.task = nil; execution.watchdog = nil }
+            let abandoned = state == .cancelled || state == .timedOut
+            if abandoned { execution.cancelRequested = true }
+            return Ended(
+                previous: previous, waiters: execution.waiters, watchdog: execution.watchdog,
+                task: abandoned ? execution.task : nil, children: abandoned ? execution.children : []
+            )
+        }
+        guard let ended else { return earlier ?? outcome }
+        ended.watchdog?.cancel()
+        ended.task?.cancel()
+        for child in ended.children { child.cancel() }
+        for waiter in ended.waiters { waiter.resume(returning: outcome) }
+        bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
+        bus.commandDidFinish(self, outcome: outcome, state: state)
+        parent?.childDidFinish()
+        return outcome
+    }
+
+    /// Cancels the command: its task sees task cancellation, and so do its children.
+    func cancel() {
+        let (task, wasPending, children) = execution.withLock { execution in
+            execution.cancelRequested = true
+            return (execution.task, execution.lifecycle.state == .pending, execution.children)
+        }
+        task?.cancel()
+        for child in children { child.cancel() }
+        // A command still waiting for a slot ends now; a running one ends when its handler returns.
+        if wasPending { finish(.failure(.cancelled(envelope.commandName)), as: .cancelled) }
+    }
+
+    /// Waits for the outcome; `markingObserved` records that someone saw it (so a failure is not unnoticed).
+    func outcome(markingObserved: Bool = true) async -> Outcome {
+        if let done = execution.withLock({ execution -> Outcome? in
+            if markingObserved { execution.observed = true }
+            return execution.outcome
+        }) { return done }
+        return await withUnsafeContinuation { continuation in
+            let done = execution.withLock { execution -> Outcome? in
+                if let outcome = execution.outcome { return outcome }
+                execution.waiters.append(continuation)
+                return nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+
+    /// Waits for the result; if the waiting task is cancelled, the command is cancelled too.
+    ///
+    /// With no deadline, it awaits the command's task directly, which is the runtime's cheapest wait.
+    /// With one, it waits for the outcome, so that a handler ignoring cancellation cannot hold it past the deadline.
+    func result(task: Task<Outcome, Never>?) async throws(CommandBusError) -> CommandOutput {
+        let finished: Outcome = await withTaskCancellationHandler {
+            if let task, timeout == nil {
+                // Only a parent's bookkeeping reads `observed`; a root command skips the lock.
+                if parent != nil { execution.withLock { $0.observed = true } }
+                return await task.value
+            }
+            return await self.outcome()
+        } onCancel: {
+            self.cancel()
+        }
+        return try finished.get()
+    }
+
+    func addChild(_ child: CommandContext) {
+        let cancelled = execution.withLock { execution -> Bool in
+            execution.children.append(child)
+            return execution.cancelRequested
+        }
+        childCount.add(1, ordering: .releasing)
+        if cancelled { child.cancel() }
+    }
+
+    private func childDidFinish() {
+        let (finished, total) = execution.withLock { execution in
+            execution.childrenFinished += 1
+            return (execution.childrenFinished, execution.children.count)
+        }
+        bus.publish(self) { .progress(completed: finished, total: total) }
+    }
+
+    /// Waits until every child has finished; a failed child whose result nobody awaited fails the parent.
+    func awaitChildren() async throws(CommandBusError) {
+        guard childCount.load(ordering: .acquiring) > 0 else { return }
+        var index = 0
+        while let child = execution.withLock({ index < $0.children.count ? $0.children[index] : nil }) {
+            index += 1
+            let outcome = await child.outcome(markingObserved: false)
+            if case .failure(let error) = outcome, !child.execution.withLock({ $0.observed }) {
+                throw CommandBusError(
+                    code: .childFailed,
+                    message: "subcommand '\(child.envelope.commandName)' (\(child.envelope.id)) of '\(envelope.commandName)' failed: \(error.message)",
+                    cause: error
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+/// The mutable part of one command's run, kept under its context's lock.
+struct CommandExecution: Sendable {
+    typealias Outcome = Result<CommandOutput, CommandBusError>
+
+    var lifecycle = CommandLifecycle()
+    var outcome: Outcome?
+    var waiters: [UnsafeContinuation<Outcome, Never>] = []
+    var task: Task<Outcome, Never>?
+    var watchdog: Task<Void, Never>?
+    var cancelRequested = false
+    /// Someone awaited the result, so a failure has been seen.
+    var observed = false
+    var children: [CommandContext] = []
+    var childrenFinished = 0
+    var attempts = 0
+}

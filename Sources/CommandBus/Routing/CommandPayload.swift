@@ -1,0 +1,38 @@
+import Foundation
+
+/// A command as the bus carries it: a Swift value, or JSON bytes from the dynamic path.
+enum CommandPayload: Sendable {
+    case typed(any Command)
+    case json(Data)
+
+    /// The payload as JSON bytes, encoding a typed command if needed.
+    func jsonData(commandName: String) throws(CommandBusError) -> Data {
+        switch self {
+        case .json(let data):
+            return data
+        case .typed(let command):
+            do { return try JSONCoding.encoder.encode(command) } catch {
+                throw .encodingFailed(commandName, cause: error)
+            }
+        }
+    }
+
+    /// The payload as a `C`, decoding JSON or re-coding a command of another Swift type if needed.
+    func command<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
+        if case .typed(let command) = self, let typed = cast(command, to: C.self) { return typed }
+        let data = try jsonData(commandName: C.name)
+        do { return try JSONCoding.decoder.decode(C.self, from: data) } catch {
+            throw .decodingFailed(C.name, cause: error)
+        }
+    }
+}
+
+/// The shared JSON coders: sorted keys so that output is stable.
+enum JSONCoding {
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+    static let decoder = JSONDecoder()
+}

@@ -1,0 +1,55 @@
+import Foundation
+
+/// A registered handler with its command type erased, so one route table holds typed and dynamic handlers.
+protocol HandlerBox: Sendable {
+    var maxConcurrency: Int? { get }
+    /// Converts the payload into the form this handler takes (decodes JSON, or encodes a typed command).
+    func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload
+    func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool
+    func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput
+}
+
+/// Wraps a typed ``CommandHandler``.
+struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
+    let handler: Handler
+    var maxConcurrency: Int? { handler.maxConcurrency }
+
+    func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload {
+        if case .typed(let command) = payload, cast(command, to: Handler.HandledCommand.self) != nil { return payload }
+        return .typed(try payload.command(as: Handler.HandledCommand.self))
+    }
+
+    func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool {
+        handler.canHandle(try prepared.command(as: Handler.HandledCommand.self))
+    }
+
+    func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
+        let command = try prepared.command(as: Handler.HandledCommand.self)
+        return CommandOutput(try await handler.handle(command, context: context))
+    }
+}
+
+/// Wraps a ``DynamicCommandHandler``.
+struct DynamicHandlerBox: HandlerBox {
+    let handler: any DynamicCommandHandler
+    var maxConcurrency: Int? { handler.maxConcurrency }
+
+    func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload {
+        .json(try payload.jsonData(commandName: commandName))
+    }
+
+    func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool {
+        do {
+            return try handler.canHandle(payload: try prepared.jsonData(commandName: commandName))
+        } catch let error as CommandBusError {
+            throw error
+        } catch {
+            throw .decodingFailed(commandName, cause: error)
+        }
+    }
+
+    func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
+        let data = try prepared.jsonData(commandName: context.envelope.commandName)
+        return CommandOutput(json: try await handler.handle(payload: data, context: context))
+    }
+}

@@ -1,0 +1,16 @@
+/// Casts `value` to `U`, taking a pointer comparison instead of a dynamic cast when the types are the same.
+///
+/// The typed path hands a command and its result through existentials; the common case
+/// is the exact same type on both sides, and `as?` is measurably slower there.
+@inline(__always)
+func cast<T: Command, U>(_ value: T, to type: U.Type) -> U? {
+    if T.self == U.self { return unsafeBitCast(value, to: U.self) }
+    return value as? U
+}
+
+/// The same for results, which travel as `any Encodable & Sendable`.
+@inline(__always)
+func cast<T: Encodable, U>(_ value: T, to type: U.Type) -> U? {
+    if T.self == U.self { return unsafeBitCast(value, to: U.self) }
+    return value as? U
+}

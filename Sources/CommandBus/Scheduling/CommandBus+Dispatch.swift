@@ -1,0 +1,89 @@
+import Foundation
+
+extension CommandBus {
+    /// Picks the handler for a command: the first, in priority order, whose `canHandle` says yes.
+    /// - Throws: `noHandler` when none will; `decodingFailed` when the payload does not fit the chosen handler.
+    func route(_ payload: CommandPayload, name: String) throws(CommandBusError) -> (RouteEntry, CommandPayload) {
+        let entries = routes.withLock { $0.handlers(for: name) }
+        for entry in entries {
+            let prepared = try entry.box.prepare(payload, commandName: name)
+            if try entry.box.canHandle(prepared, commandName: name) {
+                return (entry, prepared)
+            }
+        }
+        throw .noHandler(name, registered: entries.count)
+    }
+
+    /// Routes and starts a command; routing errors are thrown to the sender.
+    func dispatch(
+        _ payload: CommandPayload, name: String, parent: CommandContext?,
+        metadata: [String: String], timeout: Duration?
+    ) throws(CommandBusError) -> StartedCommand {
+        let (entry, prepared) = try route(payload, name: name)
+        return start(entry: entry, prepared: prepared, name: name, parent: parent, metadata: metadata, timeout: timeout)
+    }
+
+    /// Routes and starts a command; routing errors end up in the returned context's outcome.
+    func post(
+        _ payload: CommandPayload, name: String, parent: CommandContext?,
+        metadata: [String: String], timeout: Duration?
+    ) -> CommandContext {
+        do {
+            return try dispatch(payload, name: name, parent: parent, metadata: metadata, timeout: timeout).context
+        } catch {
+            let context = makeContext(name: name, parent: parent, metadata: metadata, timeout: nil, assignment: nil)
+            context.finish(.failure(error), as: .failed)
+            return context
+        }
+    }
+
+    private func makeContext(
+        name: String, parent: CommandContext?, metadata: [String: String], timeout: Duration?, assignment: HandlerAssignment?
+    ) -> CommandContext {
+        let envelope = CommandEnvelope(commandName: name, parent: parent?.envelope, metadata: metadata)
+        let context = CommandContext(envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment)
+        parent?.addChild(context)
+        if observerCount.load(ordering: .acquiring) > 0 {
+            for observer in observers.withLock({ $0 }) { observer.commandAccepted(envelope) }
+        }
+        publish(context) { .accepted }
+        return context
+    }
+
+    private func start(
+        entry: RouteEntry, prepared: CommandPayload, name: String, parent: CommandContext?,
+        metadata: [String: String], timeout: Duration?
+    ) -> StartedCommand {
+        let deadline = timeout ?? configuration.defaultTimeout
+        let context = makeContext(
+            name: name, parent: parent, metadata: metadata, timeout: deadline,
+            assignment: HandlerAssignment(entry: entry, prepared: prepared)
+        )
+        let task = Task { await context.run() }
+        context.attach(task: task)
+        if let deadline { context.startWatchdog(deadline) }
+        return StartedCommand(context: context, task: task)
+    }
+
+    func commandDidFinish(_ context: CommandContext, outcome: CommandExecution.Outcome, state: CommandState) {
+        guard observerCount.load(ordering: .acquiring) > 0 else { return }
+        let current = observers.withLock { $0 }
+        let error: CommandBusError? = if case .failure(let error) = outcome { error } else { nil }
+        for observer in current { observer.commandFinished(context.envelope, state: state, error: error) }
+    }
+}
+
+/// A command that has been routed and started, with the task that runs it.
+struct StartedCommand: Sendable {
+    let context: CommandContext
+    let task: Task<CommandContext.Outcome, Never>
+
+    func result() async throws(CommandBusError) -> CommandOutput {
+        try await context.result(task: task)
+    }
+}
+
+extension CommandContext {
+    /// Whether someone asked for this command to stop.
+    var isCancelRequested: Bool { execution.withLock { $0.cancelRequested } }
+}

@@ -1,0 +1,90 @@
+import CommandBus
+import Foundation
+import Synchronization
+
+struct Greet: Command {
+    typealias Result = Greeting
+    static let name = "greet"
+    var name: String
+}
+
+struct Greeting: Codable, Sendable, Equatable {
+    var greeting: String
+}
+
+struct GreetHandler: CommandHandler {
+    var prefix = "Hello"
+    func canHandle(_ command: Greet) -> Bool { !command.name.isEmpty }
+    func handle(_ command: Greet, context: CommandContext) async throws -> Greeting {
+        Greeting(greeting: "\(prefix), \(command.name)!")
+    }
+}
+
+/// A command whose handler does whatever the test tells it to.
+struct Work: Command {
+    typealias Result = Int
+    static let name = "work"
+    var value: Int
+}
+
+struct Failure: Error, CustomStringConvertible {
+    var description: String
+}
+
+struct TransientFailure: RetryableError {}
+
+/// A handler built from a closure, for tests that need bespoke behaviour.
+struct ClosureHandler<C: Command>: CommandHandler {
+    var maxConcurrency: Int?
+    var accepts: @Sendable (C) -> Bool = { _ in true }
+    let body: @Sendable (C, CommandContext) async throws -> C.Result
+
+    init(
+        maxConcurrency: Int? = nil,
+        accepts: @escaping @Sendable (C) -> Bool = { _ in true },
+        _ body: @escaping @Sendable (C, CommandContext) async throws -> C.Result
+    ) {
+        self.maxConcurrency = maxConcurrency
+        self.accepts = accepts
+        self.body = body
+    }
+
+    func canHandle(_ command: C) -> Bool { accepts(command) }
+    func handle(_ command: C, context: CommandContext) async throws -> C.Result {
+        try await body(command, context)
+    }
+}
+
+/// Counts how many run at once and remembers the most.
+final class InFlightGauge: Sendable {
+    private let state = Mutex((current: 0, peak: 0))
+    var peak: Int { state.withLock { $0.peak } }
+    func enter() { state.withLock { $0.current += 1; $0.peak = max($0.peak, $0.current) } }
+    func leave() { state.withLock { $0.current -= 1 } }
+}
+
+/// A one-shot flag a test can wait on with a bound.
+final class Signal: Sendable {
+    private let fired = Atomic<Bool>(false)
+    var isFired: Bool { fired.load(ordering: .acquiring) }
+    func fire() { fired.store(true, ordering: .releasing) }
+}
+
+/// Waits until `condition` holds, polling, for at most `timeout`.
+func waitUntil(
+    _ timeout: Duration = .seconds(10),
+    _ condition: @Sendable () -> Bool
+) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return condition()
+}
+
+func json(_ text: String) -> Data { Data(text.utf8) }
+
+func decodeJSON(_ data: Data) throws -> [String: Any] {
+    try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+}

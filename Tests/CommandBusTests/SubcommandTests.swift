@@ -1,0 +1,116 @@
+import CommandBus
+import Foundation
+import Synchronization
+import Testing
+
+struct GreetAll: Command {
+    typealias Result = [String]
+    static let name = "greet-all"
+    var names: [String]
+}
+
+struct SubcommandTests {
+    @Test func childrenCarryParentAndCorrelationIDs() async throws {
+        let bus = CommandBus()
+        let childEnvelopes = Mutex<[CommandEnvelope]>([])
+        bus.register(ClosureHandler<Greet> { command, context in
+            childEnvelopes.withLock { $0.append(context.envelope) }
+            return Greeting(greeting: command.name)
+        })
+        bus.register(ClosureHandler<GreetAll> { command, context in
+            var out: [String] = []
+            for name in command.names { out.append(try await context.send(Greet(name: name)).greeting) }
+            return out
+        })
+        let ticket = bus.post(GreetAll(names: ["a", "b"]))
+        #expect(try await ticket.result == ["a", "b"])
+        let children = childEnvelopes.withLock { $0 }
+        #expect(children.count == 2)
+        #expect(children.allSatisfy { $0.parentID == ticket.id && $0.correlationID == ticket.id })
+    }
+
+    @Test func progressIsReportedAsChildrenFinish() async throws {
+        let bus = CommandBus()
+        bus.register(GreetHandler())
+        bus.register(ClosureHandler<GreetAll> { command, context in
+            let tickets = command.names.map { context.post(Greet(name: $0)) }
+            var out: [String] = []
+            for ticket in tickets { out.append(try await ticket.result.greeting) }
+            return out
+        })
+        let events = bus.events()
+        let ticket = bus.post(GreetAll(names: ["a", "b", "c"]))
+        #expect(try await ticket.result.count == 3)
+        var progress: [Int] = []
+        for await event in events where event.commandID == ticket.id {
+            if case .progress(let completed, let total) = event.kind {
+                #expect(total == 3)
+                progress.append(completed)
+            }
+            if case .stateChanged(_, .succeeded) = event.kind { break }
+        }
+        #expect(progress == [1, 2, 3])
+    }
+
+    @Test func aParentSeesItsChildsFailure() async {
+        let bus = CommandBus()
+        bus.register(ClosureHandler<Greet> { _, _ in throw Failure(description: "no such person") })
+        bus.register(ClosureHandler<GreetAll> { command, context in
+            [try await context.send(Greet(name: command.names[0])).greeting]
+        })
+        await #expect {
+            try await bus.send(GreetAll(names: ["x"]))
+        } throws: { error in
+            (error as? CommandBusError)?.message.contains("no such person") == true
+        }
+    }
+
+    @Test func anUnawaitedFailedChildFailsItsParent() async {
+        let bus = CommandBus()
+        bus.register(ClosureHandler<Greet> { _, _ in throw Failure(description: "boom") })
+        bus.register(ClosureHandler<GreetAll> { command, context in
+            _ = context.post(Greet(name: command.names[0]))
+            return []
+        })
+        await #expect(throws: CommandBusError(code: .childFailed, message: "")) {
+            try await bus.send(GreetAll(names: ["x"]))
+        }
+    }
+
+    @Test func theParentIsDoneOnlyWhenItsChildrenAre() async throws {
+        let bus = CommandBus()
+        let childDone = Signal()
+        bus.register(ClosureHandler<Greet> { command, _ in
+            try await Task.sleep(for: .milliseconds(30))
+            childDone.fire()
+            return Greeting(greeting: command.name)
+        })
+        bus.register(ClosureHandler<GreetAll> { command, context in
+            _ = context.post(Greet(name: command.names[0]))
+            return []
+        })
+        _ = try await bus.send(GreetAll(names: ["x"]))
+        #expect(childDone.isFired)
+    }
+
+    @Test func cancellingTheParentCancelsItsChildren() async throws {
+        let bus = CommandBus()
+        let childStarted = Signal()
+        let childCancelled = Signal()
+        bus.register(ClosureHandler<Greet> { _, _ in
+            childStarted.fire()
+            do { try await Task.sleep(for: .seconds(60)) } catch { childCancelled.fire(); throw error }
+            return Greeting(greeting: "")
+        })
+        bus.register(ClosureHandler<GreetAll> { command, context in
+            _ = context.post(Greet(name: command.names[0]))
+            try await Task.sleep(for: .seconds(60))
+            return []
+        })
+        let parent = bus.post(GreetAll(names: ["x"]))
+        #expect(await waitUntil { childStarted.isFired })
+        parent.cancel()
+        await #expect(throws: CommandBusError(code: .cancelled, message: "")) { try await parent.result }
+        #expect(await waitUntil { childCancelled.isFired })
+    }
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds in release mode and runs the benchmarks. Figures are ratios against baselines measured in the same run.
+# Usage: scripts/bench.sh [--json]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/common.sh
+
+ensure_system_packages
+log "building the benchmarks (release)"
+swift build -c release --product CommandBusBenchmarks >&2
+.build/release/CommandBusBenchmarks "$@"

@@ -1,0 +1,21 @@
+# Shared helpers for the scripts in scripts/. Source it; don't run it.
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The Debian packages the project needs beyond the Swift toolchain, installed when missing.
+SYSTEM_PACKAGES=()
+
+ensure_system_packages() {
+    local missing=()
+    for package in "${SYSTEM_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing missing system packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq || die "apt-get update failed; install ${missing[*]} by hand"
+    $sudo apt-get install -y -qq "${missing[@]}" >/dev/null || die "could not install ${missing[*]}"
+}
