@@ -6,10 +6,25 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "CommandBus", targets: ["CommandBus"]),
+        .library(name: "CommandBusPlugin", targets: ["CommandBusPlugin"]),
+        .library(name: "CommandBusHost", targets: ["CommandBusHost"]),
+        .executable(name: "cmdbus", targets: ["cmdbus"]),
+        // Example plugins: each a shared library with its own copy of the SDK.
+        .library(name: "Greeter", type: .dynamic, targets: ["Greeter"]),
+        .library(name: "GreetAll", type: .dynamic, targets: ["GreetAll"]),
+        .library(name: "CEcho", type: .dynamic, targets: ["CEcho"]),
     ],
     dependencies: [],
     targets: [
         .target(name: "CommandBus"),
+        .target(name: "CCommandBusABI"),
+        // The SDK depends on nothing the host links, so no Swift symbol is shared across the boundary.
+        .target(name: "CommandBusPlugin", dependencies: ["CCommandBusABI"]),
+        .target(name: "CommandBusHost", dependencies: ["CommandBus", "CCommandBusABI"]),
+        .executableTarget(name: "cmdbus", dependencies: ["CommandBusHost"]),
+        .target(name: "Greeter", dependencies: ["CommandBusPlugin"], path: "Plugins/Greeter"),
+        .target(name: "GreetAll", dependencies: ["CommandBusPlugin"], path: "Plugins/GreetAll"),
+        .target(name: "CEcho", dependencies: ["CCommandBusABI"], path: "Plugins/CEcho"),
         .executableTarget(
             name: "CommandBusBenchmarks",
             dependencies: ["CommandBus"]

@@ -116,6 +116,13 @@ public final class CommandBus: Sendable {
         events.subscribe(filter, bufferingPolicy: bufferingPolicy)
     }
 
+    /// Ends every event stream: iterators get the events already buffered, then `nil`.
+    ///
+    /// A one-shot tool calls this once its work is done, so printers can drain and stop.
+    public func finishEventStreams() {
+        events.finishAll()
+    }
+
     /// Adds an observer that is told synchronously about every command the bus accepts and finishes.
     public func addObserver(_ observer: any CommandObserver) {
         observers.withLock { $0.append(observer) }

@@ -136,26 +136,7 @@ extension CommandBusError {
 
     /// A one-line account of a `DecodingError` that names the field.
     static func describeDecoding(_ error: any Error) -> String {
-        guard let decodingError = error as? DecodingError else { return describe(error) }
-        func path(_ codingPath: [any CodingKey]) -> String {
-            codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
-        }
-        switch decodingError {
-        case .keyNotFound(let key, let context):
-            let parent = path(context.codingPath)
-            return "missing field '\(parent.isEmpty ? key.stringValue : parent + "." + key.stringValue)'"
-        case .typeMismatch(let type, let context):
-            return "field '\(path(context.codingPath))' should be \(type)"
-        case .valueNotFound(let type, let context):
-            return "field '\(path(context.codingPath))' is null, expected \(type)"
-        case .dataCorrupted(let context):
-            let field = path(context.codingPath)
-            let reason = (context.underlyingError.map { String(describing: $0) } ?? context.debugDescription)
-                .replacingOccurrences(of: "\n", with: " ")
-            return field.isEmpty ? "not valid JSON (\(context.debugDescription))" : "field '\(field)': \(reason)"
-        @unknown default:
-            return String(describing: decodingError)
-        }
+        describeDecodingFailure(error)
     }
 }
 

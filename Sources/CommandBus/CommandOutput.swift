@@ -28,7 +28,7 @@ public struct CommandOutput: Sendable {
         case .json(let data):
             return data
         case .value(let value):
-            do { return try JSONCoding.encoder.encode(value) } catch {
+            do { return try JSONWire.encoder.encode(value) } catch {
                 throw .encodingFailed(commandName, cause: error)
             }
         }
@@ -39,7 +39,7 @@ public struct CommandOutput: Sendable {
     public func value<R: Decodable>(as type: R.Type, commandName: String) throws(CommandBusError) -> R {
         if case .value(let value) = storage, let typed = cast(value, to: R.self) { return typed }
         let data = try jsonData(commandName: commandName)
-        do { return try JSONCoding.decoder.decode(R.self, from: data) } catch {
+        do { return try JSONWire.decoder.decode(R.self, from: data) } catch {
             throw CommandBusError(
                 code: .decodingFailed,
                 message: "result of '\(commandName)' does not decode as \(R.self): \(CommandBusError.describeDecoding(error))",

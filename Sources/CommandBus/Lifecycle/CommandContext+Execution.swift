@@ -77,9 +77,10 @@ extension CommandContext {
         ended.watchdog?.cancel()
         ended.task?.cancel()
         for child in ended.children { child.cancel() }
-        for waiter in ended.waiters { waiter.resume(returning: outcome) }
+        // Observers hear of the end before anyone waiting for the result wakes up.
         bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
         bus.commandDidFinish(self, outcome: outcome, state: state)
+        for waiter in ended.waiters { waiter.resume(returning: outcome) }
         parent?.childDidFinish()
         return outcome
     }

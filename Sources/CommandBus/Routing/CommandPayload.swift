@@ -11,7 +11,7 @@ enum CommandPayload: Sendable {
         case .json(let data):
             return data
         case .typed(let command):
-            do { return try JSONCoding.encoder.encode(command) } catch {
+            do { return try JSONWire.encoder.encode(command) } catch {
                 throw .encodingFailed(commandName, cause: error)
             }
         }
@@ -21,18 +21,9 @@ enum CommandPayload: Sendable {
     func command<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
         if case .typed(let command) = self, let typed = cast(command, to: C.self) { return typed }
         let data = try jsonData(commandName: C.name)
-        do { return try JSONCoding.decoder.decode(C.self, from: data) } catch {
+        do { return try JSONWire.decoder.decode(C.self, from: data) } catch {
             throw .decodingFailed(C.name, cause: error)
         }
     }
 }
 
-/// The shared JSON coders: sorted keys so that output is stable.
-enum JSONCoding {
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
-    static let decoder = JSONDecoder()
-}

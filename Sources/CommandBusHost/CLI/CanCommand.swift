@@ -1,0 +1,38 @@
+import CommandBus
+import Foundation
+
+/// `cmdbus can <command> [<json>]`: exits 0 if some handler would take the command now, 69 if none would.
+enum CanCommand {
+    static let spec = ArgumentSpec(command: "can", options: [
+        .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
+        .plugins, .json, .quiet, .help,
+    ])
+
+    static let help = """
+        Usage: cmdbus can <command> [<json>] [-p key=value ...] [options]
+
+        Asks whether some handler would take the command now, without running it.
+        Exits 0 if one would, 69 if none would, 65 if the payload is malformed.
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) throws(CLIFailure) {
+        guard let command = arguments.positionals.first else { throw .usage("'cmdbus can' needs a command name; see 'cmdbus can --help'") }
+        guard arguments.positionals.count <= 2 else { throw .usage("'cmdbus can' takes a command and at most one JSON payload") }
+        let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
+        let session = HostSession.start(arguments, console: console, reportSkipped: true)
+        let answer: Bool
+        do {
+            answer = try session.bus.canHandle(name: command, payload: payload)
+        } catch {
+            throw session.failure(error, command: command)
+        }
+        if arguments.has("json") { console.out(Console.json(["command": command, "canHandle": answer])) }
+        guard answer else {
+            let registered = session.bus.handlerCount(for: command)
+            throw session.failure(.noHandler(command, registered: registered), command: command)
+        }
+    }
+}

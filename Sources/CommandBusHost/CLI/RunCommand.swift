@@ -1,0 +1,69 @@
+import CommandBus
+import Foundation
+
+/// `cmdbus run <command> [<json>] [-p key=value ...]`: sends one command and prints its result.
+enum RunCommand {
+    static let spec = ArgumentSpec(command: "run", options: [
+        .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
+        .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
+        .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
+        .plugins, .json, .quiet, .help,
+    ])
+
+    static let help = """
+        Usage: cmdbus run <command> [<json>] [-p key=value ...] [options]
+
+        Sends one command on the bus and prints its JSON result on stdout.
+        Events and logs go to stderr; a command with subcommands shows a
+        progress line there when stderr is a terminal.
+
+        Options:
+        \(spec.optionsHelp)
+
+        Exit codes: 0 ok, 1 handler failed, 64 usage, 65 malformed payload,
+        69 no handler, 75 timed out.
+
+        Example: cmdbus run greet '{"name": "Ada"}'    or    cmdbus run greet -p name=Ada
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
+        guard let command = arguments.positionals.first else { throw .usage("'cmdbus run' needs a command name; see 'cmdbus run --help'") }
+        guard arguments.positionals.count <= 2 else {
+            throw .usage("'cmdbus run' takes a command and at most one JSON payload; got \(arguments.positionals.count - 1) payloads")
+        }
+        let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
+        let metadata = try keyValues(arguments.all("meta"), option: "--meta")
+        let timeout = try arguments.value("timeout").map { text throws(CLIFailure) -> Duration in
+            guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+                throw .usage("--timeout takes a positive number of seconds, got '\(text)'")
+            }
+            return .milliseconds(Int64(seconds * 1000))
+        }
+
+        let session = HostSession.start(arguments, console: console, reportSkipped: true)
+        let printer = EventPrinter(console: console, stream: session.bus.events())
+        let result: Result<Data, CommandBusError>
+        do {
+            result = .success(try await session.bus.send(name: command, payload: payload, metadata: metadata, timeout: timeout))
+        } catch {
+            result = .failure(error)
+        }
+        session.bus.finishEventStreams()
+        await printer.finish()
+        switch result {
+        case .success(let data): console.out(String(decoding: data, as: UTF8.self))
+        case .failure(let error): throw session.failure(error, command: command)
+        }
+    }
+
+    static func keyValues(_ pairs: [String], option: String) throws(CLIFailure) -> [String: String] {
+        var values: [String: String] = [:]
+        for pair in pairs {
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                throw .usage("\(option) takes key=value, got '\(pair)'")
+            }
+            values[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+        }
+        return values
+    }
+}

@@ -1,0 +1,43 @@
+import CCommandBusABI
+import Foundation
+
+/// A plugin the host has loaded and initialized.
+public struct LoadedPlugin: Sendable {
+    /// The file it was loaded from.
+    public let path: String
+    /// The plugin's name and version.
+    public let name: String
+    /// The plugin's own version.
+    public let version: String
+    /// The plugin ABI it speaks, as `1.0`.
+    public let abi: String
+    /// The SDK version it was built with, or `nil` for a plugin written without the SDK.
+    public let sdkVersion: String?
+    /// The Swift compiler version it was built with, or `nil` for C.
+    public let swiftVersion: String?
+    /// Its declared priority.
+    public let priority: Int
+    /// The names of the commands it handles.
+    public let commands: [String]
+    /// When it was loaded.
+    public let loadedAt: Date
+    /// How long loading and initializing it took, in milliseconds.
+    public let loadMilliseconds: Double
+
+    let descriptor: PluginDescriptor
+    let state: PluginState
+}
+
+/// Why a file in a plugin directory was not loaded.
+public struct SkippedPluginFile: Sendable, Hashable {
+    /// The file.
+    public let path: String
+    /// A one-line reason.
+    public let reason: String
+}
+
+/// The `plugin_state` pointer a plugin's `init()` returned.
+struct PluginState: @unchecked Sendable {
+    // Owned by the plugin, valid for the life of the process.
+    let pointer: UnsafeMutableRawPointer?
+}

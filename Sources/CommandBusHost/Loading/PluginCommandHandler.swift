@@ -1,0 +1,65 @@
+import CCommandBusABI
+import CommandBus
+import Foundation
+
+/// Puts one plugin command on the bus: a `DynamicCommandHandler` that calls across the C ABI.
+struct PluginCommandHandler: DynamicCommandHandler {
+    let plugin: LoadedPlugin
+    let command: PluginDescriptor.Command
+
+    var commandName: String { command.name }
+    var maxConcurrency: Int? { command.maxConcurrency }
+
+    func canHandle(payload: Data) throws -> Bool {
+        guard let canHandle = plugin.descriptor.raw.pointee.can_handle else { return true }
+        let probe = PluginCall(context: nil, pluginName: plugin.name)
+        PluginCallRegistry.register(probe)
+        defer { PluginCallRegistry.remove(probe) }
+        let answer = payload.withUnsafeBytes { raw in
+            canHandle(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
+        }
+        if answer >= 0 { return answer != 0 }
+        let message = probe.completion.map { String(decoding: $0.body, as: UTF8.self) } ?? "the plugin refused the payload"
+        throw error(status: -answer, message: message)
+    }
+
+    func handle(payload: Data, context: CommandContext) async throws -> Data {
+        let handle = plugin.descriptor.raw.pointee.handle!
+        let call = PluginCall(context: context, pluginName: plugin.name)
+        PluginCallRegistry.register(call)
+        defer { PluginCallRegistry.remove(call) }
+        // The payload must stay valid until the plugin completes the call, so the call owns a copy.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(payload.count, 1), alignment: 1)
+        defer { buffer.deallocate() }
+        _ = payload.copyBytes(to: buffer.bindMemory(to: UInt8.self))
+        let bytes = cmdbus_bytes(data: UnsafePointer(buffer.bindMemory(to: UInt8.self).baseAddress), length: payload.count)
+        let state = plugin.state, index = command.index
+        let cancel = plugin.descriptor.raw.pointee.cancel
+        let (status, body) = await withTaskCancellationHandler {
+            await call.wait { handle(state.pointer, index, bytes, call.handle) }
+        } onCancel: {
+            if PluginCallRegistry.lookup(call.handle) != nil { cancel?(state.pointer, call.handle) }
+        }
+        guard status == Int32(CMDBUS_OK.rawValue) else {
+            throw error(status: status, message: String(decoding: body, as: UTF8.self))
+        }
+        return body
+    }
+
+    /// The bus error for a plugin's failure status, naming the command, the plugin and its file.
+    private func error(status: Int32, message: String) -> CommandBusError {
+        let file = (plugin.path as NSString).lastPathComponent
+        let origin = "plugin '\(plugin.name)' (\(file))"
+        switch status {
+        case Int32(CMDBUS_DECODING_FAILED.rawValue):
+            return CommandBusError(code: .decodingFailed, message: "payload for '\(command.name)' does not decode in \(origin): \(message)")
+        case Int32(CMDBUS_CANCELLED.rawValue):
+            return .cancelled(command.name)
+        default:
+            let retryable = status == Int32(CMDBUS_FAILED_RETRYABLE.rawValue)
+            return CommandBusError(
+                code: .handlerFailed, message: "command '\(command.name)' failed in \(origin): \(message)", isRetryable: retryable
+            )
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import CCommandBusABI
+
+/// What a plugin's descriptor says, read and checked the way PostgreSQL checks a module's magic block.
+struct PluginDescriptor: @unchecked Sendable {
+    // The pointer stays valid for the life of the process: plugins are never unloaded.
+    let raw: UnsafePointer<cmdbus_plugin_descriptor>
+    let name: String
+    let version: String
+    let abiMajor: UInt32
+    let abiMinor: UInt32
+    let sdkVersion: String?
+    let swiftVersion: String?
+    let priority: Int32
+    let commands: [Command]
+
+    /// One command the plugin declares.
+    struct Command: Sendable {
+        let index: UInt32
+        let name: String
+        let maxConcurrency: Int?
+    }
+
+    /// The ABI this host speaks.
+    static let hostABI = (major: UInt32(CMDBUS_ABI_VERSION_MAJOR), minor: UInt32(CMDBUS_ABI_VERSION_MINOR))
+    /// The most commands a descriptor may declare; more means garbage.
+    static let maxCommands: UInt32 = 10_000
+    /// The longest string read from a descriptor.
+    static let maxStringLength = 4096
+
+    /// Reads and validates `raw`. Only fields are read; no plugin code runs.
+    init(reading raw: UnsafePointer<cmdbus_plugin_descriptor>) throws(PluginLoadFailure) {
+        self.raw = raw
+        let fields = raw.pointee
+        guard fields.magic == CMDBUS_PLUGIN_MAGIC else {
+            throw .init("descriptor has the wrong magic number (0x\(String(fields.magic, radix: 16))); not a CommandBus descriptor")
+        }
+        let host = Self.hostABI
+        guard fields.abi_major == host.major else {
+            throw .init("built for plugin ABI v\(fields.abi_major).\(fields.abi_minor); this host speaks v\(host.major).\(host.minor)")
+        }
+        guard fields.abi_minor <= host.minor else {
+            throw .init("needs plugin ABI v\(fields.abi_major).\(fields.abi_minor); this host speaks only up to v\(host.major).\(host.minor)")
+        }
+        guard fields.struct_size >= UInt32(MemoryLayout<cmdbus_plugin_descriptor>.size) else {
+            throw .init("descriptor is \(fields.struct_size) bytes, smaller than ABI v\(host.major).\(host.minor)'s \(MemoryLayout<cmdbus_plugin_descriptor>.size)")
+        }
+        guard let name = Self.string(fields.name), !name.isEmpty else { throw .init("descriptor is missing its name") }
+        guard let version = Self.string(fields.version), !version.isEmpty else {
+            throw .init("descriptor of '\(name)' is missing its version")
+        }
+        let swiftVersion = Self.string(fields.swift_version)
+        if let swiftVersion, swiftVersion != hostSwiftCompilerVersion {
+            throw .init("'\(name)' was built with Swift \(swiftVersion); this host was built with Swift \(hostSwiftCompilerVersion) (rebuild the plugin)")
+        }
+        guard fields.handle != nil else { throw .init("descriptor of '\(name)' has no handle function") }
+        guard fields.command_count > 0, let table = fields.commands else { throw .init("'\(name)' declares no commands") }
+        guard fields.command_count <= Self.maxCommands else {
+            throw .init("'\(name)' declares \(fields.command_count) commands, more than the \(Self.maxCommands) allowed")
+        }
+        var commands: [Command] = []
+        for index in 0..<fields.command_count {
+            let entry = table[Int(index)]
+            guard let commandName = Self.string(entry.name), !commandName.isEmpty else {
+                throw .init("command #\(index) of '\(name)' has no name")
+            }
+            commands.append(Command(index: index, name: commandName, maxConcurrency: entry.max_concurrency > 0 ? Int(entry.max_concurrency) : nil))
+        }
+        self.name = name
+        self.version = version
+        self.abiMajor = fields.abi_major
+        self.abiMinor = fields.abi_minor
+        self.sdkVersion = Self.string(fields.sdk_version)
+        self.swiftVersion = swiftVersion
+        self.priority = fields.priority
+        self.commands = commands
+    }
+
+    /// A NUL-terminated UTF-8 string from the descriptor, read no further than `maxStringLength`.
+    private static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
+        guard let pointer else { return nil }
+        let length = strnlen(pointer, maxStringLength)
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+        }
+    }
+}

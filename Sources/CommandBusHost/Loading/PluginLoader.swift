@@ -1,0 +1,128 @@
+import CCommandBusABI
+import CommandBus
+import Foundation
+
+/// Finds plugin files in directories, loads each one, checks its descriptor, and registers its handlers.
+///
+/// A file that cannot be a plugin is skipped with a one-line reason; one bad file never
+/// stops the others from loading, and nothing it holds crashes the host.
+/// ```swift
+/// let bus = CommandBus()
+/// let catalog = PluginLoader(directories: ["./plugins"]).load(into: bus)
+/// for skipped in catalog.skipped { print(skipped.path, skipped.reason) }
+/// ```
+public struct PluginLoader: Sendable {
+    /// The directories searched, in order; earlier directories win ties in priority.
+    public let directories: [String]
+
+    /// Creates a loader for `directories`.
+    public init(directories: [String]) {
+        self.directories = directories
+    }
+
+    /// The plugin directories to use: the explicit ones if any, else `$CMDBUS_PLUGINS` (colon-separated), else `./plugins`.
+    public static func directories(explicit: [String], environment: [String: String]) -> [String] {
+        if !explicit.isEmpty { return explicit }
+        if let fromEnvironment = environment["CMDBUS_PLUGINS"] {
+            let list = fromEnvironment.split(separator: ":").map(String.init).filter { !$0.isEmpty }
+            if !list.isEmpty { return list }
+        }
+        return ["./plugins"]
+    }
+
+    /// Loads every `.so` file in the directories, in order (by file name within a directory), onto `bus`.
+    public func load(into bus: CommandBus) -> PluginCatalog {
+        var plugins: [LoadedPlugin] = []
+        var skipped: [SkippedPluginFile] = []
+        for directory in directories {
+            let files: [String]
+            do {
+                files = try Self.candidates(in: directory)
+            } catch {
+                skipped.append(SkippedPluginFile(path: directory, reason: error.reason))
+                continue
+            }
+            for file in files {
+                switch Self.load(file: file) {
+                case .success(let plugin):
+                    for command in plugin.descriptor.commands {
+                        bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
+                    }
+                    plugins.append(plugin)
+                case .failure(let failure):
+                    skipped.append(SkippedPluginFile(path: file, reason: failure.reason))
+                }
+            }
+        }
+        return PluginCatalog(directories: directories, plugins: plugins, skipped: skipped)
+    }
+
+    /// The plugin files in `directory`: every entry whose name ends in `.so`, sorted by name.
+    static func candidates(in directory: String) throws(PluginLoadFailure) -> [String] {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else {
+            throw .init("plugin directory does not exist")
+        }
+        guard isDirectory.boolValue else { throw .init("plugin directory is not a directory") }
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
+            throw .init("plugin directory cannot be read")
+        }
+        return names.filter { ($0 as NSString).pathExtension == PluginFileInspector.pluginExtension }
+            .sorted()
+            .map { (directory as NSString).appendingPathComponent($0) }
+    }
+
+    /// Loads and initializes one plugin file without registering it anywhere.
+    public static func load(file path: String) -> Result<LoadedPlugin, PluginLoadError> {
+        let start = ContinuousClock.now
+        do {
+            try PluginFileInspector.inspect(path)
+            let library = try SharedLibrary(opening: path)
+            let descriptor = try readDescriptor(from: library)
+            let state = try initialize(descriptor)
+            let elapsed = ContinuousClock.now - start
+            return .success(LoadedPlugin(
+                path: path, name: descriptor.name, version: descriptor.version,
+                abi: "\(descriptor.abiMajor).\(descriptor.abiMinor)", sdkVersion: descriptor.sdkVersion,
+                swiftVersion: descriptor.swiftVersion, priority: Int(descriptor.priority),
+                commands: descriptor.commands.map(\.name), loadedAt: Date(),
+                loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
+                descriptor: descriptor, state: state
+            ))
+        } catch {
+            return .failure(PluginLoadError(path: path, reason: error.reason))
+        }
+    }
+
+    private static func readDescriptor(from library: SharedLibrary) throws(PluginLoadFailure) -> PluginDescriptor {
+        guard let entry = library.address(of: CMDBUS_PLUGIN_ENTRY_NAME) else {
+            if let other = (0...9).first(where: { $0 != Int(CMDBUS_ABI_VERSION_MAJOR) && library.address(of: "cmdbus_plugin_v\($0)") != nil }) {
+                throw .init("built for plugin ABI v\(other) (exports cmdbus_plugin_v\(other)); this host speaks v\(CMDBUS_ABI_VERSION_MAJOR)")
+            }
+            throw .init("not a CommandBus plugin: it exports no \(CMDBUS_PLUGIN_ENTRY_NAME) symbol")
+        }
+        let function = unsafeBitCast(entry, to: cmdbus_plugin_entry_v1.self)
+        guard let raw = function() else {
+            throw .init("its \(CMDBUS_PLUGIN_ENTRY_NAME)() returned no descriptor (NULL)")
+        }
+        return try PluginDescriptor(reading: raw)
+    }
+
+    private static func initialize(_ descriptor: PluginDescriptor) throws(PluginLoadFailure) -> PluginState {
+        guard let initialize = descriptor.raw.pointee.`init` else { return PluginState(pointer: nil) }
+        var state: UnsafeMutableRawPointer?
+        let status = initialize(HostFunctionTable.pointer, &state)
+        guard status == 0 else { throw .init("'\(descriptor.name)' refused to start: its init() returned \(status)") }
+        return PluginState(pointer: state)
+    }
+}
+
+/// Why a plugin file could not be loaded.
+public struct PluginLoadError: Error, Sendable, CustomStringConvertible {
+    /// The file.
+    public let path: String
+    /// A one-line reason.
+    public let reason: String
+    /// `path: reason`.
+    public var description: String { "\(path): \(reason)" }
+}
