@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "Greeter", type: .dynamic, targets: ["Greeter"]),
         .library(name: "GreetAll", type: .dynamic, targets: ["GreetAll"]),
         .library(name: "CEcho", type: .dynamic, targets: ["CEcho"]),
+        // A plugin for the host's tests only (sleeps, failures, subcommands).
+        .library(name: "FixturePlugin", type: .dynamic, targets: ["FixturePlugin"]),
     ],
     dependencies: [],
     targets: [
@@ -25,11 +27,13 @@ let package = Package(
         .target(name: "Greeter", dependencies: ["CommandBusPlugin"], path: "Plugins/Greeter"),
         .target(name: "GreetAll", dependencies: ["CommandBusPlugin"], path: "Plugins/GreetAll"),
         .target(name: "CEcho", dependencies: ["CCommandBusABI"], path: "Plugins/CEcho"),
+        .target(name: "FixturePlugin", dependencies: ["CommandBusPlugin"], path: "Tests/Fixtures/FixturePlugin"),
         .executableTarget(
             name: "CommandBusBenchmarks",
             dependencies: ["CommandBus"]
         ),
         .testTarget(name: "CommandBusTests", dependencies: ["CommandBus"]),
+        .testTarget(name: "CommandBusHostTests", dependencies: ["CommandBusHost", "CommandBus"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,5 +8,7 @@ source scripts/lib/common.sh
 ensure_system_packages
 log "building all products (debug)"
 swift build
+# The host tests load the built plugins and run the built cmdbus binary from here.
+export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
 log "running the tests"
 swift test "$@"

@@ -5,7 +5,8 @@ log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The Debian packages the project needs beyond the Swift toolchain, installed when missing.
-SYSTEM_PACKAGES=()
+# gcc: the tests compile deliberately bad plugins from C.
+SYSTEM_PACKAGES=(gcc)
 
 ensure_system_packages() {
     local missing=()

@@ -48,7 +48,7 @@ struct ArgumentSpec: Sendable {
             if option.takesValue {
                 if let inlineValue {
                     parsed.values[option.name, default: []].append(inlineValue)
-                } else if index < arguments.count {
+                } else if index < arguments.count, !arguments[index].hasPrefix("--") {
                     parsed.values[option.name, default: []].append(arguments[index])
                     index += 1
                 } else {

@@ -34,6 +34,12 @@ public struct SkippedPluginFile: Sendable, Hashable {
     public let path: String
     /// A one-line reason.
     public let reason: String
+
+    /// Records that `path` was skipped for `reason`.
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
 }
 
 /// The `plugin_state` pointer a plugin's `init()` returned.

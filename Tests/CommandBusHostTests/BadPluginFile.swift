@@ -1,0 +1,59 @@
+import Foundation
+
+/// The kinds of bad file a plugin directory can hold, each made for real on disk.
+enum BadPluginFile: String, CaseIterable, Sendable {
+    case textFile, emptyFile, randomBytes, truncatedPlugin, sharedLibraryNotAPlugin, systemLibrary
+    case entryReturnsNull, otherABIEntryPoint, otherABIInDescriptor, missingName, directory, danglingSymlink
+
+    /// Creates the bad file in `directory`; returns its path and a phrase its skip reason must contain.
+    func create(in directory: TemporaryDirectory) throws -> (path: String, reason: String) {
+        switch self {
+        case .textFile:
+            let url = directory.file("x.so")
+            try "this is not a library\n".write(to: url, atomically: true, encoding: .utf8)
+            return (url.path, "not an ELF shared library")
+        case .emptyFile:
+            let url = directory.file("empty.so")
+            _ = FileManager.default.createFile(atPath: url.path, contents: Data())
+            return (url.path, "empty file")
+        case .randomBytes:
+            let url = directory.file("random.so")
+            var generator = SystemRandomNumberGenerator()
+            try Data((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: url)
+            return (url.path, "not an ELF shared library")
+        case .truncatedPlugin:
+            let url = directory.file("truncated.so")
+            let whole = try Data(contentsOf: try TestPaths.product("libGreeter.so"))
+            try whole.prefix(whole.count / 3).write(to: url)
+            return (url.path, "truncated ELF file")
+        case .sharedLibraryNotAPlugin:
+            return (try compileFixture("not_a_plugin", into: directory).path, "exports no cmdbus_plugin_v1 symbol")
+        case .systemLibrary:
+            let url = directory.file("libm.so")
+            try FileManager.default.copyItem(at: URL(fileURLWithPath: Self.systemLibraryPath), to: url)
+            return (url.path, "exports no cmdbus_plugin_v1 symbol")
+        case .entryReturnsNull:
+            return (try compileFixture("null_entry", into: directory).path, "returned no descriptor")
+        case .otherABIEntryPoint:
+            return (try compileFixture("abi_v2", into: directory).path, "built for plugin ABI v2")
+        case .otherABIInDescriptor:
+            return (try compileFixture("abi_field_mismatch", into: directory).path, "built for plugin ABI v2.0; this host speaks v1.0")
+        case .missingName:
+            return (try compileFixture("missing_name", into: directory).path, "missing its name")
+        case .directory:
+            let url = directory.file("y.so")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            return (url.path, "is a directory")
+        case .danglingSymlink:
+            let url = directory.file("dangling.so")
+            try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "/nonexistent/plugin.so")
+            return (url.path, "dangling symlink")
+        }
+    }
+
+    /// A real system shared library that is not a plugin (glibc's libm is on every Linux machine).
+    static let systemLibraryPath: String = {
+        let candidates = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6", "/lib64/libm.so.6"]
+        return candidates.first { FileManager.default.fileExists(atPath: $0) } ?? candidates[0]
+    }()
+}

@@ -1,0 +1,190 @@
+import CommandBus
+import CommandBusHost
+import Foundation
+import Synchronization
+import Testing
+
+struct Greet: Command {
+    typealias Result = Greeting
+    static let name = "greet"
+    var name: String
+}
+
+struct Greeting: Codable, Sendable, Equatable {
+    var greeting: String
+}
+
+struct PluginLoaderTests {
+    @Test func loadsTheExamplePluginsAndRoutesToThem() async throws {
+        let directory = try examplePluginDirectory()
+        defer { directory.remove() }
+        let bus = CommandBus()
+        let catalog = PluginLoader(directories: [directory.path]).load(into: bus)
+        #expect(catalog.skipped.isEmpty)
+        #expect(Set(catalog.plugins.map(\.name)) == ["greeter", "greet-all", "c-echo"])
+        let greeter = try #require(catalog.plugins.first { $0.name == "greeter" })
+        #expect(greeter.abi == "1.0" && greeter.sdkVersion == "1.0.0" && greeter.swiftVersion != nil)
+        #expect(catalog.plugins.first { $0.name == "c-echo" }?.swiftVersion == nil)
+
+        // The typed path reaches a plugin handler, as does the dynamic one.
+        #expect(try await bus.send(Greet(name: "Ada")) == Greeting(greeting: "Hello, Ada!"))
+        let echoed = try await bus.send(name: "c.echo", payload: json(#"{"a":[1,2]}"#))
+        #expect(echoed == json(#"{"a":[1,2]}"#))
+    }
+
+    @Test func canHandleCrossesTheBoundaryWithoutRunning() throws {
+        let directory = try examplePluginDirectory()
+        defer { directory.remove() }
+        let bus = CommandBus()
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        #expect(try bus.canHandle(name: "greet", payload: json(#"{"name":"Ada"}"#)))
+        #expect(try !bus.canHandle(name: "greet", payload: json(#"{"name":"  "}"#)))
+        #expect(throws: CommandBusError(code: .decodingFailed, message: "")) {
+            try bus.canHandle(name: "greet", payload: json("not json"))
+        }
+    }
+
+    @Test func subcommandsFromOnePluginReachAnother() async throws {
+        let directory = try examplePluginDirectory()
+        defer { directory.remove() }
+        let bus = CommandBus()
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        let events = bus.events()
+        let ticket = bus.post(name: "greet-all", payload: json(#"{"names":["Ada","Lin","Grace"]}"#))
+        let result = try await ticket.result
+        #expect(try JSONSerialization.jsonObject(with: result) as? [String: [String]] == ["greetings": ["Hello, Ada!", "Hello, Lin!", "Hello, Grace!"]])
+        bus.finishEventStreams()
+        var childParents: [UUID?] = [], progress: [Int] = [], emitted = 0
+        for await event in events {
+            if event.envelope.commandName == "greet", case .accepted = event.kind { childParents.append(event.envelope.parentID) }
+            if event.commandID == ticket.id, case .progress(let done, _) = event.kind { progress.append(done) }
+            if event.commandID == ticket.id, case .emitted("greeted", _) = event.kind { emitted += 1 }
+        }
+        #expect(childParents == [ticket.id, ticket.id, ticket.id])
+        #expect(progress == [1, 2, 3])
+        #expect(emitted == 3)
+    }
+
+    @Test func errorsNameTheCommandThePluginAndTheCause() async throws {
+        let directory = try examplePluginDirectory()
+        defer { directory.remove() }
+        try directory.install("libFixturePlugin.so")
+        let bus = CommandBus()
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        await #expect {
+            try await bus.send(name: "fixture.fail", payload: json(#"{"message":"disk full"}"#))
+        } throws: { error in
+            let busError = error as? CommandBusError
+            return busError?.code == .handlerFailed
+                && busError?.message == "command 'fixture.fail' failed in plugin 'fixture' (libFixturePlugin.so): disk full"
+        }
+        await #expect {
+            try await bus.send(name: "greet", payload: json(#"{"nom":"Ada"}"#))
+        } throws: { error in
+            (error as? CommandBusError)?.message == "payload for 'greet' does not decode in plugin 'greeter' (libGreeter.so): missing field 'name'"
+        }
+    }
+
+    @Test func retryableFailuresFromAPluginAreRetried() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try directory.install("libFixturePlugin.so")
+        let deadLetters = FailedCommandRecorder()
+        let bus = CommandBus(configuration: .init(middleware: [deadLetters, RetryMiddleware(maxAttempts: 3, initialDelay: .milliseconds(1))]))
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        await #expect(throws: CommandBusError(code: .handlerFailed, message: "")) {
+            try await bus.send(name: "fixture.fail", payload: json(#"{"message":"busy","retryable":true}"#))
+        }
+        #expect(deadLetters.failures.map(\.attempts) == [3])
+        #expect(deadLetters.failures.first?.error.isRetryable == true)
+    }
+
+    @Test func cancellationReachesAPluginHandler() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try directory.install("libFixturePlugin.so")
+        let bus = CommandBus()
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        let events = bus.events()
+        let ticket = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":60000}"#))
+        #expect(await waitUntil { ticket.state == .running })
+        let start = ContinuousClock.now
+        ticket.cancel()
+        await #expect(throws: CommandBusError(code: .cancelled, message: "")) { try await ticket.result }
+        #expect(ContinuousClock.now - start < .seconds(10))
+        bus.finishEventStreams()
+        var pluginSawCancellation = false
+        for await event in events where event.kind == .log(level: .info, message: "sleep cancelled") { pluginSawCancellation = true }
+        #expect(pluginSawCancellation)
+    }
+
+    @Test func aTimeoutEndsAPluginCommandAndItsSubcommand() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try directory.install("libFixturePlugin.so")
+        let bus = CommandBus()
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        let events = bus.events()
+        await #expect(throws: CommandBusError(code: .timedOut, message: "")) {
+            try await bus.send(name: "fixture.sleep-via", payload: json(#"{"milliseconds":60000}"#), timeout: .milliseconds(200))
+        }
+        // The child fixture.sleep, sent through the host by the parent plugin, is cancelled too.
+        var childEnded: CommandState?
+        for await event in events where event.envelope.commandName == "fixture.sleep" {
+            if case .stateChanged(_, let to) = event.kind, to.isTerminal { childEnded = to; break }
+        }
+        #expect(childEnded == .cancelled)
+    }
+
+    @Test(arguments: BadPluginFile.allCases)
+    func aBadFileIsSkippedWithItsReasonAndTheRestStillWork(kind: BadPluginFile) async throws {
+        let directory = try examplePluginDirectory()
+        defer { directory.remove() }
+        let (path, reason) = try kind.create(in: directory)
+        let bus = CommandBus()
+        let catalog = PluginLoader(directories: [directory.path]).load(into: bus)
+        let skipped = try #require(catalog.skipped.first { $0.path == path }, "\(kind) was not reported: \(catalog.skipped)")
+        #expect(skipped.reason.contains(reason), "reason was: \(skipped.reason)")
+        #expect(!skipped.reason.isEmpty && !skipped.reason.contains("\n"))
+        #expect(catalog.plugins.count == 3)
+        #expect(try await bus.send(Greet(name: "Ada")).greeting == "Hello, Ada!")
+    }
+
+    @Test func aPluginThatCompletesTwiceIsIgnoredTheSecondTime() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try compileFixture("double_complete", into: directory)
+        let bus = CommandBus()
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        #expect(try await bus.send(name: "twice", payload: json(#"{"ok":true}"#)) == json(#"{"ok":true}"#))
+    }
+
+    @Test func priorityThenDirectoryOrderDecideWhoHandles() async throws {
+        let first = try examplePluginDirectory(), second = try TemporaryDirectory()
+        defer { first.remove(); second.remove() }
+        try second.install("libGreeter.so")
+        let bus = CommandBus()
+        var catalog = PluginLoader(directories: [first.path, second.path]).load(into: bus)
+        var route = try #require(catalog.routes.first { $0.command == "greet" })
+        #expect(route.plugins.map(\.path) == [first.file("libGreeter.so").path, second.file("libGreeter.so").path])
+
+        try compileFixture("shadowing_greeter", into: second)
+        let shadowed = CommandBus()
+        catalog = PluginLoader(directories: [first.path, second.path]).load(into: shadowed)
+        route = try #require(catalog.routes.first { $0.command == "greet" })
+        #expect(route.plugins.map(\.name) == ["bonjour", "greeter", "greeter"])
+        #expect(try await shadowed.send(Greet(name: "Ada")).greeting == "Bonjour!")
+    }
+
+    @Test func directoriesComeFromFlagsThenEnvironmentThenDefault() {
+        #expect(PluginLoader.directories(explicit: ["a", "b"], environment: ["CMDBUS_PLUGINS": "c"]) == ["a", "b"])
+        #expect(PluginLoader.directories(explicit: [], environment: ["CMDBUS_PLUGINS": "c::d"]) == ["c", "d"])
+        #expect(PluginLoader.directories(explicit: [], environment: [:]) == ["./plugins"])
+    }
+
+    @Test func aMissingDirectoryIsReported() {
+        let bus = CommandBus()
+        let catalog = PluginLoader(directories: ["/nonexistent/cmdbus-plugins"]).load(into: bus)
+        #expect(catalog.skipped == [SkippedPluginFile(path: "/nonexistent/cmdbus-plugins", reason: "plugin directory does not exist")])
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+
+/// Where the package, its build products and the ABI header are.
+enum TestPaths {
+    static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The build products: `$CMDBUS_BIN_DIR` (scripts/test.sh sets it), else `.build/debug`.
+    static let binDirectory: URL = {
+        if let explicit = ProcessInfo.processInfo.environment["CMDBUS_BIN_DIR"], !explicit.isEmpty {
+            return URL(fileURLWithPath: explicit)
+        }
+        return packageRoot.appendingPathComponent(".build/debug")
+    }()
+
+    static let headerDirectory = packageRoot.appendingPathComponent("Sources/CCommandBusABI/include")
+    static let badPluginSources = packageRoot.appendingPathComponent("Tests/Fixtures/BadPlugins")
+
+    /// A built product, such as `libGreeter.so` or `cmdbus`; fails the test if it was not built.
+    static func product(_ name: String) throws -> URL {
+        let url = binDirectory.appendingPathComponent(name)
+        try #require(FileManager.default.fileExists(atPath: url.path), "\(url.path) is missing: run scripts/test.sh, which builds every product")
+        return url
+    }
+}
+
+/// A fresh directory under the system's temporary directory, removed by `remove()`.
+struct TemporaryDirectory {
+    let url: URL
+    var path: String { url.path }
+
+    init(_ label: String = "cmdbus-test") throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func subdirectory(_ name: String) throws -> TemporaryDirectory {
+        let child = url.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: child, withIntermediateDirectories: true)
+        return TemporaryDirectory(existing: child)
+    }
+
+    private init(existing: URL) { url = existing }
+
+    func file(_ name: String) -> URL { url.appendingPathComponent(name) }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+
+    /// Copies the named build products (e.g. `libGreeter.so`) in.
+    func install(_ products: String...) throws {
+        for product in products {
+            try FileManager.default.copyItem(at: try TestPaths.product(product), to: file(product))
+        }
+    }
+}
+
+/// Compiles `Tests/Fixtures/BadPlugins/<name>.c` into `<directory>/<output>` with the system C compiler.
+@discardableResult
+func compileFixture(_ name: String, into directory: TemporaryDirectory, as output: String? = nil) throws -> URL {
+    let target = directory.file(output ?? "\(name).so")
+    let result = try runProcess("/usr/bin/env", [
+        "cc", "-shared", "-fPIC", "-O1", "-I", TestPaths.headerDirectory.path,
+        "-o", target.path, TestPaths.badPluginSources.appendingPathComponent("\(name).c").path,
+    ])
+    try #require(result.status == 0, "cc failed for \(name).c: \(result.stderr)")
+    return target
+}
+
+/// What a finished process printed and how it exited.
+struct ProcessResult {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+}
+
+/// Runs a program to completion (killing it after `timeout`), capturing stdout and stderr through files.
+func runProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+    directory: URL? = nil, timeout: TimeInterval = 120
+) throws -> ProcessResult {
+    let scratch = try TemporaryDirectory("cmdbus-process")
+    defer { scratch.remove() }
+    _ = FileManager.default.createFile(atPath: scratch.file("out").path, contents: nil)
+    _ = FileManager.default.createFile(atPath: scratch.file("err").path, contents: nil)
+    let out = try FileHandle(forWritingTo: scratch.file("out"))
+    let err = try FileHandle(forWritingTo: scratch.file("err"))
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    if let directory { process.currentDirectoryURL = directory }
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(2_000) }
+    if process.isRunning { process.terminate() }
+    process.waitUntilExit()
+    try out.close()
+    try err.close()
+    return ProcessResult(
+        status: process.terminationStatus,
+        stdout: (try? String(contentsOf: scratch.file("out"), encoding: .utf8)) ?? "",
+        stderr: (try? String(contentsOf: scratch.file("err"), encoding: .utf8)) ?? ""
+    )
+}
+
+/// Runs the built `cmdbus` binary.
+func cmdbus(_ arguments: String..., environment: [String: String] = [:], directory: URL? = nil) throws -> ProcessResult {
+    try runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: directory)
+}
+
+/// A directory holding the three example plugins.
+func examplePluginDirectory() throws -> TemporaryDirectory {
+    let directory = try TemporaryDirectory("cmdbus-plugins")
+    try directory.install("libGreeter.so", "libGreetAll.so", "libCEcho.so")
+    return directory
+}
+
+func json(_ text: String) -> Data { Data(text.utf8) }
+
+func jsonObject(_ text: String) throws -> [String: Any] {
+    try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not a JSON object: \(text)")
+}
+
+/// Waits until `condition` holds, polling, for at most `timeout`.
+func waitUntil(_ timeout: Duration = .seconds(10), _ condition: @Sendable () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return condition()
+}

@@ -1,0 +1,66 @@
+import CommandBusPlugin
+import Foundation
+
+// A plugin for the host's tests: commands that sleep, fail, emit and send, so the tests
+// can drive cancellation, timeouts, errors and events across the C ABI.
+
+struct Sleep: PluginCommand {
+    typealias Result = Slept
+    static let name = "fixture.sleep"
+    var milliseconds: Int
+}
+
+struct Slept: Codable, Sendable {
+    var sawCancellation: Bool
+}
+
+struct SleepHandler: PluginHandler {
+    func handle(_ command: Sleep, context: PluginContext) async throws -> Slept {
+        do {
+            try await Task.sleep(for: .milliseconds(command.milliseconds))
+            return Slept(sawCancellation: false)
+        } catch {
+            context.log(.info, "sleep cancelled")
+            throw error
+        }
+    }
+}
+
+struct Fail: PluginCommand {
+    typealias Result = Slept
+    static let name = "fixture.fail"
+    var message: String
+    var retryable: Bool?
+}
+
+struct Transient: RetryablePluginError, CustomStringConvertible {
+    var description: String
+}
+
+struct FailHandler: PluginHandler {
+    func handle(_ command: Fail, context: PluginContext) async throws -> Slept {
+        if command.retryable == true { throw Transient(description: command.message) }
+        throw PluginError(.failed, command.message)
+    }
+}
+
+/// Sends `fixture.sleep` as a subcommand and waits, so cancelling the parent must reach the child.
+struct SleepVia: PluginCommand {
+    typealias Result = Slept
+    static let name = "fixture.sleep-via"
+    var milliseconds: Int
+}
+
+struct SleepViaHandler: PluginHandler {
+    func handle(_ command: SleepVia, context: PluginContext) async throws -> Slept {
+        try context.emit("sending", ["milliseconds": command.milliseconds])
+        return try await context.send(Sleep(milliseconds: command.milliseconds))
+    }
+}
+
+@_cdecl("cmdbus_plugin_v1")
+public func cmdbusPluginV1() -> UnsafeRawPointer {
+    Plugin(name: "fixture", version: "0.1.0", priority: 5, handlers: [
+        SleepHandler(), FailHandler(), SleepViaHandler(),
+    ]).export()
+}
