@@ -6,22 +6,37 @@ import Foundation
 /// Everything goes through the host's function table, so a subcommand reaches
 /// whichever handler the host's bus picks, in any plugin, without linking it.
 public struct PluginContext: Sendable {
-    let host: HostFunctions
-    let call: CallHandle
+    /// The host and the call handle; `nil` for a context made by ``detached()``.
+    let host: (functions: HostFunctions, call: CallHandle)?
+
+    init(host: HostFunctions, call: CallHandle) {
+        self.host = (host, call)
+    }
+
+    private init() {
+        host = nil
+    }
+
+    /// A context with no host behind it, for a plugin's own unit tests: events and logs
+    /// go nowhere, and subcommands fail with `noHandler`.
+    public static func detached() -> PluginContext {
+        PluginContext()
+    }
 
     /// Whether the host has cancelled this command (or it timed out).
     public var isCancelled: Bool {
-        Task.isCancelled || host.isCancelled(call)
+        Task.isCancelled || (host.map { $0.functions.isCancelled($0.call) } ?? false)
     }
 
     /// Emits an event with a name and a JSON-encodable payload.
     public func emit(_ name: String, _ payload: some Encodable) throws {
-        host.emit(call, name, try JSONWire.encoder.encode(payload))
+        let data = try JSONWire.encoder.encode(payload)
+        host?.functions.emit(host!.call, name, data)
     }
 
     /// Writes a log line through the host.
     public func log(_ level: PluginLogLevel, _ message: String) {
-        host.log(call, level, message)
+        host?.functions.log(host!.call, level, message)
     }
 
     /// Sends a subcommand through the host's bus and waits for its result.
@@ -38,7 +53,8 @@ public struct PluginContext: Sendable {
 
     /// Sends a subcommand by name with a JSON payload and returns its JSON result.
     public func send(name: String, payload: Data) async throws -> Data {
-        try await host.send(parent: call, name: name, payload: payload)
+        guard let host else { throw PluginError(.noHandler, "no host: '\(name)' cannot be sent from a detached context") }
+        return try await host.functions.send(parent: host.call, name: name, payload: payload)
     }
 }
 
