@@ -30,8 +30,10 @@ let package = Package(
         .target(name: "FixturePlugin", dependencies: ["CommandBusPlugin"], path: "Tests/Fixtures/FixturePlugin"),
         .executableTarget(
             name: "CommandBusBenchmarks",
-            dependencies: ["CommandBus"]
+            dependencies: ["CommandBus", "CommandBusHost"]
         ),
+        // The baseline the cold-start benchmarks compare with.
+        .executableTarget(name: "HelloWorld"),
         .testTarget(name: "CommandBusTests", dependencies: ["CommandBus"]),
         .testTarget(name: "CommandBusHostTests", dependencies: ["CommandBusHost", "CommandBus"]),
     ],

@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 
 ensure_system_packages
-log "building the benchmarks (release)"
-swift build -c release --product CommandBusBenchmarks >&2
+log "building the benchmarks, cmdbus, the plugins and the hello-world baseline (release)"
+swift build -c release >&2
 .build/release/CommandBusBenchmarks "$@"

@@ -14,7 +14,7 @@ struct Greeting: Codable, Sendable {
 /// Greets by name; refuses an empty name (`canHandle` says no).
 struct GreetHandler: PluginHandler {
     func canHandle(_ command: Greet) -> Bool {
-        !command.name.trimmingCharacters(in: .whitespaces).isEmpty
+        !command.name.allSatisfy(\.isWhitespace)
     }
 
     func handle(_ command: Greet, context: PluginContext) async throws -> Greeting {

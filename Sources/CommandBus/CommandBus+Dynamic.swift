@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension CommandBus {
     /// Sends a command by name with a JSON payload, and returns the JSON result.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The one error type the bus throws: a stable ``code``, a message a person can act on, and the underlying cause.
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Makes command ids: RFC 9562 version-7 UUIDs, time-ordered, without a system call per id.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A command's result as the bus carries it: a Swift value from a typed handler, or JSON bytes from a dynamic one.
 ///

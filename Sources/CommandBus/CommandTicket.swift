@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A handle on a posted command: its id, its current state, its result, and a way to cancel it.
 ///

@@ -8,6 +8,7 @@ let wantsJSON = CommandLine.arguments.contains("--json")
 let report = try await Task.detached { () async throws -> BenchmarkReport in
     var report = BenchmarkReport()
     try await CoreBenchmarks.run(into: &report)
+    try await PluginBenchmarks.run(into: &report)
     return report
 }.value
 

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 
 /// A plugin handler with its command type erased, working on JSON bytes.
 struct PluginHandlerBox: Sendable {
@@ -10,11 +15,16 @@ struct PluginHandlerBox: Sendable {
     init<H: PluginHandler>(_ handler: H) {
         commandName = H.HandledCommand.name
         maxConcurrency = handler.maxConcurrency
+        // The host asks can_handle() and then calls handle() with the same bytes; keeping the
+        // last command decoded for can_handle() saves handle() a second decode.
+        let lastDecoded = LastDecoded<H.HandledCommand>()
         canHandle = { payload throws(PluginError) in
-            handler.canHandle(try Self.decode(H.HandledCommand.self, from: payload))
+            let command = try Self.decode(H.HandledCommand.self, from: payload)
+            lastDecoded.keep(command, for: payload)
+            return handler.canHandle(command)
         }
         handle = { payload, context in
-            let command = try Self.decode(H.HandledCommand.self, from: payload)
+            let command = try lastDecoded.take(for: payload) ?? Self.decode(H.HandledCommand.self, from: payload)
             let result = try await handler.handle(command, context: context)
             return try JSONWire.encoder.encode(result)
         }
@@ -23,6 +33,24 @@ struct PluginHandlerBox: Sendable {
     static func decode<C: PluginCommand>(_ type: C.Type, from payload: Data) throws(PluginError) -> C {
         do { return try JSONWire.decoder.decode(C.self, from: payload) } catch {
             throw PluginError(.decodingFailed, describeDecodingFailure(error))
+        }
+    }
+}
+
+/// A one-slot cache: the last command decoded, with the bytes it came from.
+private final class LastDecoded<C: PluginCommand>: Sendable {
+    private let slot = Mutex<(payload: Data, command: C)?>(nil)
+
+    func keep(_ command: C, for payload: Data) {
+        slot.withLock { $0 = (payload, command) }
+    }
+
+    /// The command decoded from exactly these bytes, if it is the one kept; the slot is emptied.
+    func take(for payload: Data) -> C? {
+        slot.withLock { kept in
+            guard let entry = kept, entry.payload == payload else { return nil }
+            kept = nil
+            return entry.command
         }
     }
 }

@@ -1,5 +1,9 @@
 import CCommandBusABI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A host's `cmdbus_call` handle. The host keeps it valid until the call is completed,
 /// and its functions may be called from any thread (see cmdbus.h).

@@ -1,5 +1,9 @@
 import CCommandBusABI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// A plugin's identity and handlers, exported to the host with one call from the entry point.

@@ -1,5 +1,9 @@
 import CCommandBusABI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What a plugin handler gets besides its command: events, logging, cancellation, and subcommands.
 ///

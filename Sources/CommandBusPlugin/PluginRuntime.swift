@@ -1,6 +1,15 @@
 import CCommandBusABI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The plugin side of the ABI: the descriptor, and the C functions that run Swift handlers.
 ///
@@ -57,7 +66,9 @@ final class PluginRuntime: Sendable {
         inFlight.withLock { $0[key] = entry }
         let box = handlers[index]
         let context = PluginContext(host: host, call: call)
-        let task = Task {
+        // The host calls handle() from the command's own task, off any UI thread; starting the
+        // handler immediately on this thread saves a scheduling hop until it first suspends.
+        let task = Task.immediate {
             let (status, body) = await Self.run(box, payload: payload, context: context)
             self.inFlight.withLock { _ = $0.removeValue(forKey: key) }
             host.complete(call, status: status, body: body)

@@ -3,47 +3,47 @@ import Testing
 
 /// End-to-end: the built `cmdbus` binary, its stdout, stderr and exit code.
 struct CommandLineTests {
-    @Test func runPrintsTheResultOnStdout() throws {
+    @Test func runPrintsTheResultOnStdout() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let result = try cmdbus("run", "greet", #"{"name": "Ada"}"#, "--plugins", plugins.path)
+        let result = try await cmdbus("run", "greet", #"{"name": "Ada"}"#, "--plugins", plugins.path)
         #expect(result.status == 0)
         #expect(result.stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
         #expect(result.stderr.isEmpty)
     }
 
-    @Test func paramsBuildThePayload() throws {
+    @Test func paramsBuildThePayload() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let result = try cmdbus("run", "c.echo", "-p", "name=Ada", "-p", "count=3", "-p", "tags=[\"a\"]", "--plugins", plugins.path)
+        let result = try await cmdbus("run", "c.echo", "-p", "name=Ada", "-p", "count=3", "-p", "tags=[\"a\"]", "--plugins", plugins.path)
         #expect(result.status == 0)
         #expect(try jsonObject(result.stdout) as NSDictionary == ["name": "Ada", "count": 3, "tags": ["a"]] as NSDictionary)
     }
 
-    @Test func subcommandEventsGoToStderr() throws {
+    @Test func subcommandEventsGoToStderr() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let result = try cmdbus("run", "greet-all", #"{"names":["Ada","Lin"]}"#, "--plugins", plugins.path)
+        let result = try await cmdbus("run", "greet-all", #"{"names":["Ada","Lin"]}"#, "--plugins", plugins.path)
         #expect(result.status == 0)
         #expect(result.stdout == "{\"greetings\":[\"Hello, Ada!\",\"Hello, Lin!\"]}\n")
         #expect(result.stderr.contains(#"event greet-all: greeted {"done":2,"name":"Lin","total":2}"#))
         #expect(result.stderr.contains("info greet-all: greeted 2 people"))
     }
 
-    @Test func theEnvironmentNamesThePluginDirectories() throws {
+    @Test func theEnvironmentNamesThePluginDirectories() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let result = try cmdbus("run", "greet", "-p", "name=Lin", environment: ["CMDBUS_PLUGINS": "/nonexistent:" + plugins.path])
+        let result = try await cmdbus("run", "greet", "-p", "name=Lin", environment: ["CMDBUS_PLUGINS": "/nonexistent:" + plugins.path])
         #expect(result.status == 0)
         #expect(result.stdout == "{\"greeting\":\"Hello, Lin!\"}\n")
         #expect(result.stderr == "cmdbus: warning: skipped /nonexistent: plugin directory does not exist\n")
     }
 
-    @Test func theDefaultDirectoryIsPluginsInTheWorkingDirectory() throws {
+    @Test func theDefaultDirectoryIsPluginsInTheWorkingDirectory() async throws {
         let work = try TemporaryDirectory()
         defer { work.remove() }
         try work.subdirectory("plugins").install("libGreeter.so")
-        let result = try cmdbus("run", "greet", "-p", "name=Ada", directory: work.url)
+        let result = try await cmdbus("run", "greet", "-p", "name=Ada", directory: work.url)
         #expect(result.stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
     }
 
@@ -60,10 +60,10 @@ struct CommandLineTests {
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
     ])
-    func failuresHaveTheirExitCodeAndOneLine(arguments: [String], status: Int32, message: String) throws {
+    func failuresHaveTheirExitCodeAndOneLine(arguments: [String], status: Int32, message: String) async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let result = try runProcess(try TestPaths.product("cmdbus").path, arguments + ["--plugins", plugins.path])
+        let result = try await runProcess(try TestPaths.product("cmdbus").path, arguments + ["--plugins", plugins.path])
         #expect(result.status == status)
         #expect(result.stdout.isEmpty)
         let lines = result.stderr.split(separator: "\n")
@@ -71,19 +71,19 @@ struct CommandLineTests {
         #expect(result.stderr.hasPrefix("cmdbus: error: ") && result.stderr.contains(message), "stderr: \(result.stderr)")
     }
 
-    @Test func aTimeoutExits75() throws {
+    @Test func aTimeoutExits75() async throws {
         let plugins = try TemporaryDirectory()
         defer { plugins.remove() }
         try plugins.install("libFixturePlugin.so")
-        let result = try cmdbus("run", "fixture.sleep", "-p", "milliseconds=60000", "--timeout", "0.2", "--plugins", plugins.path)
+        let result = try await cmdbus("run", "fixture.sleep", "-p", "milliseconds=60000", "--timeout", "0.2", "--plugins", plugins.path)
         #expect(result.status == 75)
         #expect(result.stderr.contains("command 'fixture.sleep' timed out"))
     }
 
-    @Test func jsonErrorsAreMachineReadable() throws {
+    @Test func jsonErrorsAreMachineReadable() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let result = try cmdbus("run", "c.fail", "{}", "--json", "--plugins", plugins.path)
+        let result = try await cmdbus("run", "c.fail", "{}", "--json", "--plugins", plugins.path)
         #expect(result.status == 1)
         let error = try #require(try jsonObject(result.stderr)["error"] as? [String: Any])
         #expect(error["code"] as? String == "handlerFailed")
@@ -92,21 +92,21 @@ struct CommandLineTests {
         #expect(error["exitCode"] as? Int == 1)
     }
 
-    @Test func canAnswersWithItsExitCode() throws {
+    @Test func canAnswersWithItsExitCode() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        #expect(try cmdbus("can", "greet", "-p", "name=Ada", "--plugins", plugins.path).status == 0)
-        #expect(try cmdbus("can", "greet", "-p", "name=", "--plugins", plugins.path).status == 69)
-        #expect(try cmdbus("can", "nope", "--plugins", plugins.path).status == 69)
-        #expect(try cmdbus("can", "greet", "{", "--plugins", plugins.path).status == 65)
+        #expect(try await cmdbus("can", "greet", "-p", "name=Ada", "--plugins", plugins.path).status == 0)
+        #expect(try await cmdbus("can", "greet", "-p", "name=", "--plugins", plugins.path).status == 69)
+        #expect(try await cmdbus("can", "nope", "--plugins", plugins.path).status == 69)
+        #expect(try await cmdbus("can", "greet", "{", "--plugins", plugins.path).status == 65)
     }
 
-    @Test func pluginsListsLoadedShadowedAndSkipped() throws {
+    @Test func pluginsListsLoadedShadowedAndSkipped() async throws {
         let first = try examplePluginDirectory(), second = try TemporaryDirectory()
         defer { first.remove(); second.remove() }
         try second.install("libGreeter.so")
         let bad = try BadPluginFile.textFile.create(in: second)
-        let result = try cmdbus("plugins", "--json", "--plugins", first.path, "--plugins", second.path)
+        let result = try await cmdbus("plugins", "--json", "--plugins", first.path, "--plugins", second.path)
         #expect(result.status == 0)
         let listing = try jsonObject(result.stdout)
         let plugins = try #require(listing["plugins"] as? [[String: Any]])
@@ -121,48 +121,48 @@ struct CommandLineTests {
         let skipped = try #require(listing["skipped"] as? [[String: String]])
         #expect(skipped == [["path": bad.path, "reason": "not an ELF shared library (bad magic bytes)"]])
 
-        let text = try cmdbus("plugins", "--plugins", first.path, "--plugins", second.path)
+        let text = try await cmdbus("plugins", "--plugins", first.path, "--plugins", second.path)
         #expect(text.stdout.contains("shadows greeter (\(second.file("libGreeter.so").path))"))
         #expect(text.stdout.contains("\(bad.path): not an ELF shared library"))
     }
 
     @Test(arguments: BadPluginFile.allCases)
-    func runStillWorksBesideABadFileAndPluginsNamesIt(kind: BadPluginFile) throws {
+    func runStillWorksBesideABadFileAndPluginsNamesIt(kind: BadPluginFile) async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
         let (path, reason) = try kind.create(in: plugins)
-        let run = try cmdbus("run", "greet", "-p", "name=Ada", "--plugins", plugins.path)
+        let run = try await cmdbus("run", "greet", "-p", "name=Ada", "--plugins", plugins.path)
         #expect(run.status == 0)
         #expect(run.stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
         let warning = run.stderr.split(separator: "\n").first { $0.hasPrefix("cmdbus: warning: skipped \(path): ") }
         #expect(warning?.contains(reason) == true, "stderr: \(run.stderr)")
-        let listing = try cmdbus("plugins", "--json", "--plugins", plugins.path)
+        let listing = try await cmdbus("plugins", "--json", "--plugins", plugins.path)
         let skipped = try #require(try jsonObject(listing.stdout)["skipped"] as? [[String: String]])
         #expect(skipped.contains { $0["path"] == path && $0["reason"]?.contains(reason) == true })
     }
 
-    @Test func checkValidatesOneFile() throws {
+    @Test func checkValidatesOneFile() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let good = try cmdbus("plugins", "check", plugins.file("libCEcho.so").path)
+        let good = try await cmdbus("plugins", "check", plugins.file("libCEcho.so").path)
         #expect(good.status == 0)
         #expect(good.stdout.hasPrefix("ok: c-echo 1.0.0"))
         let (badPath, reason) = try BadPluginFile.missingName.create(in: plugins)
-        let bad = try cmdbus("plugins", "check", badPath)
+        let bad = try await cmdbus("plugins", "check", badPath)
         #expect(bad.status == 1)
         #expect(bad.stderr == "cmdbus: error: \(badPath): descriptor is missing its name\n")
         #expect(reason == "missing its name")
     }
 
-    @Test func helpAndVersionWork() throws {
-        let version = try cmdbus("--version")
+    @Test func helpAndVersionWork() async throws {
+        let version = try await cmdbus("--version")
         #expect(version.status == 0 && version.stdout.hasPrefix("cmdbus 1.0.0 (plugin ABI 1.0"))
         for subcommand in ["run", "can", "plugins"] {
-            let help = try cmdbus(subcommand, "--help")
+            let help = try await cmdbus(subcommand, "--help")
             #expect(help.status == 0 && help.stdout.hasPrefix("Usage: cmdbus \(subcommand)"))
         }
-        #expect(try cmdbus("--help").stdout.contains("Subcommands:"))
-        #expect(try cmdbus("help", "run").stdout.hasPrefix("Usage: cmdbus run"))
-        #expect(try cmdbus().status == 64)
+        #expect(try await cmdbus("--help").stdout.contains("Subcommands:"))
+        #expect(try await cmdbus("help", "run").stdout.hasPrefix("Usage: cmdbus run"))
+        #expect(try await cmdbus().status == 64)
     }
 }

@@ -59,7 +59,7 @@ struct TemporaryDirectory {
 @discardableResult
 func compileFixture(_ name: String, into directory: TemporaryDirectory, as output: String? = nil) throws -> URL {
     let target = directory.file(output ?? "\(name).so")
-    let result = try runProcess("/usr/bin/env", [
+    let result = try runSynchronously("/usr/bin/env", [
         "cc", "-shared", "-fPIC", "-O1", "-I", TestPaths.headerDirectory.path,
         "-o", target.path, TestPaths.badPluginSources.appendingPathComponent("\(name).c").path,
     ])
@@ -74,11 +74,14 @@ struct ProcessResult {
     let stderr: String
 }
 
-/// Runs a program to completion (killing it after `timeout`), capturing stdout and stderr through files.
+/// Runs a program to completion, capturing stdout and stderr through files.
+///
+/// It waits without blocking a thread: the tests share a small cooperative pool with the code they test.
+@discardableResult
 func runProcess(
     _ executable: String, _ arguments: [String], environment: [String: String] = [:],
-    directory: URL? = nil, timeout: TimeInterval = 120
-) throws -> ProcessResult {
+    directory: URL? = nil
+) async throws -> ProcessResult {
     let scratch = try TemporaryDirectory("cmdbus-process")
     defer { scratch.remove() }
     _ = FileManager.default.createFile(atPath: scratch.file("out").path, contents: nil)
@@ -93,23 +96,25 @@ func runProcess(
     process.standardOutput = out
     process.standardError = err
     process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(2_000) }
-    if process.isRunning { process.terminate() }
-    process.waitUntilExit()
+    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+        process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+        do { try process.run() } catch {
+            process.terminationHandler = nil
+            continuation.resume(throwing: error)
+        }
+    }
     try out.close()
     try err.close()
     return ProcessResult(
-        status: process.terminationStatus,
+        status: status,
         stdout: (try? String(contentsOf: scratch.file("out"), encoding: .utf8)) ?? "",
         stderr: (try? String(contentsOf: scratch.file("err"), encoding: .utf8)) ?? ""
     )
 }
 
 /// Runs the built `cmdbus` binary.
-func cmdbus(_ arguments: String..., environment: [String: String] = [:], directory: URL? = nil) throws -> ProcessResult {
-    try runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: directory)
+func cmdbus(_ arguments: String..., environment: [String: String] = [:], directory: URL? = nil) async throws -> ProcessResult {
+    try await runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: directory)
 }
 
 /// A directory holding the three example plugins.
@@ -133,4 +138,17 @@ func waitUntil(_ timeout: Duration = .seconds(10), _ condition: @Sendable () -> 
         try? await Task.sleep(for: .milliseconds(2))
     }
     return condition()
+}
+
+/// Runs a short program (the C compiler) to completion from synchronous code.
+func runSynchronously(_ executable: String, _ arguments: [String]) throws -> ProcessResult {
+    let process = Process()
+    let errors = Pipe()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardError = errors
+    try process.run()
+    let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return ProcessResult(status: process.terminationStatus, stdout: "", stderr: String(decoding: stderr, as: UTF8.self))
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Something that happened to a command: a lifecycle transition, progress, or an event its handler emitted.
 public struct CommandEvent: Sendable, Hashable, Codable {

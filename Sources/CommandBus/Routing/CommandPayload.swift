@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A command as the bus carries it: a Swift value, or JSON bytes from the dynamic path.
 enum CommandPayload: Sendable {

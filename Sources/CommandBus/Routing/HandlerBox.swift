@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A registered handler with its command type erased, so one route table holds typed and dynamic handlers.
 protocol HandlerBox: Sendable {

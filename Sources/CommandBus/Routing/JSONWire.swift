@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The JSON coders every CommandBus module uses: sorted keys, so that output is stable.
 package enum JSONWire {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension CommandBus {
     /// Picks the handler for a command: the first, in priority order, whose `canHandle` says yes.

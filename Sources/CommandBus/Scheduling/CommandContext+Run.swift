@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The handler chosen for a command, with the payload in the form that handler takes.
 struct HandlerAssignment: Sendable {

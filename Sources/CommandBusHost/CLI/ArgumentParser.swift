@@ -85,7 +85,7 @@ struct ArgumentSpec: Sendable {
     var optionsHelp: String {
         options.map { option in
             let names = (option.short.map { "-\($0), " } ?? "    ") + "--\(option.name)" + (option.takesValue ? " VALUE" : "")
-            return "  " + names.padding(toLength: 26, withPad: " ", startingAt: 0) + option.help
+            return "  " + names + String(repeating: " ", count: max(1, 26 - names.count)) + option.help
         }.joined(separator: "\n")
     }
 }

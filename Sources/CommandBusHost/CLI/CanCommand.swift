@@ -1,5 +1,9 @@
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `cmdbus can <command> [<json>]`: exits 0 if some handler would take the command now, 69 if none would.
 enum CanCommand {
@@ -29,7 +33,7 @@ enum CanCommand {
         } catch {
             throw session.failure(error, command: command)
         }
-        if arguments.has("json") { console.out(Console.json(["command": command, "canHandle": answer])) }
+        if arguments.has("json") { console.out(JSONValue.object(["command": .string(command), "canHandle": .bool(answer)]).text) }
         guard answer else {
             let registered = session.bus.handlerCount(for: command)
             throw session.failure(.noHandler(command, registered: registered), command: command)

@@ -1,6 +1,10 @@
 import CCommandBusABI
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The `cmdbus` command line: parses the arguments, runs the subcommand, and returns the exit code.
 ///

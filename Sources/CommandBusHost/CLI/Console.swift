@@ -1,21 +1,25 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Where the CLI writes: results to stdout, everything else (errors, events, warnings) to stderr.
 struct Console: Sendable {
     /// Whether stderr is a terminal, so a live progress line makes sense.
-    let stderrIsTerminal = isatty(FileHandle.standardError.fileDescriptor) != 0
+    let stderrIsTerminal = isatty(STDERR_FILENO) != 0
 
     func out(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        Self.write(text + "\n", to: STDOUT_FILENO)
     }
 
     func err(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        Self.write(text + "\n", to: STDERR_FILENO)
     }
 
     /// Overwrites the current stderr line (a progress line on a terminal).
     func status(_ text: String) {
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+        Self.write("\r\u{1B}[K" + text, to: STDERR_FILENO)
     }
 
     /// Reports a failure on one stderr line, as text or (with `json`) as a JSON object.
@@ -24,17 +28,30 @@ struct Console: Sendable {
             err("cmdbus: error: \(failure.message)")
             return
         }
-        var fields: [String: Any] = ["code": failure.code, "message": failure.message, "exitCode": failure.exitCode.rawValue]
-        if let command = failure.command { fields["command"] = command }
-        if let plugin = failure.plugin { fields["plugin"] = plugin }
-        err(Self.json(["error": fields]))
+        var fields: [String: JSONValue] = [
+            "code": .string(failure.code), "message": .string(failure.message), "exitCode": .integer(Int64(failure.exitCode.rawValue)),
+        ]
+        if let command = failure.command { fields["command"] = .string(command) }
+        if let plugin = failure.plugin { fields["plugin"] = .string(plugin) }
+        err(JSONValue.object(["error": .object(fields)]).text)
     }
 
-    /// Compact JSON with sorted keys.
-    static func json(_ object: Any) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
-            return "{}"
+    /// Writes all of `text`, retrying short writes and interruptions.
+    private static func write(_ text: String, to descriptor: Int32) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            bytes = bytes.dropFirst(written)
         }
-        return String(decoding: data, as: UTF8.self)
     }
 }
+
+#if canImport(Glibc)
+private let systemWrite = Glibc.write
+#elseif canImport(Darwin)
+private let systemWrite = Darwin.write
+#endif

@@ -1,5 +1,9 @@
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Prints a command's events on stderr while it runs: emitted events and logs as lines,
 /// subcommand progress as a live line when stderr is a terminal.

@@ -1,5 +1,9 @@
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A bus with the plugins from the chosen directories loaded: what `run`, `can` and `plugins` start from.
 struct HostSession: Sendable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Builds a command's JSON payload from an optional JSON argument and `-p key=value` pairs.
 ///
@@ -7,28 +11,20 @@ import Foundation
 enum PayloadBuilder {
     static func build(command: String, json: String?, pairs: [String]) throws(CLIFailure) -> Data {
         guard !pairs.isEmpty else { return Data((json ?? "{}").utf8) }
-        var object: [String: Any] = [:]
+        var object: [String: JSONValue] = [:]
         if let json {
-            guard let parsed = try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) else {
-                throw malformed(command, "is not valid JSON")
-            }
-            guard let dictionary = parsed as? [String: Any] else {
-                throw malformed(command, "must be a JSON object to combine with -p")
-            }
-            object = dictionary
+            guard let parsed = JSONValue.parse(json) else { throw malformed(command, "is not valid JSON") }
+            guard case .object(let fields) = parsed else { throw malformed(command, "must be a JSON object to combine with -p") }
+            object = fields
         }
         for pair in pairs {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
                 throw .usage("-p takes key=value, got '\(pair)'")
             }
-            let key = String(pair[..<equals])
             let text = String(pair[pair.index(after: equals)...])
-            object[key] = (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) ?? text
+            object[String(pair[..<equals])] = JSONValue.parse(text) ?? .string(text)
         }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {
-            throw malformed(command, "cannot be encoded as JSON")
-        }
-        return data
+        return Data(JSONValue.object(object).text.utf8)
     }
 
     private static func malformed(_ command: String, _ problem: String) -> CLIFailure {

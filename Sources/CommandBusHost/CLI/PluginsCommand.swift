@@ -1,5 +1,9 @@
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `cmdbus plugins [--json]` lists what loaded and what was skipped; `cmdbus plugins check FILE` validates one file.
 enum PluginsCommand {
@@ -29,7 +33,7 @@ enum PluginsCommand {
         }
         let session = HostSession.start(arguments, console: console, reportSkipped: false)
         if arguments.has("json") {
-            console.out(Console.json(catalogJSON(session.catalog)))
+            console.out(catalogJSON(session.catalog).text)
         } else {
             console.out(catalogText(session.catalog))
         }
@@ -40,7 +44,7 @@ enum PluginsCommand {
         let path = arguments.positionals[1]
         switch PluginLoader.load(file: path) {
         case .success(let plugin):
-            console.out(arguments.has("json") ? Console.json(pluginJSON(plugin)) : "ok: \(pluginLine(plugin))")
+            console.out(arguments.has("json") ? pluginJSON(plugin).text : "ok: \(pluginLine(plugin))")
         case .failure(let error):
             throw CLIFailure(message: "\(path): \(error.reason)", exitCode: .failure, code: "pluginFailed", command: nil, plugin: path)
         }
@@ -56,7 +60,7 @@ enum PluginsCommand {
         var lines = ["Plugin directories: \(catalog.directories.joined(separator: ", "))", "", "Plugins (\(catalog.plugins.count)):"]
         for plugin in catalog.plugins {
             lines.append("  " + pluginLine(plugin))
-            lines.append("    loaded \(ISO8601DateFormatter().string(from: plugin.loadedAt)) in \(String(format: "%.2f", plugin.loadMilliseconds)) ms")
+            lines.append("    loaded \(plugin.loadedAt.formatted(.iso8601)) in \((plugin.loadMilliseconds * 100).rounded() / 100) ms")
         }
         lines.append("")
         lines.append("Commands (\(catalog.routes.count)):")
@@ -72,29 +76,28 @@ enum PluginsCommand {
         return lines.joined(separator: "\n")
     }
 
-    private static func pluginJSON(_ plugin: LoadedPlugin) -> [String: Any] {
-        var fields: [String: Any] = [
-            "path": plugin.path, "name": plugin.name, "version": plugin.version, "abi": plugin.abi,
-            "priority": plugin.priority, "commands": plugin.commands,
-            "loadedAt": ISO8601DateFormatter().string(from: plugin.loadedAt), "loadMilliseconds": plugin.loadMilliseconds,
-        ]
-        fields["sdkVersion"] = plugin.sdkVersion ?? NSNull()
-        fields["swiftVersion"] = plugin.swiftVersion ?? NSNull()
-        return fields
+    private static func pluginJSON(_ plugin: LoadedPlugin) -> JSONValue {
+        .object([
+            "path": .string(plugin.path), "name": .string(plugin.name), "version": .string(plugin.version),
+            "abi": .string(plugin.abi), "priority": .integer(Int64(plugin.priority)),
+            "commands": .array(plugin.commands.map(JSONValue.string)),
+            "loadedAt": .string(plugin.loadedAt.formatted(.iso8601)), "loadMilliseconds": .number(plugin.loadMilliseconds),
+            "sdkVersion": .optional(plugin.sdkVersion), "swiftVersion": .optional(plugin.swiftVersion),
+        ])
     }
 
-    private static func catalogJSON(_ catalog: PluginCatalog) -> [String: Any] {
-        [
-            "directories": catalog.directories,
-            "plugins": catalog.plugins.map(pluginJSON),
-            "commands": catalog.routes.map { route in
-                [
-                    "command": route.command,
-                    "plugin": route.plugins[0].name, "path": route.plugins[0].path,
-                    "shadowed": route.plugins.dropFirst().map { ["plugin": $0.name, "path": $0.path] },
-                ] as [String: Any]
-            },
-            "skipped": catalog.skipped.map { ["path": $0.path, "reason": $0.reason] },
-        ]
+    private static func catalogJSON(_ catalog: PluginCatalog) -> JSONValue {
+        .object([
+            "directories": .array(catalog.directories.map(JSONValue.string)),
+            "plugins": .array(catalog.plugins.map(pluginJSON)),
+            "commands": .array(catalog.routes.map { route in
+                .object([
+                    "command": .string(route.command),
+                    "plugin": .string(route.plugins[0].name), "path": .string(route.plugins[0].path),
+                    "shadowed": .array(route.plugins.dropFirst().map { .object(["plugin": .string($0.name), "path": .string($0.path)]) }),
+                ])
+            }),
+            "skipped": .array(catalog.skipped.map { .object(["path": .string($0.path), "reason": .string($0.reason)]) }),
+        ])
     }
 }

@@ -1,5 +1,9 @@
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `cmdbus run <command> [<json>] [-p key=value ...]`: sends one command and prints its result.
 enum RunCommand {

@@ -1,6 +1,10 @@
 import CCommandBusABI
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// The `cmdbus_host_api` table every plugin gets: complete, send, emit, log, is_cancelled.

@@ -1,5 +1,9 @@
 import CCommandBusABI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A plugin the host has loaded and initialized.
 public struct LoadedPlugin: Sendable {

@@ -1,5 +1,9 @@
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// One host→plugin request (a `handle()` or a `can_handle()`), behind a `cmdbus_call` handle.

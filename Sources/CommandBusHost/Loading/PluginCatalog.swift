@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What a load found: the plugins loaded, the files skipped, and who handles each command.
 public struct PluginCatalog: Sendable {

@@ -1,6 +1,10 @@
 import CCommandBusABI
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Puts one plugin command on the bus: a `DynamicCommandHandler` that calls across the C ABI.
 struct PluginCommandHandler: DynamicCommandHandler {
@@ -48,7 +52,7 @@ struct PluginCommandHandler: DynamicCommandHandler {
 
     /// The bus error for a plugin's failure status, naming the command, the plugin and its file.
     private func error(status: Int32, message: String) -> CommandBusError {
-        let file = (plugin.path as NSString).lastPathComponent
+        let file = FileSystem.lastComponent(plugin.path)
         let origin = "plugin '\(plugin.name)' (\(file))"
         switch status {
         case Int32(CMDBUS_DECODING_FAILED.rawValue):

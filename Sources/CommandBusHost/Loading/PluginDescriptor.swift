@@ -1,5 +1,14 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import CCommandBusABI
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What a plugin's descriptor says, read and checked the way PostgreSQL checks a module's magic block.
 struct PluginDescriptor: @unchecked Sendable {

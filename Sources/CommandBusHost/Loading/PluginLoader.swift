@@ -1,6 +1,10 @@
 import CCommandBusABI
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Finds plugin files in directories, loads each one, checks its descriptor, and registers its handlers.
 ///
@@ -59,17 +63,15 @@ public struct PluginLoader: Sendable {
 
     /// The plugin files in `directory`: every entry whose name ends in `.so`, sorted by name.
     static func candidates(in directory: String) throws(PluginLoadFailure) -> [String] {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else {
-            throw .init("plugin directory does not exist")
+        switch FileSystem.kind(of: directory) {
+        case .directory: break
+        case .missing, .danglingSymlink: throw .init("plugin directory does not exist")
+        default: throw .init("plugin directory is not a directory")
         }
-        guard isDirectory.boolValue else { throw .init("plugin directory is not a directory") }
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
-            throw .init("plugin directory cannot be read")
-        }
-        return names.filter { ($0 as NSString).pathExtension == PluginFileInspector.pluginExtension }
+        guard let names = FileSystem.entries(of: directory) else { throw .init("plugin directory cannot be read") }
+        return names.filter { $0.hasSuffix(PluginFileInspector.pluginExtension) }
             .sorted()
-            .map { (directory as NSString).appendingPathComponent($0) }
+            .map { FileSystem.join(directory, $0) }
     }
 
     /// Loads and initializes one plugin file without registering it anywhere.

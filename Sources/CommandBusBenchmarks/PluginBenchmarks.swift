@@ -1,0 +1,125 @@
+import CommandBus
+import CommandBusHost
+import Foundation
+
+/// The same work as the Greeter plugin's handler, registered in-process.
+struct InProcessGreet: Command {
+    typealias Result = InProcessGreeting
+    static let name = "greet"
+    var name: String
+}
+
+struct InProcessGreeting: Codable, Sendable {
+    var greeting: String
+}
+
+struct InProcessGreetHandler: CommandHandler {
+    func canHandle(_ command: InProcessGreet) -> Bool { !command.name.allSatisfy(\.isWhitespace) }
+    func handle(_ command: InProcessGreet, context: CommandContext) async throws -> InProcessGreeting {
+        InProcessGreeting(greeting: "Hello, \(command.name)!")
+    }
+}
+
+/// The plugin figures of issue #3.
+enum PluginBenchmarks {
+    static let productDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+
+    static func run(into report: inout BenchmarkReport) async throws {
+        let plugins = try Scratch("plugins")
+        defer { plugins.remove() }
+        try plugins.copy(product: "libGreeter.so", as: "libGreeter.so")
+        let viaPlugin = CommandBus()
+        let catalog = PluginLoader(directories: [plugins.path]).load(into: viaPlugin)
+        guard catalog.plugins.count == 1 else { throw BenchmarkFailure("could not load libGreeter.so: \(catalog.skipped)") }
+        let inProcess = CommandBus()
+        inProcess.register(InProcessGreetHandler())
+
+        let payload = Data(#"{"name":"Ada"}"#.utf8)
+        _ = try await latencies(viaPlugin, payload, count: 2_000)
+        _ = try await latencies(inProcess, payload, count: 2_000)
+        var pluginP50: [Double] = [], inProcessP50: [Double] = []
+        for _ in 0..<CoreBenchmarks.rounds {
+            pluginP50.append(try await latencies(viaPlugin, payload, count: CoreBenchmarks.sendsPerRound).percentile(50))
+            inProcessP50.append(try await latencies(inProcess, payload, count: CoreBenchmarks.sendsPerRound).percentile(50))
+        }
+        report.record("plugin_send_p50_ns", median(pluginP50))
+        report.record("inprocess_dynamic_send_p50_ns", median(inProcessP50))
+        report.record("plugin_vs_inprocess_ratio", median(pluginP50) / median(inProcessP50))
+
+        try await coldStarts(into: &report)
+    }
+
+    static func latencies(_ bus: CommandBus, _ payload: Data, count: Int) async throws -> LatencySampler {
+        var sampler = LatencySampler(capacity: count)
+        for _ in 0..<count {
+            try await sampler.measure { _ = try await bus.send(name: "greet", payload: payload) }
+        }
+        return sampler
+    }
+
+    /// `cmdbus run greet` as a whole process with 1 and 100 plugins, against a Swift hello world.
+    static func coldStarts(into report: inout BenchmarkReport) async throws {
+        let one = try Scratch("cold-1"), hundred = try Scratch("cold-100")
+        defer { one.remove(); hundred.remove() }
+        try one.copy(product: "libGreeter.so", as: "libGreeter.so")
+        for index in 0..<100 { try hundred.copy(product: "libGreeter.so", as: String(format: "libGreeter%03d.so", index)) }
+        let cmdbus = productDirectory.appendingPathComponent("cmdbus").path
+        let hello = productDirectory.appendingPathComponent("HelloWorld").path
+        let arguments = ["run", "greet", #"{"name":"Ada"}"#, "--plugins"]
+
+        var helloRuns: [Double] = [], oneRuns: [Double] = [], hundredRuns: [Double] = []
+        for _ in 0..<3 { _ = try time(hello, []); _ = try time(cmdbus, arguments + [one.path]); _ = try time(cmdbus, arguments + [hundred.path]) }
+        for _ in 0..<15 {
+            helloRuns.append(try time(hello, []))
+            oneRuns.append(try time(cmdbus, arguments + [one.path]))
+            hundredRuns.append(try time(cmdbus, arguments + [hundred.path]))
+        }
+        report.record("hello_world_process_ms", median(helloRuns))
+        report.record("cold_start_1_plugin_ms", median(oneRuns))
+        report.record("cold_start_100_plugins_ms", median(hundredRuns))
+        report.record("cold_start_1_plugin_ratio", median(oneRuns) / median(helloRuns))
+        report.record("cold_start_100_plugins_ratio", median(hundredRuns) / median(helloRuns))
+    }
+
+    /// Runs a program to completion and returns its wall time in milliseconds; it must exit 0.
+    static func time(_ executable: String, _ arguments: [String]) throws -> Double {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        let start = ContinuousClock.now
+        try process.run()
+        process.waitUntilExit()
+        let elapsed = seconds(ContinuousClock.now - start) * 1000
+        guard process.terminationStatus == 0 else {
+            throw BenchmarkFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        }
+        return elapsed
+    }
+}
+
+/// A benchmark that could not run, with the reason.
+struct BenchmarkFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A scratch directory for one benchmark, next to nothing else.
+struct Scratch {
+    let url: URL
+    var path: String { url.path }
+
+    init(_ label: String) throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("cmdbus-bench-\(label)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func copy(product: String, as name: String) throws {
+        try FileManager.default.copyItem(
+            at: PluginBenchmarks.productDirectory.appendingPathComponent(product), to: url.appendingPathComponent(name)
+        )
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}

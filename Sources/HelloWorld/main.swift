@@ -1,0 +1,2 @@
+// The baseline for the cold-start benchmarks: the smallest Swift executable.
+print("Hello, world!")
