@@ -80,6 +80,19 @@ struct CommandLineTests {
         #expect(result.stderr.contains("command 'fixture.sleep' timed out"))
     }
 
+    /// The fixture plugin imports full Foundation, which this host does not link; loading it
+    /// once made every `cmdbus` call hang after printing its result.
+    @Test func aPluginThatLoadsFullFoundationDoesNotHangTheHost() async throws {
+        let plugins = try TemporaryDirectory()
+        defer { plugins.remove() }
+        try plugins.install("libFixturePlugin.so", "libGreeter.so")
+        let listing = try await cmdbus("plugins", "--plugins", plugins.path)
+        #expect(listing.status == 0)
+        let run = try await cmdbus("run", "fixture.sleep", "-p", "milliseconds=1", "--plugins", plugins.path)
+        #expect(run.status == 0)
+        #expect(run.stdout == "{\"sawCancellation\":false}\n")
+    }
+
     @Test func jsonErrorsAreMachineReadable() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }

@@ -15,9 +15,9 @@ struct PluginTemplateTests {
         #expect(made.stdout.contains("libWeather.so"))
 
         let package = work.file("weather")
-        let built = try await runProcess("/usr/bin/env", ["swift", "build"], directory: package)
+        let built = try await runProcess("/usr/bin/env", ["swift", "build"], directory: package, timeout: .seconds(600))
         try #require(built.status == 0, "the new plugin does not build: \(built.stdout)\(built.stderr)")
-        let tested = try await runProcess("/usr/bin/env", ["swift", "test"], directory: package)
+        let tested = try await runProcess("/usr/bin/env", ["swift", "test"], directory: package, timeout: .seconds(600))
         #expect(tested.status == 0, "the new plugin's test fails: \(tested.stdout)\(tested.stderr)")
 
         let plugins = try work.subdirectory("plugins")

@@ -74,13 +74,14 @@ struct ProcessResult {
     let stderr: String
 }
 
-/// Runs a program to completion, capturing stdout and stderr through files.
+/// Runs a program to completion, capturing stdout and stderr through files; one still
+/// running after `timeout` is killed (and so fails whatever the test expected of it).
 ///
 /// It waits without blocking a thread: the tests share a small cooperative pool with the code they test.
 @discardableResult
 func runProcess(
     _ executable: String, _ arguments: [String], environment: [String: String] = [:],
-    directory: URL? = nil
+    directory: URL? = nil, timeout: Duration = .seconds(60)
 ) async throws -> ProcessResult {
     let scratch = try TemporaryDirectory("cmdbus-process")
     defer { scratch.remove() }
@@ -101,6 +102,11 @@ func runProcess(
         do { try process.run() } catch {
             process.terminationHandler = nil
             continuation.resume(throwing: error)
+        }
+        let pid = process.processIdentifier
+        Task {
+            try? await Task.sleep(for: timeout)
+            if process.isRunning { kill(pid, SIGKILL) }
         }
     }
     try out.close()
