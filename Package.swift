@@ -22,7 +22,9 @@ let package = Package(
         .target(name: "CCommandBusABI"),
         // The SDK depends on nothing the host links, so no Swift symbol is shared across the boundary.
         .target(name: "CommandBusPlugin", dependencies: ["CCommandBusABI"]),
-        .target(name: "CommandBusHost", dependencies: ["CommandBus", "CCommandBusABI"]),
+        // SQLite from the system (libsqlite3-dev), for the journal: no package dependency.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "CommandBusHost", dependencies: ["CommandBus", "CCommandBusABI", "CSQLite"]),
         .executableTarget(name: "cmdbus", dependencies: ["CommandBusHost"]),
         .target(name: "Greeter", dependencies: ["CommandBusPlugin"], path: "Plugins/Greeter"),
         .target(name: "GreetAll", dependencies: ["CommandBusPlugin"], path: "Plugins/GreetAll"),

@@ -9,15 +9,19 @@ public struct CommandBusConfiguration: Sendable {
     public var defaultTimeout: Duration?
     /// The middleware that wraps every dispatch, outermost first.
     public var middleware: [any CommandMiddleware]
+    /// Where commands are written ahead before they run; `nil` keeps nothing.
+    public var journal: (any Journal)?
 
-    /// Creates a configuration; the defaults are no limit, no deadline and no middleware.
+    /// Creates a configuration; the defaults are no limit, no deadline, no middleware and no journal.
     public init(
         maxConcurrentCommands: Int? = nil,
         defaultTimeout: Duration? = nil,
-        middleware: [any CommandMiddleware] = []
+        middleware: [any CommandMiddleware] = [],
+        journal: (any Journal)? = nil
     ) {
         self.maxConcurrentCommands = maxConcurrentCommands
         self.defaultTimeout = defaultTimeout
         self.middleware = middleware
+        self.journal = journal
     }
 }

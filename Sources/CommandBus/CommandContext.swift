@@ -25,16 +25,22 @@ public final class CommandContext: Sendable {
     let timeout: Duration?
     /// The handler chosen for the command and the payload in the form it takes; `nil` if routing failed.
     let assignment: HandlerAssignment?
+    /// Where the command is written ahead; `nil` if it is not journaled.
+    let journal: (any Journal)?
     let execution = Mutex(CommandExecution())
     /// How many subcommands were sent, readable without the lock.
     let childCount = Atomic<Int>(0)
 
-    init(envelope: CommandEnvelope, bus: CommandBus, parent: CommandContext?, timeout: Duration?, assignment: HandlerAssignment?) {
+    init(
+        envelope: CommandEnvelope, bus: CommandBus, parent: CommandContext?, timeout: Duration?,
+        assignment: HandlerAssignment?, journal: (any Journal)?
+    ) {
         self.envelope = envelope
         self.bus = bus
         self.parent = parent
         self.timeout = timeout
         self.assignment = assignment
+        self.journal = journal
     }
 
     /// The command's current lifecycle state.

@@ -18,6 +18,9 @@ public protocol CommandHandler<HandledCommand>: Sendable {
     /// How many of this handler's commands may run at once; `nil` (the default) means no limit, `1` one at a time.
     var maxConcurrency: Int? { get }
 
+    /// Whether a bus with a journal writes these commands to it; `false` for queries. `true` by default.
+    var isJournaled: Bool { get }
+
     /// Whether the handler would take `command` now, answered cheaply and without doing the work.
     ///
     /// Return `false` to say "not now" (the network is down, the name is empty); the bus
@@ -37,6 +40,9 @@ public protocol CommandHandler<HandledCommand>: Sendable {
 extension CommandHandler {
     /// No limit by default.
     public var maxConcurrency: Int? { nil }
+
+    /// Journaled by default.
+    public var isJournaled: Bool { true }
 
     /// Takes every command by default.
     public func canHandle(_ command: HandledCommand) -> Bool { true }

@@ -23,6 +23,12 @@ public protocol DynamicCommandHandler: Sendable {
     /// How many commands may run at once; `nil` (the default) means no limit.
     var maxConcurrency: Int? { get }
 
+    /// Whether a bus with a journal writes these commands to it; `false` for queries.
+    var isJournaled: Bool { get }
+
+    /// The command that undoes the one with this payload, or `nil` if it has no inverse.
+    func inverse(of payload: Data) throws -> (name: String, payload: Data)?
+
     /// Whether the handler would take the command with this payload now.
     /// - Throws: ``CommandBusError`` with code `decodingFailed` if the payload is malformed.
     func canHandle(payload: Data) throws -> Bool
@@ -34,6 +40,12 @@ public protocol DynamicCommandHandler: Sendable {
 extension DynamicCommandHandler {
     /// No limit by default.
     public var maxConcurrency: Int? { nil }
+
+    /// Journaled by default.
+    public var isJournaled: Bool { true }
+
+    /// No inverse by default.
+    public func inverse(of payload: Data) throws -> (name: String, payload: Data)? { nil }
 
     /// Takes every payload by default.
     public func canHandle(payload: Data) throws -> Bool { true }

@@ -6,7 +6,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The Debian packages the project needs beyond the Swift toolchain, installed when missing.
 # gcc: the tests compile deliberately bad plugins from C.
-SYSTEM_PACKAGES=(gcc)
+# libsqlite3-dev, pkg-config: the journal's SQLite (the CSQLite system-library target).
+SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config)
 
 ensure_system_packages() {
     local missing=()

@@ -47,9 +47,10 @@ extension CommandContext {
     public var attempts: Int { execution.withLock { $0.attempts } }
 
     /// Ends the command with `outcome` in `state`, unless it has already ended.
+    /// - Parameter recorded: The journal already has this ending; otherwise it is queued there.
     /// - Returns: The command's final outcome: this one, or the one that ended it first.
     @discardableResult
-    func finish(_ outcome: Outcome, as state: CommandState) -> Outcome {
+    func finish(_ outcome: Outcome, as state: CommandState, recorded: Bool = false) -> Outcome {
         struct Ended {
             let previous: CommandState
             let waiters: [UnsafeContinuation<Outcome, Never>]
@@ -77,6 +78,10 @@ extension CommandContext {
         ended.watchdog?.cancel()
         ended.task?.cancel()
         for child in ended.children { child.cancel() }
+        if !recorded, let journal {
+            let update = journalUpdate(outcome, state: state)
+            Task { try? await journal.update(update, waitUntilDurable: false) }
+        }
         // Observers hear of the end before anyone waiting for the result wakes up.
         bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
         bus.commandDidFinish(self, outcome: outcome, state: state)

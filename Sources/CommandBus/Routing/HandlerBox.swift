@@ -7,6 +7,9 @@ import Foundation
 /// A registered handler with its command type erased, so one route table holds typed and dynamic handlers.
 protocol HandlerBox: Sendable {
     var maxConcurrency: Int? { get }
+    var isJournaled: Bool { get }
+    /// The inverse command of the prepared one, as a name and JSON, or `nil` if it has none.
+    func inverse(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> (name: String, payload: Data)?
     /// Converts the payload into the form this handler takes (decodes JSON, or encodes a typed command).
     func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload
     func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool
@@ -17,6 +20,12 @@ protocol HandlerBox: Sendable {
 struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     let handler: Handler
     var maxConcurrency: Int? { handler.maxConcurrency }
+    var isJournaled: Bool { handler.isJournaled }
+
+    func inverse(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> (name: String, payload: Data)? {
+        guard let reversible = try prepared.command(as: Handler.HandledCommand.self) as? any Reversible else { return nil }
+        return try reversible.encodedInverse()
+    }
 
     func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload {
         if case .typed(let command) = payload, cast(command, to: Handler.HandledCommand.self) != nil { return payload }
@@ -37,6 +46,17 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
 struct DynamicHandlerBox: HandlerBox {
     let handler: any DynamicCommandHandler
     var maxConcurrency: Int? { handler.maxConcurrency }
+    var isJournaled: Bool { handler.isJournaled }
+
+    func inverse(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> (name: String, payload: Data)? {
+        do {
+            return try handler.inverse(of: try prepared.jsonData(commandName: commandName))
+        } catch let error as CommandBusError {
+            throw error
+        } catch {
+            throw .decodingFailed(commandName, cause: error)
+        }
+    }
 
     func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload {
         .json(try payload.jsonData(commandName: commandName))

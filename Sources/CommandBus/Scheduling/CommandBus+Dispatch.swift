@@ -19,54 +19,56 @@ extension CommandBus {
     }
 
     /// Routes and starts a command; routing errors are thrown to the sender.
+    /// - Parameters:
+    ///   - envelope: The envelope to run it under (a recovery, a replay); a new one by default.
+    ///   - journaled: Whether it may be written to the journal (replays are not).
     func dispatch(
         _ payload: CommandPayload, name: String, parent: CommandContext?,
-        metadata: [String: String], timeout: Duration?
+        metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope? = nil, journaled: Bool = true
     ) throws(CommandBusError) -> StartedCommand {
         let (entry, prepared) = try route(payload, name: name)
-        return start(entry: entry, prepared: prepared, name: name, parent: parent, metadata: metadata, timeout: timeout)
+        let journal = journaled && entry.box.isJournaled ? configuration.journal : nil
+        let deadline = timeout ?? configuration.defaultTimeout
+        let context = makeContext(
+            name: name, parent: parent, metadata: metadata, timeout: deadline, envelope: envelope,
+            assignment: HandlerAssignment(entry: entry, prepared: prepared), journal: journal
+        )
+        let task = Task { await context.run() }
+        context.attach(task: task)
+        if let deadline { context.startWatchdog(deadline) }
+        return StartedCommand(context: context, task: task)
     }
 
     /// Routes and starts a command; routing errors end up in the returned context's outcome.
     func post(
         _ payload: CommandPayload, name: String, parent: CommandContext?,
-        metadata: [String: String], timeout: Duration?
+        metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope? = nil
     ) -> CommandContext {
         do {
-            return try dispatch(payload, name: name, parent: parent, metadata: metadata, timeout: timeout).context
+            return try dispatch(payload, name: name, parent: parent, metadata: metadata, timeout: timeout, envelope: envelope).context
         } catch {
-            let context = makeContext(name: name, parent: parent, metadata: metadata, timeout: nil, assignment: nil)
+            let context = makeContext(
+                name: name, parent: parent, metadata: metadata, timeout: nil, envelope: envelope, assignment: nil, journal: nil
+            )
             context.finish(.failure(error), as: .failed)
             return context
         }
     }
 
     private func makeContext(
-        name: String, parent: CommandContext?, metadata: [String: String], timeout: Duration?, assignment: HandlerAssignment?
+        name: String, parent: CommandContext?, metadata: [String: String], timeout: Duration?,
+        envelope preset: CommandEnvelope?, assignment: HandlerAssignment?, journal: (any Journal)?
     ) -> CommandContext {
-        let envelope = CommandEnvelope(commandName: name, parent: parent?.envelope, metadata: metadata)
-        let context = CommandContext(envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment)
+        let envelope = preset ?? CommandEnvelope(commandName: name, parent: parent?.envelope, metadata: metadata)
+        let context = CommandContext(
+            envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment, journal: journal
+        )
         parent?.addChild(context)
         if observerCount.load(ordering: .acquiring) > 0 {
             for observer in observers.withLock({ $0 }) { observer.commandAccepted(envelope) }
         }
         publish(context) { .accepted }
         return context
-    }
-
-    private func start(
-        entry: RouteEntry, prepared: CommandPayload, name: String, parent: CommandContext?,
-        metadata: [String: String], timeout: Duration?
-    ) -> StartedCommand {
-        let deadline = timeout ?? configuration.defaultTimeout
-        let context = makeContext(
-            name: name, parent: parent, metadata: metadata, timeout: deadline,
-            assignment: HandlerAssignment(entry: entry, prepared: prepared)
-        )
-        let task = Task { await context.run() }
-        context.attach(task: task)
-        if let deadline { context.startWatchdog(deadline) }
-        return StartedCommand(context: context, task: task)
     }
 
     func commandDidFinish(_ context: CommandContext, outcome: CommandExecution.Outcome, state: CommandState) {

@@ -11,9 +11,18 @@ struct HandlerAssignment: Sendable {
 }
 
 extension CommandContext {
-    /// The body of a command's task: wait for slots, run the handler through the middleware, wait for children.
+    /// The body of a command's task: write it ahead to the journal, wait for slots, run the
+    /// handler through the middleware, wait for children, record how it ended.
     func run() async -> Outcome {
         guard let assignment else { return await outcome(markingObserved: false) }
+        let name = envelope.commandName
+        if let journal {
+            do {
+                try await journal.accept(envelope, payload: try assignment.prepared.jsonData(commandName: name))
+            } catch {
+                return finish(.failure(error), as: .failed, recorded: true)
+            }
+        }
         let entry = assignment.entry
         let busSlot = parent == nil ? bus.busLimiter : nil
         var held: [ConcurrencyLimiter] = []
@@ -29,23 +38,50 @@ extension CommandContext {
             }
             try Task.checkCancellation()
             let middleware = bus.configuration.middleware
-            guard markRunning(countingAttempt: middleware.isEmpty) else { return await outcome(markingObserved: false) }
+            guard markRunning(countingAttempt: middleware.isEmpty) else {
+                let ended = await outcome(markingObserved: false)
+                return await conclude(ended, as: state)
+            }
+            if let journal {
+                try? await journal.update(JournalUpdate(id: envelope.id, state: .running, attempts: attempts), waitUntilDurable: false)
+            }
             let output = if middleware.isEmpty {
                 try await entry.box.handle(assignment.prepared, context: self)
             } else {
                 try await MiddlewarePipeline(middleware: middleware, box: entry.box, prepared: assignment.prepared).run(self)
             }
             try await awaitChildren()
-            return finish(.success(output), as: .succeeded)
+            return await conclude(.success(output), as: .succeeded)
         } catch {
-            let name = envelope.commandName
             if isCancelRequested || error is CancellationError {
-                return finish(.failure(.cancelled(name)), as: .cancelled)
+                return await conclude(.failure(.cancelled(name)), as: .cancelled)
             } else if let busError = error as? CommandBusError {
-                return finish(.failure(busError), as: .failed)
+                return await conclude(.failure(busError), as: .failed)
             } else {
-                return finish(.failure(.handlerFailed(name, cause: error)), as: .failed)
+                return await conclude(.failure(.handlerFailed(name, cause: error)), as: .failed)
             }
+        }
+    }
+
+    /// Records how the command ended, durably, then ends it. If it already ended another way
+    /// (a deadline, a cancellation), that way is recorded: the journal keeps the first ending.
+    private func conclude(_ outcome: Outcome, as state: CommandState) async -> Outcome {
+        guard let journal else { return finish(outcome, as: state) }
+        let earlier = execution.withLock { $0.lifecycle.state.isTerminal ? ($0.outcome, $0.lifecycle.state) : nil }
+        let (recordedOutcome, recordedState) = earlier.flatMap { ended in ended.0.map { ($0, ended.1) } } ?? (outcome, state)
+        // A journal that cannot record the ending leaves the command running there; recovery runs it again.
+        try? await journal.update(journalUpdate(recordedOutcome, state: recordedState), waitUntilDurable: true)
+        return finish(outcome, as: state, recorded: true)
+    }
+
+    /// The journal's view of an ending.
+    func journalUpdate(_ outcome: Outcome, state: CommandState) -> JournalUpdate {
+        switch outcome {
+        case .success(let output):
+            let result = try? output.jsonData(commandName: envelope.commandName)
+            return JournalUpdate(id: envelope.id, state: state, attempts: attempts, result: result)
+        case .failure(let error):
+            return JournalUpdate(id: envelope.id, state: state, attempts: attempts, error: error)
         }
     }
 }

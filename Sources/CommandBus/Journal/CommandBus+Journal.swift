@@ -1,0 +1,56 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+extension CommandBus {
+    /// Runs again every command a dead process left pending or running in the journal.
+    ///
+    /// Delivery is at least once: a command that was running when the process died runs again,
+    /// under its original envelope, so its id (the idempotency key) is the same. Only root
+    /// commands are run again; an unfinished subcommand is marked cancelled, since its parent's
+    /// new run sends its own.
+    /// - Returns: Tickets for the commands run again.
+    @discardableResult
+    public func recover() async throws(CommandBusError) -> [CommandTicket<Data>] {
+        guard let journal = configuration.journal else { return [] }
+        var tickets: [CommandTicket<Data>] = []
+        for record in try await journal.unfinished() {
+            if record.envelope.parentID != nil {
+                let superseded = CommandBusError(code: .cancelled, message: "subcommand '\(record.envelope.commandName)' was superseded: its parent ran again after a crash")
+                try await journal.update(JournalUpdate(id: record.envelope.id, state: .cancelled, attempts: record.attempts, error: superseded), waitUntilDurable: false)
+                continue
+            }
+            tickets.append(resubmit(record))
+        }
+        return tickets
+    }
+
+    /// Runs a journaled command again under its original envelope, journaled (a retry, an import).
+    public func resubmit(_ record: JournalRecord, timeout: Duration? = nil) -> CommandTicket<Data> {
+        CommandTicket(json: post(
+            .json(record.payload), name: record.envelope.commandName, parent: nil,
+            metadata: record.envelope.metadata, timeout: timeout, envelope: record.envelope
+        ))
+    }
+
+    /// Runs a journaled command again under its original envelope without journaling it:
+    /// replay into fresh state, for handlers whose state lives in the log.
+    /// - Returns: The JSON result.
+    public func replay(_ record: JournalRecord) async throws(CommandBusError) -> Data {
+        let started = try dispatch(
+            .json(record.payload), name: record.envelope.commandName, parent: nil,
+            metadata: record.envelope.metadata, timeout: nil, envelope: record.envelope, journaled: false
+        )
+        return try await started.result().jsonData(commandName: record.envelope.commandName)
+    }
+
+    /// The command that undoes `record`, from the handler that would take it now, or `nil` if it has no inverse.
+    /// - Throws: `noHandler` if no handler would take it; `decodingFailed` if its payload no longer decodes.
+    public func inverse(of record: JournalRecord) throws(CommandBusError) -> (name: String, payload: Data)? {
+        let name = record.envelope.commandName
+        let (entry, prepared) = try route(.json(record.payload), name: name)
+        return try entry.box.inverse(prepared, commandName: name)
+    }
+}

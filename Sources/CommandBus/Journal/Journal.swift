@@ -1,0 +1,48 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Durable storage for commands: what makes a bus survive a crash, replay its history, undo and sync.
+///
+/// A bus with a journal writes each command ahead: it is ``accept(_:payload:)``ed, and durable,
+/// before it is scheduled; every transition after that is an ``update(_:waitUntilDurable:)``.
+/// ```swift
+/// let bus = CommandBus(configuration: .init(journal: InMemoryJournal()))
+/// try await bus.recover()       // runs again whatever a crash left pending or running
+/// ```
+public protocol Journal: Sendable {
+    /// Stores a newly accepted command as `pending`, or, for one it already holds (a recovery,
+    /// a retry), marks it `pending` again. Returns once the record is durable.
+    /// - Throws: ``CommandBusError`` with code `journalFailed`.
+    func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError)
+
+    /// Records a transition. A terminal state is recorded only over `pending` or `running`,
+    /// so the first way a command ended wins.
+    /// - Parameter waitUntilDurable: Return only once the update is durable; otherwise it is queued in order.
+    func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError)
+
+    /// One command's record, if the journal holds it.
+    func record(_ id: UUID) async throws(CommandBusError) -> JournalRecord?
+
+    /// Records matching `query`, in journal order.
+    func records(_ query: JournalQuery) async throws(CommandBusError) -> [JournalRecord]
+
+    /// The commands a dead process left `pending` or `running`, in journal order. A journal
+    /// shared by several live processes leaves out those of processes still running.
+    func unfinished() async throws(CommandBusError) -> [JournalRecord]
+
+    /// Links an undo to the command it undid.
+    func linkUndo(_ undo: UUID, of original: UUID) async throws(CommandBusError)
+
+    /// Takes a command out of replay (or puts it back).
+    func setExcluded(_ id: UUID, _ excluded: Bool) async throws(CommandBusError)
+}
+
+extension CommandBusError {
+    /// The journal at `location` could not be read or written.
+    public static func journalFailed(_ location: String, _ problem: String, fileID: String = #fileID, line: Int = #line) -> Self {
+        .init(code: .journalFailed, message: "journal \(location): \(problem)", fileID: fileID, line: line)
+    }
+}
