@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "Greeter", type: .dynamic, targets: ["Greeter"]),
         .library(name: "GreetAll", type: .dynamic, targets: ["GreetAll"]),
         .library(name: "CEcho", type: .dynamic, targets: ["CEcho"]),
+        .library(name: "Counter", type: .dynamic, targets: ["Counter"]),
         // A plugin for the host's tests only (sleeps, failures, subcommands).
         .library(name: "FixturePlugin", type: .dynamic, targets: ["FixturePlugin"]),
     ],
@@ -29,6 +30,7 @@ let package = Package(
         .target(name: "Greeter", dependencies: ["CommandBusPlugin"], path: "Plugins/Greeter"),
         .target(name: "GreetAll", dependencies: ["CommandBusPlugin"], path: "Plugins/GreetAll"),
         .target(name: "CEcho", dependencies: ["CCommandBusABI"], path: "Plugins/CEcho"),
+        .target(name: "Counter", dependencies: ["CommandBusPlugin"], path: "Plugins/Counter"),
         .target(name: "FixturePlugin", dependencies: ["CommandBusPlugin"], path: "Tests/Fixtures/FixturePlugin"),
         .executableTarget(
             name: "CommandBusBenchmarks",

@@ -6,7 +6,7 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 source "$repo/scripts/lib/common.sh"
 
 # The example plugins: SwiftPM dynamic-library products of this package.
-PLUGIN_PRODUCTS=(Greeter GreetAll CEcho)
+PLUGIN_PRODUCTS=(Greeter GreetAll CEcho Counter)
 
 dir="${1:-./plugins}"
 ensure_system_packages

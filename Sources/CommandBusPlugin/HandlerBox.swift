@@ -3,18 +3,33 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import CCommandBusABI
 import Synchronization
 
 /// A plugin handler with its command type erased, working on JSON bytes.
 struct PluginHandlerBox: Sendable {
     let commandName: String
     let maxConcurrency: Int?
+    /// The `CMDBUS_COMMAND_*` flags the descriptor declares for the command.
+    let flags: UInt32
+    /// The inverse of a payload's command, as `{"command", "payload"}` JSON; `nil` if it has none.
+    let invert: @Sendable (Data) throws(PluginError) -> Data?
     let canHandle: @Sendable (Data) throws(PluginError) -> Bool
     let handle: @Sendable (Data, PluginContext) async throws -> Data
 
     init<H: PluginHandler>(_ handler: H) {
         commandName = H.HandledCommand.name
         maxConcurrency = handler.maxConcurrency
+        let reversible = H.HandledCommand.self is any ReversiblePluginCommand.Type
+        flags = (handler.isJournaled ? 0 : CMDBUS_COMMAND_NOT_JOURNALED)
+            | (handler.replaysOnStart ? CMDBUS_COMMAND_REPLAY_ON_START : 0)
+            | (reversible ? CMDBUS_COMMAND_REVERSIBLE : 0)
+        invert = { payload throws(PluginError) in
+            guard let command = try Self.decode(H.HandledCommand.self, from: payload) as? any ReversiblePluginCommand else { return nil }
+            do { return try command.encodedInverse() } catch {
+                throw PluginError(.failed, "the inverse of '\(H.HandledCommand.name)' does not encode: \(error)")
+            }
+        }
         // The host asks can_handle() and then calls handle() with the same bytes; keeping the
         // last command decoded for can_handle() saves handle() a second decode.
         let lastDecoded = LastDecoded<H.HandledCommand>()

@@ -36,6 +36,8 @@ final class PluginRuntime: Sendable {
                 name: UnsafePointer(strdup(box.commandName)), max_concurrency: Int32(box.maxConcurrency ?? 0)
             )
         }
+        let flags = UnsafeMutablePointer<UInt32>.allocate(capacity: max(boxes.count, 1))
+        for (index, box) in boxes.enumerated() { flags[index] = box.flags }
         let descriptor = UnsafeMutablePointer<cmdbus_plugin_descriptor>.allocate(capacity: 1)
         descriptor.initialize(to: cmdbus_plugin_descriptor(
             magic: CMDBUS_PLUGIN_MAGIC,
@@ -52,7 +54,9 @@ final class PluginRuntime: Sendable {
             init: pluginInit,
             can_handle: pluginCanHandle,
             handle: pluginHandle,
-            cancel: pluginCancel
+            cancel: pluginCancel,
+            command_flags: UnsafePointer(flags),
+            invert: pluginInvert
         ))
         installed.withLock { $0 = runtime }
         return UnsafeRawPointer(descriptor)
@@ -150,6 +154,20 @@ private let pluginHandle: @convention(c) (UnsafeMutableRawPointer?, UInt32, cmdb
         return
     }
     runtime.start(Int(index), payload: Data(payload), call: CallHandle(pointer: call), host: host)
+}
+
+private let pluginInvert: @convention(c) (UnsafeMutableRawPointer?, UInt32, cmdbus_bytes, OpaquePointer?) -> Int32 = { state, index, payload, call in
+    guard let runtime = runtime(state), Int(index) < runtime.handlers.count else { return -Int32(CMDBUS_FAILED.rawValue) }
+    do {
+        guard let inverse = try runtime.handlers[Int(index)].invert(Data(payload)) else { return 1 }
+        if let call { runtime.host?.complete(CallHandle(pointer: call), status: Int32(CMDBUS_OK.rawValue), body: inverse) }
+        return 0
+    } catch let error as PluginError {
+        if let call { runtime.host?.complete(CallHandle(pointer: call), status: error.status.rawValue, body: Data(error.message.utf8)) }
+        return -error.status.rawValue
+    } catch {
+        return -Int32(CMDBUS_FAILED.rawValue)
+    }
 }
 
 private let pluginCancel: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?) -> Void = { state, call in

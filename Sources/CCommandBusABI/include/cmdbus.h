@@ -45,8 +45,8 @@ extern "C" {
 
 /** The ABI major version; it is also in the entry point's name. */
 #define CMDBUS_ABI_VERSION_MAJOR 1
-/** The ABI minor version: additions that older hosts can ignore. */
-#define CMDBUS_ABI_VERSION_MINOR 0
+/** The ABI minor version: additions that older hosts can ignore. 1.1 added command_flags and invert. */
+#define CMDBUS_ABI_VERSION_MINOR 1
 /** The first field of every descriptor: "CMDB". */
 #define CMDBUS_PLUGIN_MAGIC 0x434D4442u
 
@@ -124,6 +124,14 @@ typedef struct cmdbus_host_api {
     int32_t (*is_cancelled)(cmdbus_call *call);
 } cmdbus_host_api;
 
+/** Flags for cmdbus_plugin_descriptor.command_flags (ABI 1.1). */
+/** A query: the host does not write it to its journal. */
+#define CMDBUS_COMMAND_NOT_JOURNALED 0x1u
+/** Its state lives only in the journal: the host replays its succeeded entries into the plugin at start. */
+#define CMDBUS_COMMAND_REPLAY_ON_START 0x2u
+/** invert() can name the command that undoes it. */
+#define CMDBUS_COMMAND_REVERSIBLE 0x4u
+
 /** One command a plugin handles. */
 typedef struct cmdbus_command_descriptor {
     /** The routing name, NUL-terminated, such as "greet". */
@@ -184,6 +192,20 @@ typedef struct cmdbus_plugin_descriptor {
      * poll host->is_cancelled().
      */
     void (*cancel)(void *plugin_state, cmdbus_call *call);
+
+    /* ---- ABI 1.1: hosts read these only when abi_minor >= 1 and struct_size covers them. ---- */
+
+    /** CMDBUS_COMMAND_* flags, command_count entries, parallel to commands; NULL means none set. */
+    const uint32_t *command_flags;
+
+    /**
+     * Names the command that undoes commands[command_index] with this payload: call
+     * host->complete(call, CMDBUS_OK, {"command": NAME, "payload": {...}}) and return 0.
+     * Return 1 if it has no inverse, or a negative cmdbus_status (with an optional
+     * host->complete message) for a malformed payload. The call handle is valid only
+     * during invert(). May be NULL: no command has an inverse.
+     */
+    int32_t (*invert)(void *plugin_state, uint32_t command_index, cmdbus_bytes payload, cmdbus_call *call);
 } cmdbus_plugin_descriptor;
 
 /** The type of the entry point, `cmdbus_plugin_v1`. */

@@ -37,13 +37,17 @@ extension CommandBus {
 
     /// Runs a journaled command again under its original envelope without journaling it:
     /// replay into fresh state, for handlers whose state lives in the log.
+    ///
+    /// It runs in the caller's task (a replay goes in order, one command at a time), with the
+    /// same routing, handler and lifecycle as any other command.
     /// - Returns: The JSON result.
     public func replay(_ record: JournalRecord) async throws(CommandBusError) -> Data {
-        let started = try dispatch(
-            .json(record.payload), name: record.envelope.commandName, parent: nil,
-            metadata: record.envelope.metadata, timeout: nil, envelope: record.envelope, journaled: false
+        let name = record.envelope.commandName
+        let context = try routedContext(
+            .json(record.payload), name: name, parent: nil, metadata: record.envelope.metadata,
+            timeout: nil, envelope: record.envelope, journaled: false
         )
-        return try await started.result().jsonData(commandName: record.envelope.commandName)
+        return try await context.run().get().jsonData(commandName: name)
     }
 
     /// The command that undoes `record`, from the handler that would take it now, or `nil` if it has no inverse.

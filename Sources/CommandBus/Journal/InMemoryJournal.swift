@@ -64,6 +64,15 @@ public final class InMemoryJournal: Journal {
         try await records(JournalQuery(states: [.pending, .running]))
     }
 
+    /// Marks the record failed with `error`, whatever its state.
+    public func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError) {
+        state.withLock { state in
+            state.records[id]?.state = .failed
+            state.records[id]?.errorCode = error.code.description
+            state.records[id]?.errorMessage = error.message
+        }
+    }
+
     /// Links `undo` to `original`.
     public func linkUndo(_ undo: UUID, of original: UUID) async throws(CommandBusError) {
         state.withLock { state in

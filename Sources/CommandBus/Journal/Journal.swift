@@ -33,6 +33,9 @@ public protocol Journal: Sendable {
     /// shared by several live processes leaves out those of processes still running.
     func unfinished() async throws(CommandBusError) -> [JournalRecord]
 
+    /// Records, after the fact, that a command's entry is no good: a replay found its payload stale.
+    func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError)
+
     /// Links an undo to the command it undid.
     func linkUndo(_ undo: UUID, of original: UUID) async throws(CommandBusError)
 

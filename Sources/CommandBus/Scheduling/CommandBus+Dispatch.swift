@@ -26,17 +26,26 @@ extension CommandBus {
         _ payload: CommandPayload, name: String, parent: CommandContext?,
         metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope? = nil, journaled: Bool = true
     ) throws(CommandBusError) -> StartedCommand {
-        let (entry, prepared) = try route(payload, name: name)
-        let journal = journaled && entry.box.isJournaled ? configuration.journal : nil
-        let deadline = timeout ?? configuration.defaultTimeout
-        let context = makeContext(
-            name: name, parent: parent, metadata: metadata, timeout: deadline, envelope: envelope,
-            assignment: HandlerAssignment(entry: entry, prepared: prepared), journal: journal
+        let context = try routedContext(
+            payload, name: name, parent: parent, metadata: metadata, timeout: timeout, envelope: envelope, journaled: journaled
         )
         let task = Task { await context.run() }
         context.attach(task: task)
-        if let deadline { context.startWatchdog(deadline) }
+        if let deadline = context.timeout { context.startWatchdog(deadline) }
         return StartedCommand(context: context, task: task)
+    }
+
+    /// Routes a command and makes its context, without starting it.
+    func routedContext(
+        _ payload: CommandPayload, name: String, parent: CommandContext?,
+        metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope?, journaled: Bool
+    ) throws(CommandBusError) -> CommandContext {
+        let (entry, prepared) = try route(payload, name: name)
+        let journal = journaled && entry.box.isJournaled ? configuration.journal : nil
+        return makeContext(
+            name: name, parent: parent, metadata: metadata, timeout: timeout ?? configuration.defaultTimeout, envelope: envelope,
+            assignment: HandlerAssignment(entry: entry, prepared: prepared), journal: journal
+        )
     }
 
     /// Routes and starts a command; routing errors end up in the returned context's outcome.

@@ -12,6 +12,11 @@ struct CLIFailure: Error, Sendable {
         .init(message: message, exitCode: .usage, code: "usage", command: nil, plugin: nil)
     }
 
+    /// A journal that cannot be opened, read or written.
+    static func journal(_ error: CommandBusError) -> Self {
+        .init(message: error.message, exitCode: .journalFailed, code: error.code.description, command: nil, plugin: nil)
+    }
+
     /// A bus error, with the exit code its code maps to.
     static func bus(_ error: CommandBusError, command: String) -> Self {
         .init(message: error.message, exitCode: ExitCode(error.code), code: error.code.description, command: command, plugin: nil)
@@ -30,6 +35,8 @@ enum ExitCode: Int32, Sendable {
     case malformedPayload = 65
     /// No handler would take the command.
     case noHandler = 69
+    /// The journal could not be opened, read or written (EX_IOERR).
+    case journalFailed = 74
     /// The command ran past its deadline.
     case timedOut = 75
 
@@ -39,6 +46,7 @@ enum ExitCode: Int32, Sendable {
         case .decodingFailed: self = .malformedPayload
         case .timedOut: self = .timedOut
         case .usage: self = .usage
+        case .journalFailed: self = .journalFailed
         default: self = .failure
         }
     }

@@ -22,11 +22,11 @@ enum CanCommand {
         \(spec.optionsHelp)
         """
 
-    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) throws(CLIFailure) {
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
         guard let command = arguments.positionals.first else { throw .usage("'cmdbus can' needs a command name; see 'cmdbus can --help'") }
         guard arguments.positionals.count <= 2 else { throw .usage("'cmdbus can' takes a command and at most one JSON payload") }
         let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
-        let session = HostSession.start(arguments, console: console, reportSkipped: true)
+        let session = try await HostSession.start(arguments, console: console, reportSkipped: true)
         let answer: Bool
         do {
             answer = try session.bus.canHandle(name: command, payload: payload)

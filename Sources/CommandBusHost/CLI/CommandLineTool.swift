@@ -24,6 +24,8 @@ public enum CommandLineTool {
           can <command> [<json>]     Exit 0 if some handler would take it now, 69 if not.
           plugins [--json]           List loaded plugins, command routes and skipped files.
           plugins check <file>       Validate one plugin file.
+          batch [FILE|-]             Run NDJSON commands; one result line each.
+          journal <subcommand>       list, show, retry, replay, undo, import.
           help [<subcommand>]        Show help.
 
         Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.
@@ -62,11 +64,17 @@ public enum CommandLineTool {
         case "can":
             let parsed = try CanCommand.spec.parse(rest)
             if parsed.has("help") { return console.out(CanCommand.help) }
-            try CanCommand.run(parsed, console: console)
+            try await CanCommand.run(parsed, console: console)
+        case "batch":
+            let parsed = try BatchCommand.spec.parse(rest)
+            if parsed.has("help") { return console.out(BatchCommand.help) }
+            try await BatchCommand.run(parsed, console: console)
+        case "journal":
+            try await JournalCommand.run(rest, console: console)
         case "plugins":
             let parsed = try PluginsCommand.spec.parse(rest)
             if parsed.has("help") { return console.out(PluginsCommand.help) }
-            try PluginsCommand.run(parsed, console: console)
+            try await PluginsCommand.run(parsed, console: console)
         default:
             throw .usage("unknown subcommand '\(first)'; see 'cmdbus --help'")
         }
@@ -77,6 +85,8 @@ public enum CommandLineTool {
         case "run": RunCommand.help
         case "can": CanCommand.help
         case "plugins": PluginsCommand.help
+        case "batch": BatchCommand.help
+        case "journal": JournalCommand.help
         default: nil
         }
     }

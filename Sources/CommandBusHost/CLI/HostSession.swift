@@ -5,25 +5,84 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// A bus with the plugins from the chosen directories loaded: what `run`, `can` and `plugins` start from.
+/// A bus with the plugins from the chosen directories loaded and, for commands that keep one,
+/// the journal opened, event-sourced state replayed and unfinished work recovered.
 struct HostSession: Sendable {
     let bus: CommandBus
     let catalog: PluginCatalog
+    let journal: SQLiteJournal?
 
-    /// Loads plugins from `--plugins` (else `$CMDBUS_PLUGINS`, else `./plugins`) and reports skipped files unless quiet.
-    static func start(_ arguments: ArgumentSpec.Parsed, console: Console, reportSkipped: Bool) -> HostSession {
+    /// Where `run` and `batch` journal unless told otherwise.
+    static let defaultJournalPath = "./.cmdbus/journal.sqlite"
+
+    /// The journal options `run` and `batch` share.
+    static let journalOptions: [ArgumentSpec.Option] = [
+        .init(name: "journal", short: nil, takesValue: true, help: "Journal file (default \(defaultJournalPath))."),
+        .init(name: "no-journal", short: nil, takesValue: false, help: "Keep no journal."),
+        .init(name: "durability", short: nil, takesValue: true, help: "batched (group commit, default) or synced."),
+    ]
+
+    /// Loads plugins from `--plugins` (else `$CMDBUS_PLUGINS`, else `./plugins`).
+    /// - Parameter journaling: Open the journal (unless `--no-journal`), replay event-sourced
+    ///   commands into their plugins, and run again what a dead process left unfinished.
+    static func start(
+        _ arguments: ArgumentSpec.Parsed, console: Console, reportSkipped: Bool, journaling: Bool = false
+    ) async throws(CLIFailure) -> HostSession {
         HostFunctionTable.logSink.withLock { sink in
             sink = { level, message in console.err("cmdbus: plugin \(level.rawValue): \(message)") }
         }
+        let journal = journaling && !arguments.has("no-journal")
+            ? try openJournal(arguments.value("journal") ?? defaultJournalPath, durability: arguments.value("durability"))
+            : nil
         let directories = PluginLoader.directories(
             explicit: arguments.all("plugins"), environment: ProcessInfo.processInfo.environment
         )
-        let bus = CommandBus()
+        let bus = CommandBus(configuration: .init(journal: journal))
         let catalog = PluginLoader(directories: directories).load(into: bus)
         if reportSkipped, !arguments.has("quiet") {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
         }
-        return HostSession(bus: bus, catalog: catalog)
+        let session = HostSession(bus: bus, catalog: catalog, journal: journal)
+        if journal != nil { try await session.restore(console: console) }
+        return session
+    }
+
+    static func openJournal(_ path: String, durability: String?, create: Bool = true) throws(CLIFailure) -> SQLiteJournal {
+        let mode: SQLiteJournal.Durability
+        switch durability {
+        case nil, "batched": mode = .batched(maxDelay: .milliseconds(1))
+        case "synced": mode = .synced
+        case let other?: throw .usage("--durability takes batched or synced, got '\(other)'")
+        }
+        do {
+            return try SQLiteJournal(path: path, durability: mode, create: create)
+        } catch {
+            throw .journal(error)
+        }
+    }
+
+    /// Replays the journal into event-sourced plugins, then runs unfinished commands again.
+    private func restore(console: Console) async throws(CLIFailure) {
+        guard let journal else { return }
+        let replayed = Set(catalog.plugins.flatMap { plugin in plugin.descriptor.commands.filter(\.replaysOnStart).map(\.name) })
+        do {
+            if !replayed.isEmpty {
+                let report = try await JournalReplayer(bus: bus, journal: journal).replay(commands: replayed)
+                for failure in report.failures { console.err("cmdbus: warning: replay: \(failure)") }
+            }
+            let recovered = try await bus.recover()
+            if !recovered.isEmpty {
+                console.err("cmdbus: running \(recovered.count) command(s) a previous run left unfinished")
+                for ticket in recovered { _ = try? await ticket.result }
+            }
+        } catch {
+            throw .journal(error)
+        }
+    }
+
+    /// Waits until everything written to the journal is durable.
+    func close() async {
+        try? await journal?.flush()
     }
 
     /// A bus error as a CLI failure, naming the plugin that handles the command where there is one.

@@ -24,14 +24,14 @@ enum PluginsCommand {
         \(spec.optionsHelp)
         """
 
-    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) throws(CLIFailure) {
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
         if arguments.positionals.first == "check" {
             return try check(arguments, console: console)
         }
         guard arguments.positionals.isEmpty else {
             throw .usage("unknown 'cmdbus plugins' subcommand '\(arguments.positionals[0])'; see 'cmdbus plugins --help'")
         }
-        let session = HostSession.start(arguments, console: console, reportSkipped: false)
+        let session = try await HostSession.start(arguments, console: console, reportSkipped: false)
         if arguments.has("json") {
             console.out(catalogJSON(session.catalog).text)
         } else {

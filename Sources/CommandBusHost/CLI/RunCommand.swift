@@ -12,7 +12,7 @@ enum RunCommand {
         .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
         .plugins, .json, .quiet, .help,
-    ])
+    ] + HostSession.journalOptions)
 
     static let help = """
         Usage: cmdbus run <command> [<json>] [-p key=value ...] [options]
@@ -24,8 +24,11 @@ enum RunCommand {
         Options:
         \(spec.optionsHelp)
 
+        The command is journaled to \(HostSession.defaultJournalPath) unless --no-journal;
+        commands a killed run left unfinished there run again first.
+
         Exit codes: 0 ok, 1 handler failed, 64 usage, 65 malformed payload,
-        69 no handler, 75 timed out.
+        69 no handler, 74 journal unusable, 75 timed out.
 
         Example: cmdbus run greet '{"name": "Ada"}'    or    cmdbus run greet -p name=Ada
         """
@@ -37,14 +40,9 @@ enum RunCommand {
         }
         let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
         let metadata = try keyValues(arguments.all("meta"), option: "--meta")
-        let timeout = try arguments.value("timeout").map { text throws(CLIFailure) -> Duration in
-            guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
-                throw .usage("--timeout takes a positive number of seconds, got '\(text)'")
-            }
-            return .milliseconds(Int64(seconds * 1000))
-        }
+        let timeout = try timeout(arguments.value("timeout"))
 
-        let session = HostSession.start(arguments, console: console, reportSkipped: true)
+        let session = try await HostSession.start(arguments, console: console, reportSkipped: true, journaling: true)
         let printer = EventPrinter(console: console, stream: session.bus.events())
         let result: Result<Data, CommandBusError>
         do {
@@ -52,12 +50,22 @@ enum RunCommand {
         } catch {
             result = .failure(error)
         }
+        await session.close()
         session.bus.finishEventStreams()
         await printer.finish()
         switch result {
         case .success(let data): console.out(String(decoding: data, as: UTF8.self))
         case .failure(let error): throw session.failure(error, command: command)
         }
+    }
+
+    /// `--timeout SECONDS` as a duration.
+    static func timeout(_ text: String?) throws(CLIFailure) -> Duration? {
+        guard let text else { return nil }
+        guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+            throw .usage("--timeout takes a positive number of seconds, got '\(text)'")
+        }
+        return .milliseconds(Int64(seconds * 1000))
     }
 
     static func keyValues(_ pairs: [String], option: String) throws(CLIFailure) -> [String: String] {

@@ -47,25 +47,24 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
 
     /// Opens the journal at `path`, creating it (and its directory) if there is none.
     /// - Throws: `journalFailed` naming the file and the cause; a damaged or foreign file is left untouched.
-    public init(path: String, durability: Durability = .batched(maxDelay: .milliseconds(1)), create: Bool = true) throws(CommandBusError) {
+    /// - Parameters:
+    ///   - create: Create the file if there is none; otherwise a missing file is an error.
+    ///   - readOnly: Open an existing journal only to read it (to import from it); it is never written.
+    public init(
+        path: String, durability: Durability = .batched(maxDelay: .milliseconds(1)), create: Bool = true, readOnly: Bool = false
+    ) throws(CommandBusError) {
         self.path = path
         self.durability = durability
         let exists = try JournalFileCheck.validate(path)
         if !exists {
-            guard create else { throw .journalFailed(path, "does not exist") }
+            guard create, !readOnly else { throw .journalFailed(path, "does not exist (or is empty)") }
             try Self.makeParentDirectory(of: path)
         }
-        database = try SQLiteDatabase(path: path, create: !exists)
+        database = try SQLiteDatabase(path: path, create: !exists, readOnly: readOnly)
         try database.execute("PRAGMA busy_timeout = 10000")
-        try Self.prepareSchema(database, path: path)
-        try database.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL")
-        statements = try SQLiteJournalStatements(database)
-    }
-
-    /// Opens an existing journal read-only (to import from it); it is never written.
-    public static func openReadOnly(path: String) throws(CommandBusError) -> SQLiteJournal {
-        guard try JournalFileCheck.validate(path) else { throw .journalFailed(path, "does not exist or is empty") }
-        return try SQLiteJournal(path: path, durability: .synced, create: false)
+        try Self.prepareSchema(database, path: path, mayCreate: !readOnly)
+        if !readOnly { try database.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL") }
+        statements = try SQLiteJournalStatements(database, readOnly: readOnly)
     }
 
     private static func makeParentDirectory(of path: String) throws(CommandBusError) {
@@ -80,7 +79,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     }
 
     /// Creates the schema in a new file, or checks that an existing file is a journal of ours.
-    private static func prepareSchema(_ database: SQLiteDatabase, path: String) throws(CommandBusError) {
+    private static func prepareSchema(_ database: SQLiteDatabase, path: String, mayCreate: Bool) throws(CommandBusError) {
         let applicationID: Int64, tables: Int64, version: Int64
         do {
             applicationID = try database.integer("PRAGMA application_id")
@@ -89,7 +88,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         } catch {
             throw .journalFailed(path, "is damaged (\(error.message.split(separator: ":").last.map { $0.trimmingPrefix(" ") }.map(String.init) ?? error.message)); it was left untouched")
         }
-        if applicationID == 0 && tables == 0 {
+        if applicationID == 0 && tables == 0 && mayCreate {
             try database.execute(SQLiteJournalStatements.schema + "PRAGMA application_id = \(Self.applicationID); PRAGMA user_version = \(schemaVersion);")
             return
         }
@@ -111,6 +110,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// Queues the transition, and waits for it to be durable if asked.
     public func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError) {
         try await write(.update(update), waitUntilDurable: waitUntilDurable)
+    }
+
+    /// Marks a command's entry failed after the fact (a replay found its payload stale).
+    public func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError) {
+        try await write(.markFailed(id, code: error.code.description, message: error.message), waitUntilDurable: true)
     }
 
     /// Links an undo to the command it undid.
@@ -234,4 +238,5 @@ enum JournalWrite: Sendable {
     case update(JournalUpdate)
     case linkUndo(undo: UUID, original: UUID)
     case exclude(UUID, Bool)
+    case markFailed(UUID, code: String, message: String)
 }

@@ -45,18 +45,20 @@ final class SQLiteJournalStatements: @unchecked Sendable {
 
     static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner"
 
-    init(_ database: SQLiteDatabase) throws(CommandBusError) {
+    init(_ database: SQLiteDatabase, readOnly: Bool = false) throws(CommandBusError) {
         self.database = database
-        insert = try database.prepare("""
+        // A read-only connection can't prepare writes against a WAL file it may not touch; prepare reads only.
+        let writes = readOnly ? "SELECT 1" : nil
+        insert = try database.prepare(writes ?? """
             INSERT INTO commands (id, name, parent_id, correlation_id, created_at, metadata, payload, state, accepted_at, updated_at, owner)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?8, ?9)
             ON CONFLICT(id) DO UPDATE SET state = 'pending', accepted_at = ?8, updated_at = ?8, owner = ?9,
                 result = NULL, error_code = NULL, error_message = NULL, finished_at = NULL
             """)
-        markRunning = try database.prepare(
+        markRunning = try database.prepare(writes ??
             "UPDATE commands SET state = 'running', started_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'pending'"
         )
-        markEnded = try database.prepare("""
+        markEnded = try database.prepare(writes ?? """
             UPDATE commands SET state = ?2, attempts = attempts + ?3, result = ?4, error_code = ?5, error_message = ?6,
                 finished_at = ?7, updated_at = ?7
             WHERE id = ?1 AND state IN ('pending', 'running')
@@ -101,6 +103,15 @@ final class SQLiteJournalStatements: @unchecked Sendable {
         case .linkUndo(let undo, let original):
             try database.execute("UPDATE commands SET undone_by = '\(undo.uuidString)' WHERE id = '\(original.uuidString)'")
             try database.execute("UPDATE commands SET undo_of = '\(original.uuidString)' WHERE id = '\(undo.uuidString)'")
+        case .markFailed(let id, let code, let message):
+            let statement = try database.prepare(
+                "UPDATE commands SET state = 'failed', error_code = ?2, error_message = ?3, updated_at = ?4 WHERE id = ?1"
+            )
+            statement.bind(1, id.uuidString)
+            statement.bind(2, code)
+            statement.bind(3, message)
+            statement.bind(4, Date().timeIntervalSince1970)
+            try run(statement)
         case .exclude(let id, let excluded):
             try database.execute("UPDATE commands SET excluded = \(excluded ? 1 : 0) WHERE id = '\(id.uuidString)'")
         }

@@ -13,6 +13,27 @@ struct PluginCommandHandler: DynamicCommandHandler {
 
     var commandName: String { command.name }
     var maxConcurrency: Int? { command.maxConcurrency }
+    var isJournaled: Bool { command.isJournaled }
+
+    func inverse(of payload: Data) throws -> (name: String, payload: Data)? {
+        guard command.isReversible, plugin.descriptor.hasVersion11Fields, let invert = plugin.descriptor.raw.pointee.invert else {
+            return nil
+        }
+        let probe = PluginCall(context: nil, pluginName: plugin.name)
+        PluginCallRegistry.register(probe)
+        defer { PluginCallRegistry.remove(probe) }
+        let answer = payload.withUnsafeBytes { raw in
+            invert(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
+        }
+        let body = probe.completion?.body ?? Data()
+        if answer == 1 { return nil }
+        guard answer == 0 else { throw error(status: -answer, message: String(decoding: body, as: UTF8.self)) }
+        struct Inverse: Decodable { let command: String; let payload: JSONValue }
+        guard let inverse = try? JSONDecoder().decode(Inverse.self, from: body) else {
+            throw error(status: Int32(CMDBUS_FAILED.rawValue), message: "invert() answered something other than {\"command\": ..., \"payload\": ...}")
+        }
+        return (inverse.command, Data(inverse.payload.text.utf8))
+    }
 
     func canHandle(payload: Data) throws -> Bool {
         guard let canHandle = plugin.descriptor.raw.pointee.can_handle else { return true }

@@ -28,6 +28,20 @@ struct PluginDescriptor: @unchecked Sendable {
         let index: UInt32
         let name: String
         let maxConcurrency: Int?
+        /// `CMDBUS_COMMAND_*` flags (ABI 1.1; none for a 1.0 plugin).
+        let flags: UInt32
+
+        var isJournaled: Bool { flags & CMDBUS_COMMAND_NOT_JOURNALED == 0 }
+        var replaysOnStart: Bool { flags & CMDBUS_COMMAND_REPLAY_ON_START != 0 }
+        var isReversible: Bool { flags & CMDBUS_COMMAND_REVERSIBLE != 0 }
+    }
+
+    /// The size of an ABI 1.0 descriptor: everything before `command_flags`.
+    static let version10Size = MemoryLayout<cmdbus_plugin_descriptor>.offset(of: \cmdbus_plugin_descriptor.command_flags)!
+
+    /// Whether the plugin's descriptor has the ABI 1.1 fields.
+    var hasVersion11Fields: Bool {
+        abiMinor >= 1 && Int(raw.pointee.struct_size) >= MemoryLayout<cmdbus_plugin_descriptor>.size
     }
 
     /// The ABI this host speaks.
@@ -51,8 +65,9 @@ struct PluginDescriptor: @unchecked Sendable {
         guard fields.abi_minor <= host.minor else {
             throw .init("needs plugin ABI v\(fields.abi_major).\(fields.abi_minor); this host speaks only up to v\(host.major).\(host.minor)")
         }
-        guard fields.struct_size >= UInt32(MemoryLayout<cmdbus_plugin_descriptor>.size) else {
-            throw .init("descriptor is \(fields.struct_size) bytes, smaller than ABI v\(host.major).\(host.minor)'s \(MemoryLayout<cmdbus_plugin_descriptor>.size)")
+        let minimumSize = fields.abi_minor >= 1 ? MemoryLayout<cmdbus_plugin_descriptor>.size : Self.version10Size
+        guard Int(fields.struct_size) >= minimumSize else {
+            throw .init("descriptor is \(fields.struct_size) bytes, smaller than ABI v\(fields.abi_major).\(fields.abi_minor)'s \(minimumSize)")
         }
         guard let name = Self.string(fields.name), !name.isEmpty else { throw .init("descriptor is missing its name") }
         guard let version = Self.string(fields.version), !version.isEmpty else {
@@ -67,13 +82,17 @@ struct PluginDescriptor: @unchecked Sendable {
         guard fields.command_count <= Self.maxCommands else {
             throw .init("'\(name)' declares \(fields.command_count) commands, more than the \(Self.maxCommands) allowed")
         }
+        let flagTable = fields.abi_minor >= 1 ? fields.command_flags : nil
         var commands: [Command] = []
         for index in 0..<fields.command_count {
             let entry = table[Int(index)]
             guard let commandName = Self.string(entry.name), !commandName.isEmpty else {
                 throw .init("command #\(index) of '\(name)' has no name")
             }
-            commands.append(Command(index: index, name: commandName, maxConcurrency: entry.max_concurrency > 0 ? Int(entry.max_concurrency) : nil))
+            commands.append(Command(
+                index: index, name: commandName, maxConcurrency: entry.max_concurrency > 0 ? Int(entry.max_concurrency) : nil,
+                flags: flagTable?[Int(index)] ?? 0
+            ))
         }
         self.name = name
         self.version = version
