@@ -63,7 +63,7 @@ struct CommandLineTests {
     func failuresHaveTheirExitCodeAndOneLine(arguments: [String], status: Int32, message: String) async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let result = try await runProcess(try TestPaths.product("cmdbus").path, arguments + ["--plugins", plugins.path])
+        let result = try await cmdbus(arguments + ["--plugins", plugins.path])
         #expect(result.status == status)
         #expect(result.stdout.isEmpty)
         let lines = result.stderr.split(separator: "\n")

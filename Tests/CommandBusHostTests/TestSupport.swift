@@ -118,9 +118,20 @@ func runProcess(
     )
 }
 
-/// Runs the built `cmdbus` binary.
+/// Runs the built `cmdbus` binary, by default in a fresh working directory (so its default
+/// journal, ./.cmdbus/journal.sqlite, is the test's own).
 func cmdbus(_ arguments: String..., environment: [String: String] = [:], directory: URL? = nil) async throws -> ProcessResult {
-    try await runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: directory)
+    try await cmdbus(arguments, environment: environment, directory: directory)
+}
+
+/// Runs the built `cmdbus` binary with an argument array.
+func cmdbus(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) async throws -> ProcessResult {
+    if let directory {
+        return try await runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: directory)
+    }
+    let scratch = try TemporaryDirectory("cmdbus-cwd")
+    defer { scratch.remove() }
+    return try await runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: scratch.url)
 }
 
 /// A directory holding the three example plugins.

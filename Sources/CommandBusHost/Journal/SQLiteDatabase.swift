@@ -53,7 +53,16 @@ final class SQLiteDatabase {
         return SQLiteStatement(statement, database: self)
     }
 
-    var lastError: String { handle.map { String(cString: sqlite3_errmsg($0)) } ?? "not open" }
+    /// The last error, worded for a person: a damaged file says so, and that it was not changed.
+    var lastError: String {
+        guard let handle else { return "not open" }
+        let message = String(cString: sqlite3_errmsg(handle))
+        switch sqlite3_errcode(handle) & 0xFF {
+        case SQLITE_CORRUPT, SQLITE_NOTADB: return "is damaged (\(message)); it was left untouched"
+        case SQLITE_BUSY: return "is locked by another process for too long (\(message))"
+        default: return message
+        }
+    }
 
     /// The integer result of a one-value query such as a PRAGMA.
     func integer(_ sql: String) throws(CommandBusError) -> Int64 {

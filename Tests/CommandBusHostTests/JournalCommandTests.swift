@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+
+/// `cmdbus journal ...` and `cmdbus batch` end to end.
+struct JournalCommandTests {
+    typealias Setup = JournalReliabilityTests.Setup
+
+    @Test func undoSendsTheInverseAndLinksTheTwo() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        _ = try await setup.run("run", "counter.add", "-p", "counter=u", "-p", "by=2")
+        _ = try await setup.run("run", "counter.add", "-p", "counter=u", "-p", "by=3")
+        let undo = try await setup.run("journal", "undo")
+        #expect(undo.status == 0, "\(undo.stderr)")
+        #expect(try jsonObject(undo.stdout)["value"] as? Int == 2)
+        #expect(try await setup.counter("u") == 2)
+        let entries = try await setup.entries(command: "counter.add")
+        #expect(entries.count == 3)
+        let undone = try #require(entries.first { $0["undoneBy"] is String })
+        let inverse = try #require(entries.first { $0["undoOf"] is String })
+        #expect(undone["undoneBy"] as? String == inverse["id"] as? String)
+        #expect((inverse["payload"] as? [String: Any])?["by"] as? Int == -3)
+
+        let again = try await setup.run("journal", "undo", try #require(undone["id"] as? String))
+        #expect(again.status == 1 && again.stderr.contains("was already undone by"))
+    }
+
+    @Test func undoOfACommandWithoutAnInverseIsRefused() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        _ = try await setup.run("run", "greet", "-p", "name=Ada")
+        let undo = try await setup.run("journal", "undo")
+        #expect(undo.status == 1)
+        #expect(undo.stderr.contains("('greet') cannot be undone: the command declares no inverse"))
+    }
+
+    @Test func undoWithRebuildDropsTheEntryFromReplay() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        _ = try await setup.run("run", "counter.add", "-p", "counter=r", "-p", "by=2")
+        _ = try await setup.run("run", "counter.add", "-p", "counter=r", "-p", "by=5")
+        let rebuild = try await setup.run("journal", "undo", "--rebuild")
+        #expect(rebuild.status == 0 && rebuild.stdout.contains("removed entry"))
+        #expect(try await setup.counter("r") == 2)
+    }
+
+    @Test func importPlaysOnlyTheEntriesNotSeenYet() async throws {
+        let source = try Setup(), target = try Setup()
+        defer { source.work.remove(); target.work.remove() }
+        for amount in [1, 2, 3] { _ = try await source.run("run", "counter.add", "-p", "counter=i", "-p", "by=\(amount)") }
+        _ = try await target.run("run", "counter.add", "-p", "counter=i", "-p", "by=10")
+        let first = try await target.run("journal", "import", source.journal, "--json")
+        #expect(try jsonObject(first.stdout) as NSDictionary == ["new": 3, "present": 0, "failed": 0] as NSDictionary)
+        let second = try await target.run("journal", "import", source.journal, "--json")
+        #expect(try jsonObject(second.stdout) as NSDictionary == ["new": 0, "present": 3, "failed": 0] as NSDictionary)
+        #expect(try await target.counter("i") == 16)
+        let sourceIDs = try await source.entries().compactMap { $0["id"] as? String }
+        let targetIDs = try await target.entries().compactMap { $0["id"] as? String }
+        #expect(Array(targetIDs.suffix(3)) == sourceIDs)
+    }
+
+    @Test func deadLettersAreListedAndRetried() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let timedOut = try await setup.run("run", "fixture.sleep", "-p", "milliseconds=300", "--timeout", "0.05")
+        #expect(timedOut.status == 75)
+        _ = try await setup.run("run", "fixture.fail", "-p", "message=broken")
+        let list = try await cmdbus(["journal", "list", "--state", "timedOut", "--state", "failed", "--journal", setup.journal], directory: setup.work.url)
+        let lines = list.stdout.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(lines[0].contains("timedOut  fixture.sleep") && lines[1].contains("failed  fixture.fail"))
+        #expect(lines[1].contains("command 'fixture.fail' failed in plugin 'fixture'"))
+        let id = String(lines[0].split(separator: " ", omittingEmptySubsequences: true)[1])
+        let retry = try await setup.run("journal", "retry", id)
+        #expect(retry.status == 0, "\(retry.stderr)")
+        #expect(retry.stdout == "{\"sawCancellation\":false}\n")
+        let show = try jsonObject(try await cmdbus(["journal", "show", id, "--journal", setup.journal], directory: setup.work.url).stdout)
+        #expect(show["state"] as? String == "succeeded")
+        #expect((show["attempts"] as? Int ?? 0) >= 2)
+        let badRetry = try await setup.run("journal", "retry", id)
+        #expect(badRetry.status == 64 && badRetry.stderr.contains("is succeeded; only failed"))
+    }
+
+    @Test func batchReportsEveryLineAndSurvivesBadOnes() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let input = setup.work.file("mixed.ndjson")
+        try """
+            {"command":"greet","payload":{"name":"Ada"}}
+            not json
+
+            {"command":"nope","payload":{}}
+            {"command":"greet","payload":{"name":""}}
+            {"command":"greet","payload":{"name":"Lin"}}
+            """.write(to: input, atomically: true, encoding: .utf8)
+        let result = try await setup.run("batch", input.path)
+        #expect(result.status == 1)
+        let lines = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
+        #expect(lines.count == 5)
+        let byLine = Dictionary(uniqueKeysWithValues: lines.map { ($0["line"] as? Int ?? 0, $0) })
+        #expect(byLine[1]?["state"] as? String == "succeeded")
+        #expect((byLine[1]?["result"] as? [String: Any])?["greeting"] as? String == "Hello, Ada!")
+        #expect((byLine[2]?["error"] as? [String: Any])?["code"] as? String == "decodingFailed")
+        #expect((byLine[4]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
+        #expect((byLine[5]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
+        #expect(byLine[6]?["state"] as? String == "succeeded")
+        #expect(result.stderr.contains("3 of the batch's commands did not succeed"))
+    }
+
+    @Test func noJournalMeansNoFile() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let run = try await cmdbus(["run", "greet", "-p", "name=Ada", "--no-journal", "--plugins", setup.plugins.path], directory: setup.work.url)
+        #expect(run.status == 0)
+        #expect(!FileManager.default.fileExists(atPath: setup.work.file(".cmdbus").path))
+        let defaulted = try await cmdbus(["run", "greet", "-p", "name=Ada", "--plugins", setup.plugins.path], directory: setup.work.url)
+        #expect(defaulted.status == 0)
+        #expect(FileManager.default.fileExists(atPath: setup.work.file(".cmdbus/journal.sqlite").path))
+    }
+}

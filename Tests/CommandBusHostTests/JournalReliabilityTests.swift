@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+
+/// The journal under stress, through the real `cmdbus` binary and real SQLite files.
+struct JournalReliabilityTests {
+    /// A directory with the Counter, Greeter and fixture plugins, and a journal path beside it.
+    struct Setup {
+        let work: TemporaryDirectory
+        let plugins: TemporaryDirectory
+        var journal: String { work.file("journal.sqlite").path }
+
+        init() throws {
+            work = try TemporaryDirectory("cmdbus-journal")
+            plugins = try work.subdirectory("plugins")
+            try plugins.install("libCounter.so", "libGreeter.so", "libFixturePlugin.so")
+        }
+
+        func run(_ arguments: String...) async throws -> ProcessResult {
+            try await cmdbus(arguments + ["--journal", journal, "--plugins", plugins.path], directory: work.url)
+        }
+
+        func counter(_ name: String) async throws -> Int {
+            let result = try await run("run", "counter.get", "-p", "counter=\(name)")
+            try #require(result.status == 0, "counter.get failed: \(result.stderr)")
+            return try #require(try jsonObject(result.stdout)["value"] as? Int)
+        }
+
+        func entries(command: String? = nil) async throws -> [[String: Any]] {
+            var arguments = ["journal", "list", "--json", "--journal", journal]
+            if let command { arguments += ["--command", command] }
+            let listing = try await cmdbus(arguments, directory: work.url)
+            try #require(listing.status == 0, "journal list failed: \(listing.stderr)")
+            return try #require(try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]])
+        }
+
+        func batchFile(_ lines: Int, counter: String) throws -> String {
+            let url = work.file("batch-\(counter).ndjson")
+            let line = #"{"command":"counter.add","payload":{"counter":"\#(counter)","by":1}}"#
+            try String(repeating: line + "\n", count: lines).write(to: url, atomically: true, encoding: .utf8)
+            return url.path
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func killNineMidBatchLosesNoAcknowledgedCommand() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let input = try setup.batchFile(10_000, counter: "k")
+        let output = setup.work.file("batch.out")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        let process = Process()
+        process.executableURL = try TestPaths.product("cmdbus")
+        process.arguments = ["batch", input, "--journal", setup.journal, "--plugins", setup.plugins.path]
+        process.currentDirectoryURL = setup.work.url
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Kill it partway: once a thousand commands are acknowledged, before all ten thousand are.
+        var printed = 0
+        while process.isRunning && printed < 1_000 {
+            try await Task.sleep(for: .milliseconds(5))
+            printed = (try? Data(contentsOf: output))?.split(separator: UInt8(ascii: "\n")).count ?? 0
+        }
+        try #require(process.isRunning, "the batch finished before it could be killed")
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
+
+        // Acknowledged: every whole line printed before the kill.
+        let text = try String(contentsOf: output, encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: true).dropLast(text.hasSuffix("\n") ? 0 : 1)
+        let acknowledged = Set(lines.compactMap { try? jsonObject(String($0))["id"] as? String })
+        #expect(acknowledged.count == lines.count && acknowledged.count >= 1_000 && acknowledged.count < 10_000)
+
+        // Reopening the journal runs again whatever was left unfinished, then reads the counter.
+        let value = try await setup.counter("k")
+        let entries = try await setup.entries(command: "counter.add")
+        let succeeded = entries.filter { $0["state"] as? String == "succeeded" }.compactMap { $0["id"] as? String }
+        #expect(Set(succeeded).count == succeeded.count, "an id succeeded twice")
+        #expect(acknowledged.isSubset(of: Set(succeeded)), "an acknowledged command was lost")
+        #expect(entries.allSatisfy { ["succeeded"].contains($0["state"] as? String) }, "entries left unfinished")
+        #expect(value == succeeded.count)
+    }
+
+    @Test func twoWritersLoseNoWrites() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let first = try setup.batchFile(300, counter: "w")
+        let second = setup.work.file("second.ndjson").path
+        try FileManager.default.copyItem(atPath: first, toPath: second)
+        async let a = setup.run("batch", first)
+        async let b = setup.run("batch", second)
+        let (one, two) = try await (a, b)
+        #expect(one.status == 0 && two.status == 0, "\(one.stderr) \(two.stderr)")
+        #expect(try await setup.counter("w") == 600)
+        #expect(try await setup.entries(command: "counter.add").count == 600)
+    }
+
+    @Test(arguments: ["text", "truncated", "corrupt", "corruptPages", "foreign"])
+    func aDamagedJournalIsRefusedAndLeftUntouched(kind: String) async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        // A real journal with some entries first, for the truncated and corrupt cases.
+        #expect(try await setup.run("batch", try setup.batchFile(200, counter: "d")).status == 0)
+        let path = setup.journal
+        _ = try await cmdbus(["journal", "list", "--journal", path], directory: setup.work.url)  // checkpoint-free read
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        try? FileManager.default.removeItem(atPath: path + "-wal")
+        try? FileManager.default.removeItem(atPath: path + "-shm")
+        switch kind {
+        case "text": bytes = Data("this is not a journal\n".utf8)
+        case "truncated": bytes = bytes.prefix(bytes.count / 2)
+        case "corrupt": bytes.replaceSubrange(0..<100, with: Data(repeating: 0x5A, count: 100))
+        case "corruptPages": bytes.replaceSubrange(4096..<bytes.count, with: Data(repeating: 0xA5, count: bytes.count - 4096))
+        default:
+            let made = try await runProcess("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()", path + ".foreign"])
+            try #require(made.status == 0, "\(made.stderr)")
+            bytes = try Data(contentsOf: URL(fileURLWithPath: path + ".foreign"))
+        }
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let result = try await setup.run("run", "greet", "-p", "name=Ada")
+        #expect(result.status == 74, "stderr: \(result.stderr)")
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.split(separator: "\n").count == 1)
+        #expect(result.stderr.contains("journal \(path)") && result.stderr.contains("left untouched"), "stderr: \(result.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "the damaged journal was written to")
+    }
+
+    @Test func aStalePayloadIsMarkedFailedAndTheReplayGoesOn() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        #expect(try await setup.run("run", "counter.add", "-p", "counter=s", "-p", "by=2").status == 0)
+        // An entry written by an older plugin whose payload the current one no longer decodes.
+        let stale = UUID().uuidString
+        let inserted = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, sys, time
+            c = sqlite3.connect(sys.argv[1]); now = time.time()
+            c.execute("insert into commands (id, name, correlation_id, created_at, payload, state, attempts, accepted_at, updated_at) values (?, 'counter.add', ?, ?, ?, 'succeeded', 1, ?, ?)",
+                      (sys.argv[2], sys.argv[2], now, b'{"counter": 7, "amount": "x"}', now, now))
+            c.commit()
+            """, setup.journal, stale])
+        try #require(inserted.status == 0, "\(inserted.stderr)")
+        #expect(try await setup.run("run", "counter.add", "-p", "counter=s", "-p", "by=3").status == 0)
+        let value = try await setup.counter("s")
+        #expect(value == 5)
+        let show = try await cmdbus(["journal", "show", stale, "--journal", setup.journal], directory: setup.work.url)
+        let entry = try jsonObject(show.stdout)
+        #expect(entry["state"] as? String == "failed")
+        #expect(((entry["error"] as? [String: Any])?["message"] as? String)?.contains("stale payload") == true)
+
+        let replay = try await cmdbus(["journal", "replay", "--json", "--journal", setup.journal, "--plugins", setup.plugins.path], directory: setup.work.url)
+        #expect(try jsonObject(replay.stdout) as NSDictionary == ["replayed": 2, "failed": 0] as NSDictionary)
+    }
+}
