@@ -37,7 +37,7 @@ enum BadPluginFile: String, CaseIterable, Sendable {
         case .otherABIEntryPoint:
             return (try compileFixture("abi_v2", into: directory).path, "built for plugin ABI v2")
         case .otherABIInDescriptor:
-            return (try compileFixture("abi_field_mismatch", into: directory).path, "built for plugin ABI v2.0; this host speaks v1.0")
+            return (try compileFixture("abi_field_mismatch", into: directory).path, "built for plugin ABI v2.0; this host speaks v1.1")
         case .missingName:
             return (try compileFixture("missing_name", into: directory).path, "missing its name")
         case .directory:

@@ -23,7 +23,7 @@ struct PluginLoaderTests {
         #expect(catalog.skipped.isEmpty)
         #expect(Set(catalog.plugins.map(\.name)) == ["greeter", "greet-all", "c-echo"])
         let greeter = try #require(catalog.plugins.first { $0.name == "greeter" })
-        #expect(greeter.abi == "1.0" && greeter.sdkVersion == "1.0.0" && greeter.swiftVersion != nil)
+        #expect(greeter.abi == "1.1" && greeter.sdkVersion == "1.0.0" && greeter.swiftVersion != nil)
         #expect(catalog.plugins.first { $0.name == "c-echo" }?.swiftVersion == nil)
 
         // The typed path reaches a plugin handler, as does the dynamic one.
@@ -148,6 +148,16 @@ struct PluginLoaderTests {
         #expect(!skipped.reason.isEmpty && !skipped.reason.contains("\n"))
         #expect(catalog.plugins.count == 3)
         #expect(try await bus.send(Greet(name: "Ada")).greeting == "Hello, Ada!")
+    }
+
+    @Test func aPluginBuiltForABI10StillLoads() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try compileFixture("abi_1_0", into: directory)
+        let bus = CommandBus()
+        let catalog = PluginLoader(directories: [directory.path]).load(into: bus)
+        #expect(catalog.plugins.map(\.abi) == ["1.0"])
+        #expect(try await bus.send(name: "old.echo", payload: json(#"{"x":1}"#)) == json(#"{"x":1}"#))
     }
 
     @Test func aPluginThatCompletesTwiceIsIgnoredTheSecondTime() async throws {
