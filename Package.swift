@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "FixturePlugin", dependencies: ["CommandBusPlugin"], path: "Tests/Fixtures/FixturePlugin"),
         .executableTarget(
             name: "CommandBusBenchmarks",
-            dependencies: ["CommandBus", "CommandBusHost"]
+            dependencies: ["CommandBus", "CommandBusHost", "CSQLite"]
         ),
         // The baseline the cold-start benchmarks compare with.
         .executableTarget(name: "HelloWorld"),

@@ -9,6 +9,7 @@ let report = try await Task.detached { () async throws -> BenchmarkReport in
     var report = BenchmarkReport()
     try await CoreBenchmarks.run(into: &report)
     try await PluginBenchmarks.run(into: &report)
+    try await JournalBenchmarks.run(into: &report)
     return report
 }.value
 

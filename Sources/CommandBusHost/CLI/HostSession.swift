@@ -50,7 +50,7 @@ struct HostSession: Sendable {
     static func openJournal(_ path: String, durability: String?, create: Bool = true) throws(CLIFailure) -> SQLiteJournal {
         let mode: SQLiteJournal.Durability
         switch durability {
-        case nil, "batched": mode = .batched(maxDelay: .milliseconds(1))
+        case nil, "batched": mode = .batched(maxDelay: .zero)
         case "synced": mode = .synced
         case let other?: throw .usage("--durability takes batched or synced, got '\(other)'")
         }

@@ -64,6 +64,9 @@ final class SQLiteDatabase {
         }
     }
 
+    /// The row id of the last row inserted on this connection.
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
     /// The integer result of a one-value query such as a PRAGMA.
     func integer(_ sql: String) throws(CommandBusError) -> Int64 {
         let statement = try prepare(sql)
@@ -140,3 +143,4 @@ final class SQLiteStatement {
 
 /// SQLite's "copy this buffer now" destructor marker.
 private let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+

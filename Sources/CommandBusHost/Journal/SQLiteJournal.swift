@@ -25,7 +25,9 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     public enum Durability: Sendable, Hashable {
         /// Each write is its own transaction, synced before it returns.
         case synced
-        /// Writes that arrive within `maxDelay` of each other share one transaction and one sync.
+        /// Group commit: writes that arrive while a commit is under way (or within `maxDelay`
+        /// of the first) share the next transaction and its one sync. With `.zero`, a write waits
+        /// at most for the commit before it.
         case batched(maxDelay: Duration)
     }
 
@@ -51,7 +53,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     ///   - create: Create the file if there is none; otherwise a missing file is an error.
     ///   - readOnly: Open an existing journal only to read it (to import from it); it is never written.
     public init(
-        path: String, durability: Durability = .batched(maxDelay: .milliseconds(1)), create: Bool = true, readOnly: Bool = false
+        path: String, durability: Durability = .batched(maxDelay: .zero), create: Bool = true, readOnly: Bool = false
     ) throws(CommandBusError) {
         self.path = path
         self.durability = durability
@@ -198,9 +200,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         do throws(CommandBusError) {
             try statements.begin()
             do throws(CommandBusError) {
-                for write in writes {
-                    if let operation = write.operation { try statements.apply(operation, owner: owner.text) }
-                }
+                try statements.apply(writes.compactMap(\.operation), owner: owner.text)
                 try statements.commit()
                 outcome = .success(())
             } catch {

@@ -41,7 +41,10 @@ final class SQLiteJournalStatements: @unchecked Sendable {
     private let markRunning: SQLiteStatement
     private let markEnded: SQLiteStatement
     private let selectOne: SQLiteStatement
+    private let findRow: SQLiteStatement
     private let selectUnfinished: SQLiteStatement
+    /// Row ids of the commands accepted and not yet ended, so their updates find the row by integer key.
+    private var rowIDs: [UUID: Int64] = [:]
 
     static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner"
 
@@ -56,13 +59,14 @@ final class SQLiteJournalStatements: @unchecked Sendable {
                 result = NULL, error_code = NULL, error_message = NULL, finished_at = NULL
             """)
         markRunning = try database.prepare(writes ??
-            "UPDATE commands SET state = 'running', started_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'pending'"
+            "UPDATE commands SET state = 'running', started_at = ?2, updated_at = ?2 WHERE seq = ?1 AND state = 'pending'"
         )
         markEnded = try database.prepare(writes ?? """
             UPDATE commands SET state = ?2, attempts = attempts + ?3, result = ?4, error_code = ?5, error_message = ?6,
-                finished_at = ?7, updated_at = ?7
-            WHERE id = ?1 AND state IN ('pending', 'running')
+                finished_at = ?7, updated_at = ?7, started_at = coalesce(?8, started_at)
+            WHERE seq = ?1 AND state IN ('pending', 'running')
             """)
+        findRow = try database.prepare("SELECT seq FROM commands WHERE id = ?1")
         selectOne = try database.prepare("SELECT \(Self.columns) FROM commands WHERE id = ?1")
         selectUnfinished = try database.prepare(
             "SELECT \(Self.columns) FROM commands WHERE state IN ('pending', 'running') ORDER BY seq"
@@ -73,7 +77,32 @@ final class SQLiteJournalStatements: @unchecked Sendable {
     func commit() throws(CommandBusError) { try database.execute("COMMIT") }
     func rollback() { try? database.execute("ROLLBACK") }
 
-    func apply(_ write: JournalWrite, owner: String) throws(CommandBusError) {
+    /// The row id of `id`: from the in-flight table, else looked up.
+    private func rowID(_ id: UUID) throws(CommandBusError) -> Int64? {
+        if let known = rowIDs[id] { return known }
+        defer { findRow.reset() }
+        findRow.bind(1, id.uuidString)
+        return try findRow.step() ? findRow.int64(0) : nil
+    }
+
+    /// Applies a batch of writes in one transaction's worth of statements. A `running` update
+    /// whose command also ends within the batch is folded into the ending's statement.
+    func apply(_ writes: [JournalWrite], owner: String) throws(CommandBusError) {
+        var ending: Set<UUID> = []
+        var runningAt: [UUID: Date] = [:]
+        if writes.count > 1 {
+            for case .update(let update) in writes where update.state.isTerminal { ending.insert(update.id) }
+        }
+        for write in writes {
+            if case .update(let update) = write, update.state == .running, ending.contains(update.id) {
+                runningAt[update.id] = update.at
+                continue
+            }
+            try apply(write, owner: owner, startedAt: { runningAt[$0] })
+        }
+    }
+
+    private func apply(_ write: JournalWrite, owner: String, startedAt: (UUID) -> Date?) throws(CommandBusError) {
         switch write {
         case .accept(let envelope, let payload):
             let now = Date().timeIntervalSince1970
@@ -86,19 +115,27 @@ final class SQLiteJournalStatements: @unchecked Sendable {
             insert.bind(7, payload)
             insert.bind(8, now)
             insert.bind(9, owner)
+            let before = database.lastInsertRowID
             try run(insert)
+            // A new row moves the last insert id; an upsert of a known command (a recovery) does not.
+            let inserted = database.lastInsertRowID
+            if inserted != before { rowIDs[envelope.id] = inserted }
         case .update(let update) where update.state == .running:
-            markRunning.bind(1, update.id.uuidString)
+            guard let row = try rowID(update.id) else { return }
+            markRunning.bind(1, row)
             markRunning.bind(2, update.at.timeIntervalSince1970)
             try run(markRunning)
         case .update(let update):
-            markEnded.bind(1, update.id.uuidString)
+            guard let row = try rowID(update.id) else { return }
+            rowIDs[update.id] = nil
+            markEnded.bind(1, row)
             markEnded.bind(2, update.state.rawValue)
             markEnded.bind(3, Int64(update.attempts))
             markEnded.bind(4, update.result)
             markEnded.bind(5, update.errorCode)
             markEnded.bind(6, update.errorMessage)
             markEnded.bind(7, update.at.timeIntervalSince1970)
+            if let started = startedAt(update.id) { markEnded.bind(8, started.timeIntervalSince1970) } else { markEnded.bind(8, nil as Int64?) }
             try run(markEnded)
         case .linkUndo(let undo, let original):
             try database.execute("UPDATE commands SET undone_by = '\(undo.uuidString)' WHERE id = '\(original.uuidString)'")
