@@ -9,7 +9,7 @@ import Foundation
 enum CanCommand {
     static let spec = ArgumentSpec(command: "can", options: [
         .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
-        .plugins, .json, .quiet, .help,
+        .plugins, .insecurePlugins, .json, .quiet, .help,
     ])
 
     static let help = """

@@ -26,7 +26,8 @@ struct HostSession: Sendable {
     /// - Parameter journaling: Open the journal (unless `--no-journal`), replay event-sourced
     ///   commands into their plugins, and run again what a dead process left unfinished.
     static func start(
-        _ arguments: ArgumentSpec.Parsed, console: Console, reportSkipped: Bool, journaling: Bool = false
+        _ arguments: ArgumentSpec.Parsed, console: Console, reportSkipped: Bool, journaling: Bool = false,
+        usesAllowlist: Bool = true
     ) async throws(CLIFailure) -> HostSession {
         HostFunctionTable.logSink.withLock { sink in
             sink = { level, message in console.err("cmdbus: plugin \(level.rawValue): \(message)") }
@@ -38,7 +39,8 @@ struct HostSession: Sendable {
             explicit: arguments.all("plugins"), environment: ProcessInfo.processInfo.environment
         )
         let bus = CommandBus(configuration: .init(journal: journal))
-        let catalog = PluginLoader(directories: directories).load(into: bus)
+        let trust = PluginTrustPolicy(insecure: arguments.has("insecure-plugins"), usesAllowlist: usesAllowlist)
+        let catalog = PluginLoader(directories: directories, trust: trust).load(into: bus)
         if reportSkipped, !arguments.has("quiet") {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
         }

@@ -7,11 +7,12 @@ import Foundation
 
 /// `cmdbus plugins [--json]` lists what loaded and what was skipped; `cmdbus plugins check FILE` validates one file.
 enum PluginsCommand {
-    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .json, .help])
+    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .insecurePlugins, .json, .help])
 
     static let help = """
         Usage: cmdbus plugins [--json] [--plugins DIR ...]
                cmdbus plugins check <file> [--json]
+               cmdbus plugins lock [--plugins DIR ...]
 
         Lists each plugin with its file, name, version, ABI, commands and load time;
         which plugin handles each command and which ones it shadows; and every file
@@ -20,6 +21,9 @@ enum PluginsCommand {
         'check' loads one file on its own, validates its descriptor and prints what
         it declares; it exits 0 if the file is a loadable plugin, 1 if not.
 
+        'lock' writes plugins.lock in each plugin directory: the SHA-256 of every plugin
+        that loads now. From then on only those files, unchanged, load from there.
+
         Options:
         \(spec.optionsHelp)
         """
@@ -27,6 +31,9 @@ enum PluginsCommand {
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
         if arguments.positionals.first == "check" {
             return try check(arguments, console: console)
+        }
+        if arguments.positionals.first == "lock" {
+            return try await lock(arguments, console: console)
         }
         guard arguments.positionals.isEmpty else {
             throw .usage("unknown 'cmdbus plugins' subcommand '\(arguments.positionals[0])'; see 'cmdbus plugins --help'")
@@ -47,6 +54,25 @@ enum PluginsCommand {
             console.out(arguments.has("json") ? pluginJSON(plugin).text : "ok: \(pluginLine(plugin))")
         case .failure(let error):
             throw CLIFailure(message: "\(path): \(error.reason)", exitCode: .failure, code: "pluginFailed", command: nil, plugin: path)
+        }
+    }
+
+    /// Writes each directory's plugins.lock from the plugins that load now.
+    private static func lock(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
+        guard arguments.positionals.count == 1 else { throw .usage("'cmdbus plugins lock' takes no operands; use --plugins DIR") }
+        let session = try await HostSession.start(arguments, console: console, reportSkipped: true, usesAllowlist: false)
+        for directory in session.catalog.directories {
+            var allowlist = PluginAllowlist(hashes: [:])
+            for plugin in session.catalog.plugins where plugin.path.hasPrefix(FileSystem.join(directory, "")) {
+                guard let hash = SHA256.ofFile(plugin.path) else { continue }
+                allowlist.hashes[FileSystem.lastComponent(plugin.path)] = hash
+            }
+            guard case .directory = FileSystem.kind(of: directory) else { continue }
+            let path = FileSystem.join(directory, PluginAllowlist.fileName)
+            guard FileSystem.writeAtomically(allowlist.text, to: path) else {
+                throw CLIFailure(message: "cannot write \(path)", exitCode: .failure, code: "pluginFailed", command: nil, plugin: nil)
+            }
+            console.out("locked \(allowlist.hashes.count) plugin(s) in \(path)")
         }
     }
 

@@ -50,6 +50,55 @@ enum FileSystem {
         return Array(bytes[..<filled])
     }
 
+    /// The whole file, or `nil` if it cannot be read.
+    static func readAll(_ path: String) -> [UInt8]? {
+        guard case .regularFile(let size) = kind(of: path) else { return nil }
+        return readPrefix(of: path, count: size)
+    }
+
+    /// The owner, permission bits and inode facts of a path (following symlinks), or of the link itself.
+    struct Status: Equatable {
+        let owner: UInt32
+        let mode: UInt32
+        let size: Int
+        let modified: Int64
+        let inode: UInt64
+        let isSymlink: Bool
+    }
+
+    static func status(of path: String, followingLinks: Bool = true) -> Status? {
+        var info = stat()
+        guard (followingLinks ? stat(path, &info) : lstat(path, &info)) == 0 else { return nil }
+        return Status(
+            owner: info.st_uid, mode: UInt32(info.st_mode), size: Int(info.st_size),
+            modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            inode: UInt64(info.st_ino), isSymlink: info.st_mode & S_IFMT == S_IFLNK
+        )
+    }
+
+    /// The canonical absolute path, with every symlink resolved; `nil` if it does not exist.
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Writes `text` to `path` through a temporary file and a rename, so readers never see half of it.
+    static func writeAtomically(_ text: String, to path: String, mode: mode_t = 0o644) -> Bool {
+        let temporary = path + ".tmp-\(getpid())"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { return false }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            return false
+        }
+        return true
+    }
+
     /// The names in a directory, or `nil` if it cannot be read.
     static func entries(of directory: String) -> [String]? {
         guard let stream = opendir(directory) else { return nil }

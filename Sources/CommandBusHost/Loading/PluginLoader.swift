@@ -18,10 +18,13 @@ import Foundation
 public struct PluginLoader: Sendable {
     /// The directories searched, in order; earlier directories win ties in priority.
     public let directories: [String]
+    /// The rules a file must pass before any of its code runs.
+    public let trust: PluginTrustPolicy
 
-    /// Creates a loader for `directories`.
-    public init(directories: [String]) {
+    /// Creates a loader for `directories` that applies `trust`.
+    public init(directories: [String], trust: PluginTrustPolicy = .init()) {
         self.directories = directories
+        self.trust = trust
     }
 
     /// The plugin directories to use: the explicit ones if any, else `$CMDBUS_PLUGINS` (colon-separated), else `./plugins`.
@@ -40,13 +43,22 @@ public struct PluginLoader: Sendable {
         var skipped: [SkippedPluginFile] = []
         for directory in directories {
             let files: [String]
+            let allowlist: PluginAllowlist?
             do {
                 files = try Self.candidates(in: directory)
+                try trust.check(directory: directory)
+                allowlist = trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
             } catch {
                 skipped.append(SkippedPluginFile(path: directory, reason: error.reason))
                 continue
             }
             for file in files {
+                do {
+                    try trust.check(file: file, in: directory, allowlist: allowlist)
+                } catch {
+                    skipped.append(SkippedPluginFile(path: file, reason: error.reason))
+                    continue
+                }
                 switch Self.load(file: file) {
                 case .success(let plugin):
                     for command in plugin.descriptor.commands {
