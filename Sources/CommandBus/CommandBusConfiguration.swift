@@ -11,14 +11,18 @@ public struct CommandBusConfiguration: Sendable {
     public var middleware: [any CommandMiddleware]
     /// Where commands are written ahead before they run; `nil` keeps nothing.
     public var journal: (any Journal)?
+    /// The largest JSON payload the dynamic path accepts, in bytes; `nil` means no limit.
+    public var maxPayloadBytes: Int?
 
     /// Creates a configuration; the defaults are no limit, no deadline, no middleware and no journal.
     public init(
         maxConcurrentCommands: Int? = nil,
         defaultTimeout: Duration? = nil,
         middleware: [any CommandMiddleware] = [],
-        journal: (any Journal)? = nil
+        journal: (any Journal)? = nil,
+        maxPayloadBytes: Int? = nil
     ) {
+        self.maxPayloadBytes = maxPayloadBytes
         self.maxConcurrentCommands = maxConcurrentCommands
         self.defaultTimeout = defaultTimeout
         self.middleware = middleware

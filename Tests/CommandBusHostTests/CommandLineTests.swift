@@ -59,6 +59,7 @@ struct CommandLineTests {
         (["run", "greet", "-p", "novalue"], 64, "-p takes key=value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
+        (["run", "greet", "-p", "name=Adalbert", "--max-payload", "8"], 65, "payload for 'greet' is 19 bytes, more than the 8-byte limit"),
     ])
     func failuresHaveTheirExitCodeAndOneLine(arguments: [String], status: Int32, message: String) async throws {
         let plugins = try examplePluginDirectory()

@@ -42,6 +42,17 @@ struct DynamicPathTests {
         }
     }
 
+    @Test func aPayloadOverTheLimitIsRefusedBeforeAnyHandlerSeesIt() async {
+        let bus = CommandBus(configuration: .init(maxPayloadBytes: 16))
+        bus.register(GreetHandler())
+        await #expect {
+            try await bus.send(name: "greet", payload: json(#"{"name":"Adalbert of Prussia"}"#))
+        } throws: { error in
+            (error as? CommandBusError)?.message == "payload for 'greet' is 31 bytes, more than the 16-byte limit"
+        }
+        #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
+    }
+
     @Test func notJSONIsADecodingFailure() {
         let bus = CommandBus()
         bus.register(GreetHandler())

@@ -8,6 +8,11 @@ extension CommandBus {
     /// Picks the handler for a command: the first, in priority order, whose `canHandle` says yes.
     /// - Throws: `noHandler` when none will; `decodingFailed` when the payload does not fit the chosen handler.
     func route(_ payload: CommandPayload, name: String) throws(CommandBusError) -> (RouteEntry, CommandPayload) {
+        if let limit = configuration.maxPayloadBytes, case .json(let data) = payload, data.count > limit {
+            throw CommandBusError(
+                code: .payloadTooLarge, message: "payload for '\(name)' is \(data.count) bytes, more than the \(limit)-byte limit"
+            )
+        }
         let entries = routes.withLock { $0.handlers(for: name) }
         for entry in entries {
             let prepared = try entry.box.prepare(payload, commandName: name)

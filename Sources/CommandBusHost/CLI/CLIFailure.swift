@@ -43,7 +43,7 @@ enum ExitCode: Int32, Sendable {
     init(_ code: CommandBusError.Code) {
         switch code {
         case .noHandler: self = .noHandler
-        case .decodingFailed: self = .malformedPayload
+        case .decodingFailed, .payloadTooLarge: self = .malformedPayload
         case .timedOut: self = .timedOut
         case .usage: self = .usage
         case .journalFailed: self = .journalFailed

@@ -20,7 +20,11 @@ struct HostSession: Sendable {
         .init(name: "journal", short: nil, takesValue: true, help: "Journal file (default \(defaultJournalPath))."),
         .init(name: "no-journal", short: nil, takesValue: false, help: "Keep no journal."),
         .init(name: "durability", short: nil, takesValue: true, help: "batched (group commit, default) or synced."),
+        .init(name: "max-payload", short: nil, takesValue: true, help: "Largest payload in bytes (default 16777216)."),
     ]
+
+    /// The payload limit unless `--max-payload` says otherwise: 16 MiB.
+    static let defaultMaxPayloadBytes = 16 << 20
 
     /// Loads plugins from `--plugins` (else `$CMDBUS_PLUGINS`, else `./plugins`).
     /// - Parameter journaling: Open the journal (unless `--no-journal`), replay event-sourced
@@ -38,7 +42,8 @@ struct HostSession: Sendable {
         let directories = PluginLoader.directories(
             explicit: arguments.all("plugins"), environment: ProcessInfo.processInfo.environment
         )
-        let bus = CommandBus(configuration: .init(journal: journal))
+        let maxPayload = try BatchCommand.positiveInteger(arguments.value("max-payload"), option: "--max-payload") ?? defaultMaxPayloadBytes
+        let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: maxPayload))
         let trust = PluginTrustPolicy(insecure: arguments.has("insecure-plugins"), usesAllowlist: usesAllowlist)
         let catalog = PluginLoader(directories: directories, trust: trust).load(into: bus)
         if reportSkipped, !arguments.has("quiet") {
