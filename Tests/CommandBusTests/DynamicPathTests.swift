@@ -42,7 +42,7 @@ struct DynamicPathTests {
         }
     }
 
-    @Test func aPayloadOverTheLimitIsRefusedBeforeAnyHandlerSeesIt() async {
+    @Test func aPayloadOverTheLimitIsRefusedBeforeAnyHandlerSeesIt() async throws {
         let bus = CommandBus(configuration: .init(maxPayloadBytes: 16))
         bus.register(GreetHandler())
         await #expect {
