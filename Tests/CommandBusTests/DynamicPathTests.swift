@@ -48,7 +48,7 @@ struct DynamicPathTests {
         await #expect {
             try await bus.send(name: "greet", payload: json(#"{"name":"Adalbert of Prussia"}"#))
         } throws: { error in
-            (error as? CommandBusError)?.message == "payload for 'greet' is 31 bytes, more than the 16-byte limit"
+            (error as? CommandBusError)?.message == "payload for 'greet' is 30 bytes, more than the 16-byte limit"
         }
         #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
     }
