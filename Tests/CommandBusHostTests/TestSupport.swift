@@ -126,12 +126,11 @@ func cmdbus(_ arguments: String..., environment: [String: String] = [:], directo
 
 /// Runs the built `cmdbus` binary with an argument array.
 func cmdbus(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) async throws -> ProcessResult {
-    if let directory {
-        return try await runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: directory)
-    }
     let scratch = try TemporaryDirectory("cmdbus-cwd")
     defer { scratch.remove() }
-    return try await runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: scratch.url)
+    // Each run gets its own probe registry unless the test chose one.
+    let environment = ["CMDBUS_REGISTRY": scratch.file("registry.json").path].merging(environment) { _, chosen in chosen }
+    return try await runProcess(try TestPaths.product("cmdbus").path, arguments, environment: environment, directory: directory ?? scratch.url)
 }
 
 /// A directory holding the three example plugins.

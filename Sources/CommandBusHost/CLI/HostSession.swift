@@ -45,13 +45,23 @@ struct HostSession: Sendable {
         let maxPayload = try BatchCommand.positiveInteger(arguments.value("max-payload"), option: "--max-payload") ?? defaultMaxPayloadBytes
         let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: maxPayload))
         let trust = PluginTrustPolicy(insecure: arguments.has("insecure-plugins"), usesAllowlist: usesAllowlist)
-        let catalog = PluginLoader(directories: directories, trust: trust).load(into: bus)
+        let catalog = try loader(arguments, directories: directories, trust: trust).load(into: bus)
         if reportSkipped, !arguments.has("quiet") {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
         }
         let session = HostSession(bus: bus, catalog: catalog, journal: journal)
         if journal != nil { try await session.restore(console: console) }
         return session
+    }
+
+    /// The loader the options ask for: probing new files in a child process unless `--no-probe`.
+    static func loader(_ arguments: ArgumentSpec.Parsed, directories: [String], trust: PluginTrustPolicy) throws(CLIFailure) -> PluginLoader {
+        guard !arguments.has("no-probe") else { return PluginLoader(directories: directories, trust: trust) }
+        let deadline = try RunCommand.timeout(arguments.value("probe-timeout")) ?? .seconds(10)
+        return PluginLoader(
+            directories: directories, trust: trust, probe: PluginProbe(deadline: deadline),
+            registryPath: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)
+        )
     }
 
     static func openJournal(_ path: String, durability: String?, create: Bool = true) throws(CLIFailure) -> SQLiteJournal {

@@ -7,12 +7,13 @@ import Foundation
 
 /// `cmdbus plugins [--json]` lists what loaded and what was skipped; `cmdbus plugins check FILE` validates one file.
 enum PluginsCommand {
-    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .insecurePlugins, .json, .help])
+    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .insecurePlugins, .noProbe, .probeTimeout, .json, .help])
 
     static let help = """
         Usage: cmdbus plugins [--json] [--plugins DIR ...]
                cmdbus plugins check <file> [--json]
                cmdbus plugins lock [--plugins DIR ...]
+               cmdbus plugins forget <file>
 
         Lists each plugin with its file, name, version, ABI, commands and load time;
         which plugin handles each command and which ones it shadows; and every file
@@ -20,6 +21,11 @@ enum PluginsCommand {
 
         'check' loads one file on its own, validates its descriptor and prints what
         it declares; it exits 0 if the file is a loadable plugin, 1 if not.
+
+        New plugin files are first loaded in a child process (the probe); a file that
+        crashes or hangs it is quarantined and not tried again until it changes. The
+        verdicts are cached in $CMDBUS_REGISTRY (default ~/.cache/cmdbus/registry.json).
+        'forget' drops a file's cached verdict, so it is probed again.
 
         'lock' writes plugins.lock in each plugin directory: the SHA-256 of every plugin
         that loads now. From then on only those files, unchanged, load from there.
@@ -34,6 +40,18 @@ enum PluginsCommand {
         }
         if arguments.positionals.first == "lock" {
             return try await lock(arguments, console: console)
+        }
+        if arguments.positionals.first == "probe", arguments.positionals.count == 2 {
+            return console.out(PluginProbe.answer(for: arguments.positionals[1]))
+        }
+        if arguments.positionals.first == "forget" {
+            guard arguments.positionals.count == 2 else { throw .usage("'cmdbus plugins forget' takes one file") }
+            var registry = PluginRegistry(path: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment))
+            guard registry.forget(arguments.positionals[1]) else {
+                throw CLIFailure(message: "\(registry.path) has no entry for \(arguments.positionals[1])", exitCode: .failure, code: "usage", command: nil, plugin: nil)
+            }
+            registry.save()
+            return console.out("forgot \(arguments.positionals[1]); it will be probed again")
         }
         guard arguments.positionals.isEmpty else {
             throw .usage("unknown 'cmdbus plugins' subcommand '\(arguments.positionals[0])'; see 'cmdbus plugins --help'")
@@ -123,7 +141,9 @@ enum PluginsCommand {
                     "shadowed": .array(route.plugins.dropFirst().map { .object(["plugin": .string($0.name), "path": .string($0.path)]) }),
                 ])
             }),
-            "skipped": .array(catalog.skipped.map { .object(["path": .string($0.path), "reason": .string($0.reason)]) }),
+            "skipped": .array(catalog.skipped.map {
+                .object(["path": .string($0.path), "reason": .string($0.reason), "quarantined": .bool($0.isQuarantined)])
+            }),
         ])
     }
 }

@@ -38,11 +38,14 @@ public struct SkippedPluginFile: Sendable, Hashable {
     public let path: String
     /// A one-line reason.
     public let reason: String
+    /// Whether the file crashed or hung the probe and is not tried again until it changes.
+    public let isQuarantined: Bool
 
     /// Records that `path` was skipped for `reason`.
-    public init(path: String, reason: String) {
+    public init(path: String, reason: String, isQuarantined: Bool = false) {
         self.path = path
         self.reason = reason
+        self.isQuarantined = isQuarantined
     }
 }
 

@@ -20,11 +20,17 @@ public struct PluginLoader: Sendable {
     public let directories: [String]
     /// The rules a file must pass before any of its code runs.
     public let trust: PluginTrustPolicy
+    /// Loads each new file in a child process first; `nil` loads straight into this process.
+    public let probe: PluginProbe?
+    /// Where probe verdicts are cached, so a file is probed again only when it changes.
+    public let registryPath: String?
 
-    /// Creates a loader for `directories` that applies `trust`.
-    public init(directories: [String], trust: PluginTrustPolicy = .init()) {
+    /// Creates a loader for `directories` that applies `trust` and, if given, probes new files.
+    public init(directories: [String], trust: PluginTrustPolicy = .init(), probe: PluginProbe? = nil, registryPath: String? = nil) {
         self.directories = directories
         self.trust = trust
+        self.probe = probe
+        self.registryPath = registryPath
     }
 
     /// The plugin directories to use: the explicit ones if any, else `$CMDBUS_PLUGINS` (colon-separated), else `./plugins`.
@@ -41,6 +47,9 @@ public struct PluginLoader: Sendable {
     public func load(into bus: CommandBus) -> PluginCatalog {
         var plugins: [LoadedPlugin] = []
         var skipped: [SkippedPluginFile] = []
+        var registry = probe.map { _ in PluginRegistry(path: registryPath ?? PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)) }
+        let registryBefore = registry?.entries
+        defer { if let registry, registry.entries != registryBefore { registry.save() } }
         for directory in directories {
             let files: [String]
             let allowlist: PluginAllowlist?
@@ -55,8 +64,9 @@ public struct PluginLoader: Sendable {
             for file in files {
                 do {
                     try trust.check(file: file, in: directory, allowlist: allowlist)
+                    if let probe, registry != nil { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
                 } catch {
-                    skipped.append(SkippedPluginFile(path: file, reason: error.reason))
+                    skipped.append(SkippedPluginFile(path: file, reason: error.reason, isQuarantined: error.reason.hasPrefix("quarantined:")))
                     continue
                 }
                 switch Self.load(file: file) {
@@ -71,6 +81,25 @@ public struct PluginLoader: Sendable {
             }
         }
         return PluginCatalog(directories: directories, plugins: plugins, skipped: skipped)
+    }
+
+    /// Asks the registry, or else the probe, whether `file` may load here; throws the reason if not.
+    private static func probeIfNew(_ file: String, probe: PluginProbe, registry: inout PluginRegistry) throws(PluginLoadFailure) {
+        // The cheap checks run no plugin code, so no child is needed for a file that fails them.
+        try PluginFileInspector.inspect(file)
+        let key = FileSystem.realPath(file) ?? file
+        guard let status = FileSystem.status(of: file) else { return }
+        if let cached = registry.entry(for: key, status: status) {
+            if cached.verdict == "ok" { return }
+            throw .init(cached.reason ?? cached.verdict)
+        }
+        let verdict = probe.verdict(for: file)
+        registry.record(PluginRegistry.Entry(
+            size: status.size, modified: status.modified, inode: status.inode, sha256: SHA256.ofFile(file) ?? "",
+            verdict: verdict == nil ? "ok" : (verdict!.quarantined ? "quarantined" : "refused"), reason: verdict?.reason,
+            probedAt: Date().timeIntervalSince1970
+        ), for: key)
+        if let verdict { throw .init(verdict.reason) }
     }
 
     /// The plugin files in `directory`: every entry whose name ends in `.so`, sorted by name.

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+
+/// Probe before trust: new plugin files load first in a child `cmdbus`; files that crash,
+/// exit or hang it are quarantined until they change.
+struct PluginProbeTests {
+    @Test(arguments: [
+        ("crash_entry", "quarantined: crashed with SIGSEGV while loading"),
+        ("exit_entry", "quarantined: ended the probe with exit status 0 while loading"),
+        ("hang_entry", "quarantined: hung for more than 1.0 s while loading"),
+    ])
+    func aFileThatBreaksTheProbeIsQuarantinedAndTheHostCarriesOn(fixture: String, reason: String) async throws {
+        let plugins = try examplePluginDirectory()
+        let work = try TemporaryDirectory()
+        defer { plugins.remove(); work.remove() }
+        let bad = try compileFixture(fixture, into: plugins)
+        let registry = ["CMDBUS_REGISTRY": work.file("registry.json").path]
+        let run = try await cmdbus(["run", "greet", "-p", "name=Ada", "--no-journal", "--probe-timeout", "1", "--plugins", plugins.path], environment: registry)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
+        #expect(run.stderr.contains("skipped \(bad.path): \(reason)"), "\(run.stderr)")
+
+        // Cached: the next start does not probe it again (it would take the deadline again).
+        let start = ContinuousClock.now
+        let listing = try await cmdbus(["plugins", "--json", "--probe-timeout", "1", "--plugins", plugins.path], environment: registry)
+        if fixture == "hang_entry" { #expect(ContinuousClock.now - start < .seconds(1)) }
+        let skipped = try #require(try jsonObject(listing.stdout)["skipped"] as? [[String: Any]])
+        #expect(skipped.contains { $0["path"] as? String == bad.path && $0["quarantined"] as? Bool == true })
+
+        // Forgotten, it is probed (and quarantined) again.
+        let forget = try await cmdbus(["plugins", "forget", bad.path], environment: registry)
+        #expect(forget.status == 0 && forget.stdout.contains("forgot"))
+        let again = try await cmdbus(["plugins", "forget", bad.path], environment: registry)
+        #expect(again.status == 1)
+    }
+
+    @Test func aQuarantinedFileThatChangesIsProbedAgain() async throws {
+        let plugins = try TemporaryDirectory(), work = try TemporaryDirectory()
+        defer { plugins.remove(); work.remove() }
+        let file = try compileFixture("crash_entry", into: plugins, as: "libChanging.so")
+        let registry = ["CMDBUS_REGISTRY": work.file("registry.json").path]
+        let first = try await cmdbus(["plugins", "--json", "--plugins", plugins.path], environment: registry)
+        #expect(first.stdout.contains("crashed with SIGSEGV"))
+        try FileManager.default.removeItem(at: file)
+        try FileManager.default.copyItem(at: try TestPaths.product("libGreeter.so"), to: file)
+        let second = try await cmdbus(["run", "greet", "-p", "name=Lin", "--no-journal", "--plugins", plugins.path], environment: registry)
+        #expect(second.status == 0 && second.stdout == "{\"greeting\":\"Hello, Lin!\"}\n", "\(second.stderr)")
+    }
+
+    @Test func theProbeAnswersForAGoodAndABadFile() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        let good = try await cmdbus("plugins", "probe", plugins.file("libGreeter.so").path)
+        #expect(good.stdout == "{\"ok\":true}\n")
+        let (path, _) = try BadPluginFile.missingName.create(in: plugins)
+        let bad = try await cmdbus("plugins", "probe", path)
+        #expect(bad.stdout == "{\"ok\":false,\"reason\":\"descriptor is missing its name\"}\n")
+    }
+}
