@@ -65,8 +65,8 @@ enum PluginBenchmarks {
         for index in 0..<100 { try hundred.copy(product: "libGreeter.so", as: String(format: "libGreeter%03d.so", index)) }
         let cmdbus = productDirectory.appendingPathComponent("cmdbus").path
         let hello = productDirectory.appendingPathComponent("HelloWorld").path
-        // Plugin loading, as issue #3 measured it; the journal's cost is measured on its own below.
-        let arguments = ["run", "greet", #"{"name":"Ada"}"#, "--no-journal", "--plugins"]
+        // Plugin loading, as issue #3 measured it; the journal's and the probe's costs are measured on their own below.
+        let arguments = ["run", "greet", #"{"name":"Ada"}"#, "--no-journal", "--no-probe", "--plugins"]
 
         var helloRuns: [Double] = [], oneRuns: [Double] = [], hundredRuns: [Double] = []
         for _ in 0..<3 { _ = try time(hello, []); _ = try time(cmdbus, arguments + [one.path]); _ = try time(cmdbus, arguments + [hundred.path]) }
@@ -82,17 +82,43 @@ enum PluginBenchmarks {
         report.record("cold_start_100_plugins_ratio", median(hundredRuns) / median(helloRuns))
 
         // The default `cmdbus run`: the same, journaled to a file (open, WAL, write-ahead and ending synced).
-        let journaled = ["run", "greet", #"{"name":"Ada"}"#, "--journal", one.path + "/journal.sqlite", "--plugins", one.path]
+        let journaled = ["run", "greet", #"{"name":"Ada"}"#, "--no-probe", "--journal", one.path + "/journal.sqlite", "--plugins", one.path]
         var journaledRuns: [Double] = []
         for _ in 0..<15 { journaledRuns.append(try time(cmdbus, journaled)) }
         report.record("cold_start_1_plugin_journaled_ms", median(journaledRuns))
+
+        try probeStarts(cmdbus: cmdbus, plugins: hundred, into: &report)
+    }
+
+    /// Start-up with 100 plugins when each new file is probed in a child process first:
+    /// with a warm registry (every file already probed) against probing off, and cold.
+    static func probeStarts(cmdbus: String, plugins: Scratch, into report: inout BenchmarkReport) throws {
+        let registry = plugins.path + "/registry.json"
+        let probing = ["run", "greet", #"{"name":"Ada"}"#, "--no-journal", "--plugins", plugins.path]
+        let unprobed = probing + ["--no-probe"]
+        let environment = ["CMDBUS_REGISTRY": registry]
+        _ = try time(cmdbus, probing, environment: environment)
+        var warm: [Double] = [], off: [Double] = [], cold: [Double] = []
+        for _ in 0..<11 {
+            warm.append(try time(cmdbus, probing, environment: environment))
+            off.append(try time(cmdbus, unprobed, environment: environment))
+        }
+        for _ in 0..<3 {
+            try? FileManager.default.removeItem(atPath: registry)
+            cold.append(try time(cmdbus, probing, environment: environment))
+        }
+        report.record("start_100_plugins_probe_warm_ms", median(warm))
+        report.record("start_100_plugins_probe_off_ms", median(off))
+        report.record("start_100_plugins_probe_warm_ratio", median(warm) / median(off))
+        report.record("start_100_plugins_probe_cold_ms", median(cold))
     }
 
     /// Runs a program to completion and returns its wall time in milliseconds; it must exit 0.
-    static func time(_ executable: String, _ arguments: [String]) throws -> Double {
+    static func time(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Double {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.currentDirectoryURL = FileManager.default.temporaryDirectory
