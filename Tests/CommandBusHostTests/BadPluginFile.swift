@@ -6,7 +6,7 @@ enum BadPluginFile: String, CaseIterable, Sendable {
     case entryReturnsNull, otherABIEntryPoint, otherABIInDescriptor, missingName, directory, danglingSymlink
 
     /// Creates the bad file in `directory`; returns its path and a phrase its skip reason must contain.
-    func create(in directory: TemporaryDirectory) throws -> (path: String, reason: String) {
+    func create(in directory: TemporaryDirectory) async throws -> (path: String, reason: String) {
         switch self {
         case .textFile:
             let url = directory.file("x.so")
@@ -27,19 +27,19 @@ enum BadPluginFile: String, CaseIterable, Sendable {
             try whole.prefix(whole.count / 3).write(to: url)
             return (url.path, "truncated ELF file")
         case .sharedLibraryNotAPlugin:
-            return (try compileFixture("not_a_plugin", into: directory).path, "exports no cmdbus_plugin_v1 symbol")
+            return (try await compileFixture("not_a_plugin", into: directory).path, "exports no cmdbus_plugin_v1 symbol")
         case .systemLibrary:
             let url = directory.file("libm.so")
             try FileManager.default.copyItem(at: URL(fileURLWithPath: Self.systemLibraryPath), to: url)
             return (url.path, "exports no cmdbus_plugin_v1 symbol")
         case .entryReturnsNull:
-            return (try compileFixture("null_entry", into: directory).path, "returned no descriptor")
+            return (try await compileFixture("null_entry", into: directory).path, "returned no descriptor")
         case .otherABIEntryPoint:
-            return (try compileFixture("abi_v2", into: directory).path, "built for plugin ABI v2")
+            return (try await compileFixture("abi_v2", into: directory).path, "built for plugin ABI v2")
         case .otherABIInDescriptor:
-            return (try compileFixture("abi_field_mismatch", into: directory).path, "built for plugin ABI v2.0; this host speaks v1.1")
+            return (try await compileFixture("abi_field_mismatch", into: directory).path, "built for plugin ABI v2.0; this host speaks v1.1")
         case .missingName:
-            return (try compileFixture("missing_name", into: directory).path, "missing its name")
+            return (try await compileFixture("missing_name", into: directory).path, "missing its name")
         case .directory:
             let url = directory.file("y.so")
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)

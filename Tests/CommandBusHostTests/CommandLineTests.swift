@@ -59,6 +59,9 @@ struct CommandLineTests {
         (["run", "greet", "-p", "novalue"], 64, "-p takes key=value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
+        // Found by the argument fuzzer: user text with a newline must not break the one-line rule.
+        (["run", "greet", "--bo\ngus"], 64, "unknown option '--bo\\ngus'"),
+        (["run", "gr\neet"], 69, "no handler for command 'gr eet'"),
         (["run", "greet", "-p", "name=Adalbert", "--max-payload", "8"], 65, "payload for 'greet' is 19 bytes, more than the 8-byte limit"),
     ])
     func failuresHaveTheirExitCodeAndOneLine(arguments: [String], status: Int32, message: String) async throws {
@@ -119,7 +122,7 @@ struct CommandLineTests {
         let first = try examplePluginDirectory(), second = try TemporaryDirectory()
         defer { first.remove(); second.remove() }
         try second.install("libGreeter.so")
-        let bad = try BadPluginFile.textFile.create(in: second)
+        let bad = try await BadPluginFile.textFile.create(in: second)
         let result = try await cmdbus("plugins", "--json", "--plugins", first.path, "--plugins", second.path)
         #expect(result.status == 0)
         let listing = try jsonObject(result.stdout)
@@ -147,7 +150,7 @@ struct CommandLineTests {
     func runStillWorksBesideABadFileAndPluginsNamesIt(kind: BadPluginFile) async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let (path, reason) = try kind.create(in: plugins)
+        let (path, reason) = try await kind.create(in: plugins)
         let run = try await cmdbus("run", "greet", "-p", "name=Ada", "--plugins", plugins.path)
         #expect(run.status == 0)
         #expect(run.stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
@@ -164,7 +167,7 @@ struct CommandLineTests {
         let good = try await cmdbus("plugins", "check", plugins.file("libCEcho.so").path)
         #expect(good.status == 0)
         #expect(good.stdout.hasPrefix("ok: c-echo 1.0.0"))
-        let (badPath, reason) = try BadPluginFile.missingName.create(in: plugins)
+        let (badPath, reason) = try await BadPluginFile.missingName.create(in: plugins)
         let bad = try await cmdbus("plugins", "check", badPath)
         #expect(bad.status == 1)
         #expect(bad.stderr == "cmdbus: error: \(badPath): descriptor is missing its name\n")

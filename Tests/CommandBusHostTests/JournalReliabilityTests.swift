@@ -91,7 +91,7 @@ struct JournalReliabilityTests {
         async let a = setup.run("batch", first)
         async let b = setup.run("batch", second)
         let (one, two) = try await (a, b)
-        #expect(one.status == 0 && two.status == 0, "\(one.stderr) \(two.stderr)")
+        #expect(one.status == 0 && two.status == 0, "first: \(one.stderr.suffix(600)) second: \(two.stderr.suffix(600))")
         #expect(try await setup.counter("w") == 600)
         #expect(try await setup.entries(command: "counter.add").count == 600)
     }

@@ -140,7 +140,7 @@ struct PluginLoaderTests {
     func aBadFileIsSkippedWithItsReasonAndTheRestStillWork(kind: BadPluginFile) async throws {
         let directory = try examplePluginDirectory()
         defer { directory.remove() }
-        let (path, reason) = try kind.create(in: directory)
+        let (path, reason) = try await kind.create(in: directory)
         let bus = CommandBus()
         let catalog = PluginLoader(directories: [directory.path]).load(into: bus)
         let skipped = try #require(catalog.skipped.first { $0.path == path }, "\(kind) was not reported: \(catalog.skipped)")
@@ -153,7 +153,7 @@ struct PluginLoaderTests {
     @Test func aPluginBuiltForABI10StillLoads() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        try compileFixture("abi_1_0", into: directory)
+        try await compileFixture("abi_1_0", into: directory)
         let bus = CommandBus()
         let catalog = PluginLoader(directories: [directory.path]).load(into: bus)
         #expect(catalog.plugins.map(\.abi) == ["1.0"])
@@ -163,7 +163,7 @@ struct PluginLoaderTests {
     @Test func aPluginThatCompletesTwiceIsIgnoredTheSecondTime() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        try compileFixture("double_complete", into: directory)
+        try await compileFixture("double_complete", into: directory)
         let bus = CommandBus()
         _ = PluginLoader(directories: [directory.path]).load(into: bus)
         #expect(try await bus.send(name: "twice", payload: json(#"{"ok":true}"#)) == json(#"{"ok":true}"#))
@@ -178,7 +178,7 @@ struct PluginLoaderTests {
         var route = try #require(catalog.routes.first { $0.command == "greet" })
         #expect(route.plugins.map(\.path) == [first.file("libGreeter.so").path, second.file("libGreeter.so").path])
 
-        try compileFixture("shadowing_greeter", into: second)
+        try await compileFixture("shadowing_greeter", into: second)
         let shadowed = CommandBus()
         catalog = PluginLoader(directories: [first.path, second.path]).load(into: shadowed)
         route = try #require(catalog.routes.first { $0.command == "greet" })

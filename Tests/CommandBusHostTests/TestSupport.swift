@@ -57,9 +57,9 @@ struct TemporaryDirectory {
 
 /// Compiles `Tests/Fixtures/BadPlugins/<name>.c` into `<directory>/<output>` with the system C compiler.
 @discardableResult
-func compileFixture(_ name: String, into directory: TemporaryDirectory, as output: String? = nil) throws -> URL {
+func compileFixture(_ name: String, into directory: TemporaryDirectory, as output: String? = nil) async throws -> URL {
     let target = directory.file(output ?? "\(name).so")
-    let result = try runSynchronously("/usr/bin/env", [
+    let result = try await runProcess("/usr/bin/env", [
         "cc", "-shared", "-fPIC", "-O1", "-I", TestPaths.headerDirectory.path,
         "-o", target.path, TestPaths.badPluginSources.appendingPathComponent("\(name).c").path,
     ])
@@ -154,17 +154,4 @@ func waitUntil(_ timeout: Duration = .seconds(10), _ condition: @Sendable () -> 
         try? await Task.sleep(for: .milliseconds(2))
     }
     return condition()
-}
-
-/// Runs a short program (the C compiler) to completion from synchronous code.
-func runSynchronously(_ executable: String, _ arguments: [String]) throws -> ProcessResult {
-    let process = Process()
-    let errors = Pipe()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.standardError = errors
-    try process.run()
-    let stderr = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return ProcessResult(status: process.terminationStatus, stdout: "", stderr: String(decoding: stderr, as: UTF8.self))
 }

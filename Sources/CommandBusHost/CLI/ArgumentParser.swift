@@ -43,7 +43,7 @@ struct ArgumentSpec: Sendable {
             }
             let (key, inlineValue) = Self.split(argument)
             guard let option = find(key) else {
-                throw .usage("unknown option '\(key)' for 'cmdbus \(command)'; see 'cmdbus \(command) --help'")
+                throw .usage("unknown option \(quoted(key)) for 'cmdbus \(command)'; see 'cmdbus \(command) --help'")
             }
             if option.takesValue {
                 if let inlineValue {
@@ -52,10 +52,10 @@ struct ArgumentSpec: Sendable {
                     parsed.values[option.name, default: []].append(arguments[index])
                     index += 1
                 } else {
-                    throw .usage("option '\(key)' of 'cmdbus \(command)' needs a value")
+                    throw .usage("option \(quoted(key)) of 'cmdbus \(command)' needs a value")
                 }
             } else {
-                guard inlineValue == nil else { throw .usage("option '\(key)' of 'cmdbus \(command)' takes no value") }
+                guard inlineValue == nil else { throw .usage("option \(quoted(key)) of 'cmdbus \(command)' takes no value") }
                 parsed.flags.insert(option.name)
             }
         }
@@ -100,4 +100,21 @@ extension ArgumentSpec.Option {
     static let insecurePlugins = Self(
         name: "insecure-plugins", short: nil, takesValue: false, help: "Load plugins others can write, and symlinks out."
     )
+}
+
+/// A user's text for a one-line message: in quotes, with control characters escaped.
+func quoted(_ text: some StringProtocol) -> String {
+    var out = "'"
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .lineSeparator
+            || scalar.properties.generalCategory == .paragraphSeparator:
+            out += "\\u{\(String(scalar.value, radix: 16))}"
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "'"
 }

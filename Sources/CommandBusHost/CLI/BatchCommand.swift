@@ -97,7 +97,7 @@ enum BatchCommand {
 
     static func positiveInteger(_ text: String?, option: String) throws(CLIFailure) -> Int? {
         guard let text else { return nil }
-        guard let value = Int(text), value > 0 else { throw .usage("\(option) takes a positive whole number, got '\(text)'") }
+        guard let value = Int(text), value > 0 else { throw .usage("\(option) takes a positive whole number, got \(quoted(text))") }
         return value
     }
 }

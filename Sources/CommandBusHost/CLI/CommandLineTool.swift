@@ -76,7 +76,7 @@ public enum CommandLineTool {
             if parsed.has("help") { return console.out(PluginsCommand.help) }
             try await PluginsCommand.run(parsed, console: console)
         default:
-            throw .usage("unknown subcommand '\(first)'; see 'cmdbus --help'")
+            throw .usage("unknown subcommand \(quoted(first)); see 'cmdbus --help'")
         }
     }
 

@@ -25,7 +25,9 @@ struct Console: Sendable {
     /// Reports a failure on one stderr line, as text or (with `json`) as a JSON object.
     func report(_ failure: CLIFailure, json: Bool) {
         guard json else {
-            err("cmdbus: error: \(failure.message)")
+            // A backstop: whatever a message quotes, it stays on one line.
+            let oneLine = failure.message.split(whereSeparator: \.isNewline).joined(separator: " ")
+            err("cmdbus: error: \(oneLine)")
             return
         }
         var fields: [String: JSONValue] = [

@@ -48,7 +48,7 @@ enum JournalCommand {
         case "replay": try await replay(arguments, operands, console)
         case "undo": try await undo(arguments, operands, console)
         case "import": try await importJournal(arguments, operands, console)
-        default: throw .usage("unknown 'cmdbus journal' subcommand '\(subcommand)'; see 'cmdbus journal --help'")
+        default: throw .usage("unknown 'cmdbus journal' subcommand \(quoted(subcommand)); see 'cmdbus journal --help'")
         }
     }
 
@@ -61,7 +61,7 @@ enum JournalCommand {
         var states: Set<CommandState> = []
         for name in arguments.all("state") {
             guard let state = CommandState(rawValue: name) else {
-                throw .usage("--state takes one of \(CommandState.allCases.map(\.rawValue).joined(separator: ", ")), got '\(name)'")
+                throw .usage("--state takes one of \(CommandState.allCases.map(\.rawValue).joined(separator: ", ")), got \(quoted(name))")
             }
             states.insert(state)
         }
@@ -216,7 +216,7 @@ enum JournalCommand {
     /// The entry named by the one operand.
     private static func find(_ operands: [String], in journal: SQLiteJournal, verb: String) async throws(CLIFailure) -> JournalRecord {
         guard operands.count == 1 else { throw .usage("'cmdbus journal \(verb)' takes one entry id") }
-        guard let id = UUID(uuidString: operands[0]) else { throw .usage("'\(operands[0])' is not an entry id (a UUID)") }
+        guard let id = UUID(uuidString: operands[0]) else { throw .usage("\(quoted(operands[0])) is not an entry id (a UUID)") }
         let record: JournalRecord?
         do { record = try await journal.record(id) } catch { throw .journal(error) }
         guard let record else {
@@ -234,7 +234,7 @@ enum JournalCommand {
         }
         if let seconds = Double(text) { return (nil, Date(timeIntervalSince1970: seconds)) }
         if let date = try? Date(text, strategy: .iso8601) { return (nil, date) }
-        throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got '\(text)'")
+        throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
     }
 
     /// An entry as JSON, with its payload and result inline.

@@ -19,7 +19,7 @@ enum PayloadBuilder {
         }
         for pair in pairs {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw .usage("-p takes key=value, got '\(pair)'")
+                throw .usage("-p takes key=value, got \(quoted(pair))")
             }
             let text = String(pair[pair.index(after: equals)...])
             object[String(pair[..<equals])] = JSONValue.parse(text) ?? .string(text)

@@ -63,7 +63,7 @@ enum RunCommand {
     static func timeout(_ text: String?) throws(CLIFailure) -> Duration? {
         guard let text else { return nil }
         guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
-            throw .usage("--timeout takes a positive number of seconds, got '\(text)'")
+            throw .usage("--timeout takes a positive number of seconds, got \(quoted(text))")
         }
         return .milliseconds(Int64(seconds * 1000))
     }
@@ -72,7 +72,7 @@ enum RunCommand {
         var values: [String: String] = [:]
         for pair in pairs {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw .usage("\(option) takes key=value, got '\(pair)'")
+                throw .usage("\(option) takes key=value, got \(quoted(pair))")
             }
             values[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
         }

@@ -81,14 +81,28 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     }
 
     /// Creates the schema in a new file, or checks that an existing file is a journal of ours.
+    ///
+    /// The check and the creation share one write transaction, so two processes opening a
+    /// new journal at once cannot both create it.
     private static func prepareSchema(_ database: SQLiteDatabase, path: String, mayCreate: Bool) throws(CommandBusError) {
+        if mayCreate { try database.execute("BEGIN IMMEDIATE") }
+        do throws(CommandBusError) {
+            try checkOrCreateSchema(database, path: path, mayCreate: mayCreate)
+            if mayCreate { try database.execute("COMMIT") }
+        } catch {
+            if mayCreate { try? database.execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    private static func checkOrCreateSchema(_ database: SQLiteDatabase, path: String, mayCreate: Bool) throws(CommandBusError) {
         let applicationID: Int64, tables: Int64, version: Int64
         do {
             applicationID = try database.integer("PRAGMA application_id")
             tables = try database.integer("SELECT count(*) FROM sqlite_master")
             version = try database.integer("PRAGMA user_version")
         } catch {
-            throw .journalFailed(path, "is damaged (\(error.message.split(separator: ":").last.map { $0.trimmingPrefix(" ") }.map(String.init) ?? error.message)); it was left untouched")
+            throw .journalFailed(path, error.message.hasPrefix("journal ") ? String(error.message.split(separator: ": ", maxSplits: 1).last ?? "") : error.message)
         }
         if applicationID == 0 && tables == 0 && mayCreate {
             try database.execute(SQLiteJournalStatements.schema + "PRAGMA application_id = \(Self.applicationID); PRAGMA user_version = \(schemaVersion);")

@@ -16,8 +16,11 @@ struct ChildProcess {
         case killedAtDeadline
     }
 
-    /// Runs `executable` with `arguments`; returns how it ended and what it printed on stdout.
-    static func run(_ executable: String, _ arguments: [String], deadline: Duration) -> (ending: Ending, output: [UInt8])? {
+    /// Runs `executable` with `arguments` and this process's environment plus `extraEnvironment`;
+    /// returns how it ended and what it printed on stdout.
+    static func run(
+        _ executable: String, _ arguments: [String], extraEnvironment: [String] = [], deadline: Duration
+    ) -> (ending: Ending, output: [UInt8])? {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { return nil }
         var actions = posix_spawn_file_actions_t()
@@ -28,8 +31,16 @@ struct ChildProcess {
         posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        var inherited: [String] = []
+        var entry = environ
+        while let variable = entry.pointee {
+            inherited.append(String(cString: variable))
+            entry += 1
+        }
+        let envp = (inherited + extraEnvironment).map { strdup($0) } + [nil]
+        defer { for pointer in envp { free(pointer) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
         close(pipeEnds[1])
         guard spawned == 0 else {
             close(pipeEnds[0])

@@ -20,7 +20,10 @@ public struct PluginProbe: Sendable {
 
     /// The verdict on one file: nil if it may load; otherwise the reason, and whether it is quarantined.
     func verdict(for path: String) -> (reason: String, quarantined: Bool)? {
-        guard let (ending, output) = ChildProcess.run(executable, ["plugins", "probe", path], deadline: deadline) else {
+        // Swift's crash backtracer would spend the deadline symbolicating the crash we only need to see.
+        guard let (ending, output) = ChildProcess.run(
+            executable, ["plugins", "probe", path], extraEnvironment: ["SWIFT_BACKTRACE=enable=no"], deadline: deadline
+        ) else {
             return ("could not start the probe (\(executable))", false)
         }
         let seconds = Double(deadline.components.seconds) + Double(deadline.components.attoseconds) / 1e18

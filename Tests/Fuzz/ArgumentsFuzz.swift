@@ -1,0 +1,29 @@
+// libFuzzer target: arbitrary command lines through the CLI's argument parser and payload
+// builder. Built with those CommandBusHost sources by scripts/fuzz.sh.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+let fuzzSpec = ArgumentSpec(command: "run", options: [
+    .init(name: "param", short: "p", takesValue: true, help: ""),
+    .init(name: "timeout", short: "t", takesValue: true, help: ""),
+    .init(name: "json", short: nil, takesValue: false, help: ""),
+])
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzArguments(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+    let bytes = UnsafeRawBufferPointer(start: start, count: count)
+    // NUL bytes separate the arguments, as they do in argv.
+    let arguments = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    do {
+        let parsed = try fuzzSpec.parse(arguments)
+        _ = try PayloadBuilder.build(command: "fuzz", json: parsed.positionals.first, pairs: parsed.all("param"))
+    } catch {
+        precondition(!error.message.contains("\n"), "a usage error spans lines: \(error.message)")
+        precondition([.usage, .malformedPayload].contains(error.exitCode), "unexpected exit code \(error.exitCode)")
+    }
+    if let text = arguments.first, let value = JSONValue.parse(text) { _ = value.text }
+    return 0
+}

@@ -1,0 +1,35 @@
+// libFuzzer target: arbitrary payloads through the plugin SDK's decoder, as can_handle() and
+// invert() receive them from a host. Built with the CommandBusPlugin sources by scripts/fuzz.sh.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+struct FuzzAdd: ReversiblePluginCommand {
+    typealias Result = FuzzAdd
+    static let name = "fuzz.add"
+    var counter: String
+    var by: Int
+    var nested: [String: [Int?]]?
+    func inverse() -> FuzzAdd { FuzzAdd(counter: counter, by: by == .min ? 0 : -by, nested: nested) }
+}
+
+struct FuzzAddHandler: PluginHandler {
+    func canHandle(_ command: FuzzAdd) -> Bool { !command.counter.isEmpty }
+    func handle(_ command: FuzzAdd, context: PluginContext) async throws -> FuzzAdd { command }
+}
+
+let fuzzBox = PluginHandlerBox(FuzzAddHandler())
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzSDKDecoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+    let payload = Data(UnsafeRawBufferPointer(start: start, count: count))
+    do {
+        _ = try fuzzBox.canHandle(payload)
+        _ = try fuzzBox.invert(payload)
+    } catch {
+        precondition(!error.message.isEmpty && !error.message.contains("\n"), "bad error: \(error.message)")
+    }
+    return 0
+}

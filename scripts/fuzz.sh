@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (swiftc -sanitize=fuzzer, straight from the module sources)
+# and runs each over its corpus for a bounded number of inputs.
+# Usage: scripts/fuzz.sh [RUNS]   (default 20000 inputs per target; 0 runs the corpus only)
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+source "$repo/scripts/lib/common.sh"
+runs="${1:-20000}"
+out="$repo/.build/fuzz"
+mkdir -p "$out"
+abi="$repo/Sources/CCommandBusABI/include"
+flags=(-O -sanitize=fuzzer -parse-as-library -swift-version 6 -suppress-warnings -package-name commandbus)
+
+build() {  # build NAME MODULE SOURCES...
+    local name="$1" module="$2"; shift 2
+    log "building fuzz target $name"
+    swiftc "${flags[@]}" -module-name "$module" -Xcc -fmodule-map-file="$abi/module.modulemap" -I "$abi" \
+        "$@" -o "$out/$name"
+}
+
+core=$(find "$repo/Sources/CommandBus" -name '*.swift')
+sdk=$(find "$repo/Sources/CommandBusPlugin" -name '*.swift')
+cli=("$repo/Sources/CommandBusHost/CLI/ArgumentParser.swift" "$repo/Sources/CommandBusHost/CLI/CLIFailure.swift"
+     "$repo/Sources/CommandBusHost/CLI/PayloadBuilder.swift" "$repo/Sources/CommandBusHost/CLI/JSONValue.swift")
+
+build dynamic-path CommandBus $core "$repo/Tests/Fuzz/DynamicPathFuzz.swift"
+build sdk-decoder CommandBusPlugin $sdk "$repo/Tests/Fuzz/SDKDecoderFuzz.swift"
+# The CLI sources import CommandBus: build the core as a library module first, instrumented too.
+log "building the CommandBus module for the CLI target"
+swiftc "${flags[@]}" -module-name CommandBus -emit-module -emit-module-path "$out/CommandBus.swiftmodule" \
+    -emit-library -static $core -o "$out/libCommandBus.a"
+build arguments CommandBusHost -I "$out" -L "$out" -lCommandBus "${cli[@]}" "$repo/Tests/Fuzz/ArgumentsFuzz.swift"
+
+for target in dynamic-path sdk-decoder arguments; do
+    corpus="$out/corpus-$target"
+    mkdir -p "$corpus"
+    cp -n "$repo/Tests/Fuzz/Corpus/$target/"* "$corpus/" 2>/dev/null || true
+    log "fuzzing $target ($runs inputs)"
+    "$out/$target" -runs="$runs" -max_len=4096 -timeout=10 "$corpus" 2>&1 | tail -n 2
+done
