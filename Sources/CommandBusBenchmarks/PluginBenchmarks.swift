@@ -46,6 +46,22 @@ enum PluginBenchmarks {
         report.record("inprocess_dynamic_send_p50_ns", median(inProcessP50))
         report.record("plugin_vs_inprocess_ratio", median(pluginP50) / median(inProcessP50))
 
+        // The same plugin in a worker process (--isolate), against it loaded in-process.
+        let isolated = CommandBus()
+        let isolatedCatalog = PluginLoader(
+            directories: [plugins.path], isolatingWith: productDirectory.appendingPathComponent("cmdbus").path
+        ).load(into: isolated)
+        defer { isolatedCatalog.stopWorkers() }
+        guard isolatedCatalog.plugins.count == 1 else { throw BenchmarkFailure("could not isolate libGreeter.so: \(isolatedCatalog.skipped)") }
+        _ = try await latencies(isolated, payload, count: 2_000)
+        var isolatedP50: [Double] = [], sameRunPluginP50: [Double] = []
+        for _ in 0..<CoreBenchmarks.rounds {
+            isolatedP50.append(try await latencies(isolated, payload, count: CoreBenchmarks.sendsPerRound / 4).percentile(50))
+            sameRunPluginP50.append(try await latencies(viaPlugin, payload, count: CoreBenchmarks.sendsPerRound / 4).percentile(50))
+        }
+        report.record("isolated_send_p50_ns", median(isolatedP50))
+        report.record("isolated_vs_inprocess_ratio", median(isolatedP50) / median(sameRunPluginP50))
+
         try await coldStarts(into: &report)
     }
 

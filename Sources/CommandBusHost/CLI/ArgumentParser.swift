@@ -95,6 +95,7 @@ extension ArgumentSpec.Option {
     static let plugins = Self(name: "plugins", short: nil, takesValue: true, help: "A plugin directory (repeatable).")
     static let json = Self(name: "json", short: nil, takesValue: false, help: "Machine-readable output and errors.")
     static let quiet = Self(name: "quiet", short: "q", takesValue: false, help: "Don't report skipped plugin files.")
+    static let isolate = Self(name: "isolate", short: nil, takesValue: false, help: "Run each plugin's handlers in a worker process.")
     static let noProbe = Self(name: "no-probe", short: nil, takesValue: false, help: "Load new plugin files without probing them first.")
     static let probeTimeout = Self(name: "probe-timeout", short: nil, takesValue: true, help: "Seconds a probe may take (default 10).")
     static let insecurePlugins = Self(

@@ -10,7 +10,7 @@ enum BatchCommand {
     static let spec = ArgumentSpec(command: "batch", options: [
         .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "A deadline for each command, in seconds."),
-        .plugins, .insecurePlugins, .noProbe, .probeTimeout, .quiet, .help,
+        .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .quiet, .help,
     ] + HostSession.journalOptions)
 
     static let help = """

@@ -9,7 +9,7 @@ import Foundation
 enum CanCommand {
     static let spec = ArgumentSpec(command: "can", options: [
         .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
-        .plugins, .insecurePlugins, .noProbe, .probeTimeout, .json, .quiet, .help,
+        .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .quiet, .help,
         .init(name: "max-payload", short: nil, takesValue: true, help: "Largest payload in bytes (default 16777216)."),
     ])
 

@@ -56,11 +56,12 @@ struct HostSession: Sendable {
 
     /// The loader the options ask for: probing new files in a child process unless `--no-probe`.
     static func loader(_ arguments: ArgumentSpec.Parsed, directories: [String], trust: PluginTrustPolicy) throws(CLIFailure) -> PluginLoader {
-        guard !arguments.has("no-probe") else { return PluginLoader(directories: directories, trust: trust) }
+        let isolation = arguments.has("isolate") ? PluginProbe().executable : nil
+        guard !arguments.has("no-probe") else { return PluginLoader(directories: directories, trust: trust, isolatingWith: isolation) }
         let deadline = try RunCommand.timeout(arguments.value("probe-timeout")) ?? .seconds(10)
         return PluginLoader(
             directories: directories, trust: trust, probe: PluginProbe(deadline: deadline),
-            registryPath: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)
+            registryPath: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment), isolatingWith: isolation
         )
     }
 
@@ -81,7 +82,7 @@ struct HostSession: Sendable {
     /// Replays the journal into event-sourced plugins, then runs unfinished commands again.
     private func restore(console: Console) async throws(CLIFailure) {
         guard let journal else { return }
-        let replayed = Set(catalog.plugins.flatMap { plugin in plugin.descriptor.commands.filter(\.replaysOnStart).map(\.name) })
+        let replayed = Set(catalog.plugins.flatMap { plugin in plugin.declared.filter(\.replaysOnStart).map(\.name) })
         do {
             if !replayed.isEmpty {
                 let report = try await JournalReplayer(bus: bus, journal: journal).replay(commands: replayed)

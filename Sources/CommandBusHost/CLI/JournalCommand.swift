@@ -14,7 +14,7 @@ enum JournalCommand {
         .init(name: "since", short: nil, takesValue: true, help: "replay: from this entry id or time (ISO 8601 or seconds)."),
         .init(name: "until", short: nil, takesValue: true, help: "replay: up to this entry id or time."),
         .init(name: "rebuild", short: nil, takesValue: false, help: "undo: drop the entry from replay instead of sending an inverse."),
-        .plugins, .insecurePlugins, .noProbe, .probeTimeout, .json, .quiet, .help,
+        .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .quiet, .help,
     ] + HostSession.journalOptions)
 
     static let help = """

@@ -7,7 +7,7 @@ import Foundation
 
 /// `cmdbus plugins [--json]` lists what loaded and what was skipped; `cmdbus plugins check FILE` validates one file.
 enum PluginsCommand {
-    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .insecurePlugins, .noProbe, .probeTimeout, .json, .help])
+    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .help])
 
     static let help = """
         Usage: cmdbus plugins [--json] [--plugins DIR ...]
@@ -40,6 +40,9 @@ enum PluginsCommand {
         }
         if arguments.positionals.first == "lock" {
             return try await lock(arguments, console: console)
+        }
+        if arguments.positionals.first == "worker", arguments.positionals.count == 2 {
+            PluginWorker.run(file: arguments.positionals[1])
         }
         if arguments.positionals.first == "probe", arguments.positionals.count == 2 {
             return console.out(PluginProbe.answer(for: arguments.positionals[1]))

@@ -11,7 +11,7 @@ enum RunCommand {
         .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
         .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
-        .plugins, .insecurePlugins, .noProbe, .probeTimeout, .json, .quiet, .help,
+        .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .quiet, .help,
     ] + HostSession.journalOptions)
 
     static let help = """

@@ -23,6 +23,8 @@ struct ChildProcess {
     ) -> (ending: Ending, output: [UInt8])? {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { return nil }
+        // Close-on-exec, so no other child inherits the pipe (its EOF must mean this child is done).
+        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -31,13 +33,7 @@ struct ChildProcess {
         posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
-        var inherited: [String] = []
-        var entry = environ
-        while let variable = entry.pointee {
-            inherited.append(String(cString: variable))
-            entry += 1
-        }
-        let envp = (inherited + extraEnvironment).map { strdup($0) } + [nil]
+        let envp = (currentEnvironment() + extraEnvironment).map { strdup($0) } + [nil]
         defer { for pointer in envp { free(pointer) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
@@ -73,6 +69,36 @@ struct ChildProcess {
         }
         close(pipeEnds[0])
         return (ending!, output)
+    }
+
+    /// Starts `executable` with `passing` open as descriptor `target` (and `closing` closed in
+    /// the child), stdin from /dev/null; returns its pid without waiting for it.
+    static func spawn(
+        _ executable: String, _ arguments: [String], passing: Int32, as target: Int32, closing: Int32,
+        extraEnvironment: [String] = []
+    ) -> pid_t? {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, passing, target)
+        posix_spawn_file_actions_addclose(&actions, closing)
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let envp = (currentEnvironment() + extraEnvironment).map { strdup($0) } + [nil]
+        defer { for pointer in envp { free(pointer) } }
+        var pid: pid_t = 0
+        return posix_spawn(&pid, executable, &actions, nil, argv, envp) == 0 ? pid : nil
+    }
+
+    private static func currentEnvironment() -> [String] {
+        var variables: [String] = []
+        var entry = environ
+        while let variable = entry.pointee {
+            variables.append(String(cString: variable))
+            entry += 1
+        }
+        return variables
     }
 
     private static func ending(_ status: Int32) -> Ending {

@@ -28,8 +28,13 @@ public struct LoadedPlugin: Sendable {
     /// How long loading and initializing it took, in milliseconds.
     public let loadMilliseconds: Double
 
-    let descriptor: PluginDescriptor
+    /// The commands it declares, with their flags.
+    let declared: [PluginDescriptor.Command]
+    /// The descriptor, for a plugin loaded into this process; `nil` for an isolated one.
+    let descriptor: PluginDescriptor?
     let state: PluginState
+    /// The worker that runs it, for an isolated plugin.
+    let worker: IsolatedPlugin?
 }
 
 /// Why a file in a plugin directory was not loaded.

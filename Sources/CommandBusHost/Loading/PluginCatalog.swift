@@ -13,6 +13,11 @@ public struct PluginCatalog: Sendable {
     /// The files (or directories) skipped, each with its reason.
     public let skipped: [SkippedPluginFile]
 
+    /// Stops the worker processes of isolated plugins (plugins loaded in-process stay: they are never unloaded).
+    public func stopWorkers() {
+        for plugin in plugins { plugin.worker?.stop() }
+    }
+
     /// The handlers of one command, in the order the bus asks them.
     public struct Route: Sendable {
         /// The command's name.

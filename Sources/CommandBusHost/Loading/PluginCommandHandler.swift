@@ -16,7 +16,7 @@ struct PluginCommandHandler: DynamicCommandHandler {
     var isJournaled: Bool { command.isJournaled }
 
     func inverse(of payload: Data) throws -> (name: String, payload: Data)? {
-        guard command.isReversible, plugin.descriptor.hasVersion11Fields, let invert = plugin.descriptor.raw.pointee.invert else {
+        guard command.isReversible, plugin.descriptor!.hasVersion11Fields, let invert = plugin.descriptor!.raw.pointee.invert else {
             return nil
         }
         let probe = PluginCall(context: nil, pluginName: plugin.name)
@@ -36,7 +36,7 @@ struct PluginCommandHandler: DynamicCommandHandler {
     }
 
     func canHandle(payload: Data) throws -> Bool {
-        guard let canHandle = plugin.descriptor.raw.pointee.can_handle else { return true }
+        guard let canHandle = plugin.descriptor!.raw.pointee.can_handle else { return true }
         let probe = PluginCall(context: nil, pluginName: plugin.name)
         PluginCallRegistry.register(probe)
         defer { PluginCallRegistry.remove(probe) }
@@ -49,7 +49,7 @@ struct PluginCommandHandler: DynamicCommandHandler {
     }
 
     func handle(payload: Data, context: CommandContext) async throws -> Data {
-        let handle = plugin.descriptor.raw.pointee.handle!
+        let handle = plugin.descriptor!.raw.pointee.handle!
         let call = PluginCall(context: context, pluginName: plugin.name)
         PluginCallRegistry.register(call)
         defer { PluginCallRegistry.remove(call) }
@@ -59,7 +59,7 @@ struct PluginCommandHandler: DynamicCommandHandler {
         _ = payload.copyBytes(to: buffer.bindMemory(to: UInt8.self))
         let bytes = cmdbus_bytes(data: UnsafePointer(buffer.bindMemory(to: UInt8.self).baseAddress), length: payload.count)
         let state = plugin.state, index = command.index
-        let cancel = plugin.descriptor.raw.pointee.cancel
+        let cancel = plugin.descriptor!.raw.pointee.cancel
         let (status, body) = await withTaskCancellationHandler {
             await call.wait { handle(state.pointer, index, bytes, call.handle) }
         } onCancel: {
@@ -71,20 +71,7 @@ struct PluginCommandHandler: DynamicCommandHandler {
         return body
     }
 
-    /// The bus error for a plugin's failure status, naming the command, the plugin and its file.
     private func error(status: Int32, message: String) -> CommandBusError {
-        let file = FileSystem.lastComponent(plugin.path)
-        let origin = "plugin '\(plugin.name)' (\(file))"
-        switch status {
-        case Int32(CMDBUS_DECODING_FAILED.rawValue):
-            return CommandBusError(code: .decodingFailed, message: "payload for '\(command.name)' does not decode in \(origin): \(message)")
-        case Int32(CMDBUS_CANCELLED.rawValue):
-            return .cancelled(command.name)
-        default:
-            let retryable = status == Int32(CMDBUS_FAILED_RETRYABLE.rawValue)
-            return CommandBusError(
-                code: .handlerFailed, message: "command '\(command.name)' failed in \(origin): \(message)", isRetryable: retryable
-            )
-        }
+        PluginErrors.error(plugin: plugin, command: command.name, status: status, message: message)
     }
 }

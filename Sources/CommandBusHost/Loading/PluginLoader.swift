@@ -24,13 +24,20 @@ public struct PluginLoader: Sendable {
     public let probe: PluginProbe?
     /// Where probe verdicts are cached, so a file is probed again only when it changes.
     public let registryPath: String?
+    /// The `cmdbus` binary whose workers run each plugin in its own process; `nil` loads plugins here.
+    public let isolatingWith: String?
 
     /// Creates a loader for `directories` that applies `trust` and, if given, probes new files.
-    public init(directories: [String], trust: PluginTrustPolicy = .init(), probe: PluginProbe? = nil, registryPath: String? = nil) {
+    /// - Parameter isolatingWith: A `cmdbus` executable: run each plugin in a worker process of it.
+    public init(
+        directories: [String], trust: PluginTrustPolicy = .init(), probe: PluginProbe? = nil,
+        registryPath: String? = nil, isolatingWith: String? = nil
+    ) {
         self.directories = directories
         self.trust = trust
         self.probe = probe
         self.registryPath = registryPath
+        self.isolatingWith = isolatingWith
     }
 
     /// The plugin directories to use: the explicit ones if any, else `$CMDBUS_PLUGINS` (colon-separated), else `./plugins`.
@@ -69,10 +76,14 @@ public struct PluginLoader: Sendable {
                     skipped.append(SkippedPluginFile(path: file, reason: error.reason, isQuarantined: error.reason.hasPrefix("quarantined:")))
                     continue
                 }
-                switch Self.load(file: file) {
+                switch isolatingWith.map({ Self.loadIsolated(file: file, executable: $0) }) ?? Self.load(file: file) {
                 case .success(let plugin):
-                    for command in plugin.descriptor.commands {
-                        bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
+                    for command in plugin.declared {
+                        if let worker = plugin.worker {
+                            bus.register(IsolatedCommandHandler(plugin: plugin, worker: worker, command: command), priority: plugin.priority)
+                        } else {
+                            bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
+                        }
                     }
                     plugins.append(plugin)
                 case .failure(let failure):
@@ -117,12 +128,17 @@ public struct PluginLoader: Sendable {
 
     /// Loads and initializes one plugin file without registering it anywhere.
     public static func load(file path: String) -> Result<LoadedPlugin, PluginLoadError> {
+        load(file: path, hostTable: HostFunctionTable.pointer)
+    }
+
+    /// Loads and initializes one plugin file, handing its `init()` the given host function table.
+    static func load(file path: String, hostTable: UnsafePointer<cmdbus_host_api>) -> Result<LoadedPlugin, PluginLoadError> {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
             let library = try SharedLibrary(opening: path)
             let descriptor = try readDescriptor(from: library)
-            let state = try initialize(descriptor)
+            let state = try initialize(descriptor, hostTable: hostTable)
             let elapsed = ContinuousClock.now - start
             return .success(LoadedPlugin(
                 path: path, name: descriptor.name, version: descriptor.version,
@@ -130,7 +146,30 @@ public struct PluginLoader: Sendable {
                 swiftVersion: descriptor.swiftVersion, priority: Int(descriptor.priority),
                 commands: descriptor.commands.map(\.name), loadedAt: Date(),
                 loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
-                descriptor: descriptor, state: state
+                declared: descriptor.commands, descriptor: descriptor, state: state, worker: nil
+            ))
+        } catch {
+            return .failure(PluginLoadError(path: path, reason: error.reason))
+        }
+    }
+
+    /// Starts a worker process for one plugin file and describes what it loaded.
+    static func loadIsolated(file path: String, executable: String) -> Result<LoadedPlugin, PluginLoadError> {
+        let start = ContinuousClock.now
+        do {
+            try PluginFileInspector.inspect(path)
+            let worker = IsolatedPlugin(path: path, executable: executable)
+            let description = try worker.start()
+            let elapsed = ContinuousClock.now - start
+            let declared = description.commands.enumerated().map { index, command in
+                PluginDescriptor.Command(index: UInt32(index), name: command.name, maxConcurrency: command.maxConcurrency, flags: command.flags)
+            }
+            return .success(LoadedPlugin(
+                path: path, name: description.name, version: description.version, abi: description.abi,
+                sdkVersion: description.sdkVersion, swiftVersion: description.swiftVersion, priority: description.priority,
+                commands: declared.map(\.name), loadedAt: Date(),
+                loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
+                declared: declared, descriptor: nil, state: PluginState(pointer: nil), worker: worker
             ))
         } catch {
             return .failure(PluginLoadError(path: path, reason: error.reason))
@@ -151,10 +190,12 @@ public struct PluginLoader: Sendable {
         return try PluginDescriptor(reading: raw)
     }
 
-    private static func initialize(_ descriptor: PluginDescriptor) throws(PluginLoadFailure) -> PluginState {
+    private static func initialize(
+        _ descriptor: PluginDescriptor, hostTable: UnsafePointer<cmdbus_host_api>
+    ) throws(PluginLoadFailure) -> PluginState {
         guard let initialize = descriptor.raw.pointee.`init` else { return PluginState(pointer: nil) }
         var state: UnsafeMutableRawPointer?
-        let status = initialize(HostFunctionTable.pointer, &state)
+        let status = initialize(hostTable, &state)
         guard status == 0 else { throw .init("'\(descriptor.name)' refused to start: its init() returned \(status)") }
         return PluginState(pointer: state)
     }

@@ -1,0 +1,134 @@
+import CCommandBusABI
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One call the worker made into its plugin; its address is the `cmdbus_call` handle.
+final class WorkerCall: @unchecked Sendable {
+    // The payload buffer is written once in init and only read after; the rest is atomic or locked.
+    /// The host's id for the call (0 for a `can_handle()` probe).
+    let id: UInt64
+    /// The payload, kept alive until the call completes (the ABI promises that).
+    private let payload: UnsafeMutableBufferPointer<UInt8>
+    let cancelled = Atomic<Bool>(false)
+    private let probeMessage = Mutex<[UInt8]>([])
+
+    init(id: UInt64, payload bytes: [UInt8]) {
+        self.id = id
+        payload = .allocate(capacity: max(bytes.count, 1))
+        _ = payload.initialize(from: bytes)
+        count = bytes.count
+    }
+    private let count: Int
+
+    deinit { payload.deallocate() }
+
+    var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    var payloadBytes: cmdbus_bytes { cmdbus_bytes(data: UnsafePointer(payload.baseAddress), length: count) }
+    var message: [UInt8] { probeMessage.withLock { $0 } }
+
+    func keepMessage(_ bytes: [UInt8]) { probeMessage.withLock { $0 = bytes } }
+}
+
+/// The worker's state: its channel to the host, its live calls, and its subcommands awaiting replies.
+enum WorkerSession {
+    static let channel = Mutex<FrameChannel?>(nil)
+    private static let calls = Mutex<[UInt: WorkerCall]>([:])
+    private static let replies = Mutex<(next: UInt64, waiting: [UInt64: PendingReply])>((1, [:]))
+
+    static func key(_ handle: OpaquePointer?) -> UInt { UInt(bitPattern: Int(bitPattern: handle.map { UnsafeRawPointer($0) })) }
+    static func register(_ call: WorkerCall) { calls.withLock { $0[key(call.handle)] = call } }
+    static func remove(_ call: WorkerCall) { calls.withLock { _ = $0.removeValue(forKey: key(call.handle)) } }
+    static func call(_ handle: OpaquePointer?) -> WorkerCall? { calls.withLock { $0[key(handle)] } }
+    static func call(withID id: UInt64) -> WorkerCall? { calls.withLock { $0.values.first { $0.id == id } } }
+
+    static func send(_ frame: WorkerFrame) {
+        channel.withLock { $0 }?.send(frame)
+    }
+
+    static func expectReply(_ reply: PendingReply) -> UInt64 {
+        replies.withLock { state in
+            let id = state.next
+            state.next += 1
+            state.waiting[id] = reply
+            return id
+        }
+    }
+
+    static func takeReply(_ id: UInt64) -> PendingReply? {
+        replies.withLock { $0.waiting.removeValue(forKey: id) }
+    }
+}
+
+/// A plugin's `on_reply` callback waiting for the host's answer to a subcommand.
+struct PendingReply: @unchecked Sendable {
+    // user_data belongs to the plugin, which keeps it valid until on_reply is called.
+    let function: cmdbus_reply_fn
+    let userData: UnsafeMutableRawPointer?
+
+    func deliver(status: Int32, body: [UInt8]) {
+        body.withUnsafeBufferPointer { buffer in
+            function(userData, status, cmdbus_bytes(data: buffer.baseAddress, length: buffer.count))
+        }
+    }
+}
+
+/// The `cmdbus_host_api` a worker gives its plugin: every function becomes a frame to the host.
+enum WorkerHostTable {
+    // Written once, then only read, for the life of the process.
+    nonisolated(unsafe) static let pointer: UnsafePointer<cmdbus_host_api> = {
+        let table = UnsafeMutablePointer<cmdbus_host_api>.allocate(capacity: 1)
+        table.initialize(to: cmdbus_host_api(
+            struct_size: UInt32(MemoryLayout<cmdbus_host_api>.size),
+            abi_major: UInt32(CMDBUS_ABI_VERSION_MAJOR), abi_minor: UInt32(CMDBUS_ABI_VERSION_MINOR),
+            complete: workerComplete, send: workerSend, emit: workerEmit, log: workerLog, is_cancelled: workerIsCancelled
+        ))
+        return UnsafePointer(table)
+    }()
+}
+
+private func bytes(_ borrowed: cmdbus_bytes) -> [UInt8] {
+    guard let data = borrowed.data, borrowed.length > 0 else { return [] }
+    return Array(UnsafeBufferPointer(start: data, count: borrowed.length))
+}
+
+private let workerComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes) -> Void = { handle, status, body in
+    guard let call = WorkerSession.call(handle) else { return }
+    if call.id == 0 {
+        call.keepMessage(bytes(body))
+        return
+    }
+    WorkerSession.remove(call)
+    WorkerSession.send(WorkerFrame(kind: .complete, id: call.id, status: status, body: bytes(body)))
+}
+
+private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = {
+    handle, name, payload, onReply, userData in
+    guard let onReply else { return }
+    let reply = PendingReply(function: onReply, userData: userData)
+    guard let call = WorkerSession.call(handle), let name else {
+        reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("send: unknown or completed parent call".utf8))
+        return
+    }
+    let id = WorkerSession.expectReply(reply)
+    WorkerSession.send(WorkerFrame(kind: .send, id: id, parent: call.id, name: String(cString: name), body: bytes(payload)))
+}
+
+private let workerEmit: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes) -> Void = { handle, name, payload in
+    guard let call = WorkerSession.call(handle), let name else { return }
+    WorkerSession.send(WorkerFrame(kind: .emit, id: call.id, name: String(cString: name), body: bytes(payload)))
+}
+
+private let workerLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>?) -> Void = { handle, level, message in
+    guard let message else { return }
+    let id = WorkerSession.call(handle)?.id ?? 0
+    WorkerSession.send(WorkerFrame(kind: .log, id: id, status: level, body: Array(String(cString: message).utf8)))
+}
+
+private let workerIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in
+    guard let call = WorkerSession.call(handle) else { return 1 }
+    return call.cancelled.load(ordering: .acquiring) ? 1 : 0
+}

@@ -1,0 +1,113 @@
+import CommandBus
+import CommandBusHost
+import Foundation
+import Testing
+
+/// Isolated mode: each plugin's handlers run in a worker process, so no plugin can bring the host down.
+struct IsolationTests {
+    /// A bus with the misbehaving plugin and the Greeter loaded in workers.
+    private func isolatedBus() async throws -> (CommandBus, Cleanup) {
+        let directory = try TemporaryDirectory()
+        try await compileFixture("misbehave", into: directory)
+        try directory.install("libGreeter.so", "libGreetAll.so")
+        let bus = CommandBus()
+        let catalog = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path).load(into: bus)
+        try #require(catalog.plugins.count == 3, "\(catalog.skipped)")
+        return (bus, Cleanup(directory: directory, catalog: catalog))
+    }
+
+    /// Stops a test's workers and removes its files.
+    struct Cleanup {
+        let directory: TemporaryDirectory
+        let catalog: PluginCatalog
+        func remove() {
+            catalog.stopWorkers()
+            directory.remove()
+        }
+    }
+
+    @Test(arguments: [("bad.segv", "crashed with SIGSEGV"), ("bad.abort", "crashed with SIGABRT")])
+    func aCrashFailsTheCommandWithItsSignalAndTheNextOneWorks(command: String, how: String) async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        await #expect {
+            try await bus.send(name: command, payload: json("{}"))
+        } throws: { error in
+            let busError = error as? CommandBusError
+            return busError?.code == .pluginCrashed && busError?.message.contains("plugin 'misbehave'") == true
+                && busError?.message.contains(how) == true
+        }
+        // The worker is started again for the next command.
+        #expect(try await bus.send(name: "ok.echo", payload: json(#"{"x":1}"#)) == json(#"{"x":1}"#))
+    }
+
+    @Test func aHandlerStillRunningAtItsDeadlineIsKilled() async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        await #expect(throws: CommandBusError(code: .timedOut, message: "")) {
+            try await bus.send(name: "bad.loop", payload: json("{}"), timeout: .milliseconds(200))
+        }
+        #expect(try await bus.send(name: "ok.echo", payload: json("[1]")) == json("[1]"))
+    }
+
+    @Test func aRunawayAllocationFailsInsteadOfExhaustingTheMachine() async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        await #expect {
+            try await bus.send(name: "bad.alloc", payload: json("{}"))
+        } throws: { error in
+            (error as? CommandBusError)?.message.contains("could not allocate 10 GiB") == true
+        }
+    }
+
+    @Test func stdoutNoiseDoesNotCorruptTheProtocol() async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        #expect(try await bus.send(name: "bad.print", payload: json("{}")) == json(#"{"printed":true}"#))
+        #expect(try await bus.send(name: "ok.echo", payload: json(#""after""#)) == json(#""after""#))
+    }
+
+    @Test func subcommandsCrossFromWorkerToWorkerThroughTheHost() async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        let result = try await bus.send(name: "greet-all", payload: json(#"{"names":["Ada","Lin"]}"#))
+        #expect(try JSONSerialization.jsonObject(with: result) as? [String: [String]] == ["greetings": ["Hello, Ada!", "Hello, Lin!"]])
+        #expect(try bus.canHandle(name: "greet", payload: json(#"{"name":"x"}"#)))
+        #expect(try !bus.canHandle(name: "greet", payload: json(#"{"name":""}"#)))
+    }
+
+    @Test func aPluginThatKeepsCrashingIsQuarantined() async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        for _ in 0..<3 { _ = try? await bus.send(name: "bad.segv", payload: json("{}")) }
+        await #expect {
+            try await bus.send(name: "ok.echo", payload: json("{}"))
+        } throws: { error in
+            (error as? CommandBusError)?.message.contains("quarantined: its worker crashed 3 times") == true
+        }
+        // Other plugins are not affected.
+        #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func theHostSurvivesEveryMisbehaviourAndEveryOtherCommandCompletes() async throws {
+        let directory = try examplePluginDirectory()
+        defer { directory.remove() }
+        try await compileFixture("misbehave", into: directory)
+        let input = directory.file("batch.ndjson")
+        var lines: [String] = []
+        for round in 0..<2 {
+            for bad in ["bad.segv", "bad.abort", "bad.alloc", "bad.print"] { lines.append(#"{"command":"\#(bad)","payload":{}}"#) }
+            for index in 0..<20 { lines.append(#"{"command":"greet","payload":{"name":"n\#(round)-\#(index)"}}"#) }
+        }
+        try lines.joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
+        let result = try await cmdbus(["batch", input.path, "--isolate", "--no-journal", "--concurrency", "4", "--plugins", directory.path])
+        #expect(result.status == 1)  // some commands failed, none crashed the host
+        let outcomes = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
+        #expect(outcomes.count == lines.count)
+        let greetings = outcomes.filter { $0["command"] as? String == "greet" }
+        #expect(greetings.count == 40 && greetings.allSatisfy { $0["state"] as? String == "succeeded" })
+        let segv = outcomes.filter { $0["command"] as? String == "bad.segv" }
+        #expect(segv.allSatisfy { (($0["error"] as? [String: Any])?["code"] as? String) == "pluginCrashed" })
+    }
+}
