@@ -15,6 +15,15 @@ struct Greeting: Codable, Sendable, Equatable {
 }
 
 struct PluginLoaderTests {
+    /// A bus with the test fixture plugin loaded from a directory of its own.
+    private func fixtureBus(_ configuration: CommandBusConfiguration = .init()) throws -> (CommandBus, TemporaryDirectory) {
+        let directory = try TemporaryDirectory()
+        try directory.install("libFixturePlugin.so")
+        let bus = CommandBus(configuration: configuration)
+        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        return (bus, directory)
+    }
+
     @Test func loadsTheExamplePluginsAndRoutesToThem() async throws {
         let directory = try examplePluginDirectory()
         defer { directory.remove() }
@@ -86,12 +95,9 @@ struct PluginLoaderTests {
     }
 
     @Test func retryableFailuresFromAPluginAreRetried() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try directory.install("libFixturePlugin.so")
         let deadLetters = FailedCommandRecorder()
-        let bus = CommandBus(configuration: .init(middleware: [deadLetters, RetryMiddleware(maxAttempts: 3, initialDelay: .milliseconds(1))]))
-        _ = PluginLoader(directories: [directory.path]).load(into: bus)
+        let (bus, directory) = try fixtureBus(.init(middleware: [deadLetters, RetryMiddleware(maxAttempts: 3, initialDelay: .milliseconds(1))]))
+        defer { directory.remove() }
         await #expect(throws: CommandBusError(code: .handlerFailed, message: "")) {
             try await bus.send(name: "fixture.fail", payload: json(#"{"message":"busy","retryable":true}"#))
         }
@@ -100,11 +106,8 @@ struct PluginLoaderTests {
     }
 
     @Test func cancellationReachesAPluginHandler() async throws {
-        let directory = try TemporaryDirectory()
+        let (bus, directory) = try fixtureBus()
         defer { directory.remove() }
-        try directory.install("libFixturePlugin.so")
-        let bus = CommandBus()
-        _ = PluginLoader(directories: [directory.path]).load(into: bus)
         let events = bus.events()
         let ticket = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":60000}"#))
         #expect(await waitUntil { ticket.state == .running })
@@ -119,11 +122,8 @@ struct PluginLoaderTests {
     }
 
     @Test func aTimeoutEndsAPluginCommandAndItsSubcommand() async throws {
-        let directory = try TemporaryDirectory()
+        let (bus, directory) = try fixtureBus()
         defer { directory.remove() }
-        try directory.install("libFixturePlugin.so")
-        let bus = CommandBus()
-        _ = PluginLoader(directories: [directory.path]).load(into: bus)
         let events = bus.events()
         await #expect(throws: CommandBusError(code: .timedOut, message: "")) {
             try await bus.send(name: "fixture.sleep-via", payload: json(#"{"milliseconds":60000}"#), timeout: .milliseconds(200))
