@@ -1,7 +1,7 @@
 /// A one-line account of why a payload did not decode, naming the field.
 ///
 /// `missing field 'name'`, `field 'items.[2].count' should be Int`, `not valid JSON (…)`.
-func describeDecodingFailure(_ error: any Error) -> String {
+package func describeDecodingFailure(_ error: any Error) -> String {
     guard let decodingError = error as? DecodingError else { return String(describing: error) }
     func path(_ codingPath: [any CodingKey]) -> String {
         codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")

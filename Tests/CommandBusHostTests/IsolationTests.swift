@@ -110,4 +110,23 @@ struct IsolationTests {
         let segv = outcomes.filter { $0["command"] as? String == "bad.segv" }
         #expect(segv.allSatisfy { (($0["error"] as? [String: Any])?["code"] as? String) == "pluginCrashed" })
     }
+
+    @Test func theConfigurationFileIsolatesTheNamedPluginsOnly() async throws {
+        let directory = try examplePluginDirectory()
+        let work = try TemporaryDirectory()
+        defer { directory.remove(); work.remove() }
+        try await compileFixture("misbehave", into: directory)
+        let config = work.file("config.json")
+        try #"{"plugins": {"misbehave.so": {"isolate": true}}}"#.write(to: config, atomically: true, encoding: .utf8)
+        let environment = ["CMDBUS_CONFIG": config.path]
+        // The isolated plugin's crash fails its command; the host, and the in-process greeter, carry on.
+        let crash = try await cmdbus(["run", "bad.segv", "--no-journal", "--plugins", directory.path], environment: environment)
+        #expect(crash.status == 1 && crash.stderr.contains("crashed with SIGSEGV"), "\(crash.stderr)")
+        let greet = try await cmdbus(["run", "greet", "-p", "name=Ada", "--no-journal", "--plugins", directory.path], environment: environment)
+        #expect(greet.status == 0 && greet.stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
+
+        try "{not json".write(to: config, atomically: true, encoding: .utf8)
+        let broken = try await cmdbus(["run", "greet", "--no-journal", "--plugins", directory.path], environment: environment)
+        #expect(broken.status == 64 && broken.stderr.contains("configuration \(config.path) is malformed"))
+    }
 }

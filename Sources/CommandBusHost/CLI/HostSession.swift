@@ -56,12 +56,19 @@ struct HostSession: Sendable {
 
     /// The loader the options ask for: probing new files in a child process unless `--no-probe`.
     static func loader(_ arguments: ArgumentSpec.Parsed, directories: [String], trust: PluginTrustPolicy) throws(CLIFailure) -> PluginLoader {
-        let isolation = arguments.has("isolate") ? PluginProbe().executable : nil
-        guard !arguments.has("no-probe") else { return PluginLoader(directories: directories, trust: trust, isolatingWith: isolation) }
+        let environment = ProcessInfo.processInfo.environment
+        let configured = try HostConfiguration.load(HostConfiguration.defaultPath(environment: environment)).isolatedFiles
+        // --isolate isolates every plugin; the configuration file, the ones it names.
+        let everything = arguments.has("isolate")
+        let isolation = everything || !configured.isEmpty ? PluginProbe().executable : nil
+        let isolatedFiles = everything ? nil : configured
+        guard !arguments.has("no-probe") else {
+            return PluginLoader(directories: directories, trust: trust, isolatingWith: isolation, isolatedFiles: isolatedFiles)
+        }
         let deadline = try RunCommand.timeout(arguments.value("probe-timeout")) ?? .seconds(10)
         return PluginLoader(
             directories: directories, trust: trust, probe: PluginProbe(deadline: deadline),
-            registryPath: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment), isolatingWith: isolation
+            registryPath: PluginRegistry.defaultPath(environment: environment), isolatingWith: isolation, isolatedFiles: isolatedFiles
         )
     }
 

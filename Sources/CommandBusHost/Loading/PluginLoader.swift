@@ -26,13 +26,18 @@ public struct PluginLoader: Sendable {
     public let registryPath: String?
     /// The `cmdbus` binary whose workers run each plugin in its own process; `nil` loads plugins here.
     public let isolatingWith: String?
+    /// Plugin file names to isolate even when the rest load here (needs `isolatingWith`).
+    public let isolatedFiles: Set<String>?
 
     /// Creates a loader for `directories` that applies `trust` and, if given, probes new files.
-    /// - Parameter isolatingWith: A `cmdbus` executable: run each plugin in a worker process of it.
+    /// - Parameters:
+    ///   - isolatingWith: A `cmdbus` executable: run plugins in worker processes of it.
+    ///   - isolatedFiles: Isolate only these file names; `nil` isolates every plugin.
     public init(
         directories: [String], trust: PluginTrustPolicy = .init(), probe: PluginProbe? = nil,
-        registryPath: String? = nil, isolatingWith: String? = nil
+        registryPath: String? = nil, isolatingWith: String? = nil, isolatedFiles: Set<String>? = nil
     ) {
+        self.isolatedFiles = isolatedFiles
         self.directories = directories
         self.trust = trust
         self.probe = probe
@@ -76,7 +81,10 @@ public struct PluginLoader: Sendable {
                     skipped.append(SkippedPluginFile(path: file, reason: error.reason, isQuarantined: error.reason.hasPrefix("quarantined:")))
                     continue
                 }
-                switch isolatingWith.map({ Self.loadIsolated(file: file, executable: $0) }) ?? Self.load(file: file) {
+                let isolating = isolatingWith.flatMap { executable in
+                    isolatedFiles.map { $0.contains(FileSystem.lastComponent(file)) } ?? true ? executable : nil
+                }
+                switch isolating.map({ Self.loadIsolated(file: file, executable: $0) }) ?? Self.load(file: file) {
                 case .success(let plugin):
                     for command in plugin.declared {
                         if let worker = plugin.worker {
