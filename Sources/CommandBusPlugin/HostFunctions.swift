@@ -35,6 +35,18 @@ struct HostFunctions: @unchecked Sendable {
         table.pointee.log?(call?.pointer, level.rawValue, message)
     }
 
+    /// The envelope JSON of the command behind `call`, from a host that offers it (ABI 1.2).
+    func envelope(_ call: CallHandle) -> Data? {
+        let needed = MemoryLayout<cmdbus_host_api>.offset(of: \cmdbus_host_api.envelope)! + MemoryLayout<UnsafeRawPointer>.size
+        guard Int(table.pointee.struct_size) >= needed, let envelope = table.pointee.envelope else { return nil }
+        let box = EnvelopeBox()
+        envelope(call.pointer, { userData, status, body in
+            let box = Unmanaged<EnvelopeBox>.fromOpaque(userData!).takeUnretainedValue()
+            if status == Int32(CMDBUS_OK.rawValue) { box.json = Data(body) }
+        }, Unmanaged.passUnretained(box).toOpaque())
+        return withExtendedLifetime(box) { box.json }
+    }
+
     func isCancelled(_ call: CallHandle) -> Bool {
         (table.pointee.is_cancelled?(call.pointer) ?? 0) != 0
     }
@@ -64,4 +76,9 @@ struct HostFunctions: @unchecked Sendable {
 private final class ReplyBox {
     let continuation: CheckedContinuation<(Int32, Data), Never>
     init(_ continuation: CheckedContinuation<(Int32, Data), Never>) { self.continuation = continuation }
+}
+
+/// Receives `host->envelope`'s answer, which arrives before the call returns.
+private final class EnvelopeBox {
+    var json: Data?
 }

@@ -27,6 +27,14 @@ public struct PluginContext: Sendable {
         PluginContext()
     }
 
+    /// The envelope of the command being handled: its id (the idempotency key; delivery is at
+    /// least once), its correlation and parent ids, and its metadata. `nil` from a host older
+    /// than ABI 1.2, or in a detached context.
+    public func envelope() -> PluginEnvelope? {
+        guard let host, let json = host.functions.envelope(host.call) else { return nil }
+        return try? JSONWire.decoder.decode(PluginEnvelope.self, from: json)
+    }
+
     /// Whether the host has cancelled this command (or it timed out).
     public var isCancelled: Bool {
         Task.isCancelled || (host.map { $0.functions.isCancelled($0.call) } ?? false)
@@ -72,4 +80,22 @@ public enum PluginLogLevel: Int32, Sendable {
     case warning = 2
     /// Something failed.
     case error = 3
+}
+
+/// A command's envelope as a plugin sees it.
+public struct PluginEnvelope: Codable, Sendable, Hashable {
+    /// The command's id: the idempotency key.
+    public let id: UUID
+    /// The command's routing name.
+    public let command: String
+    /// The id shared by the whole tree of commands.
+    public let correlationID: UUID
+    /// The parent command's id, for a subcommand.
+    public let parentID: UUID?
+    /// String metadata.
+    public let metadata: [String: String]?
+
+    private enum CodingKeys: String, CodingKey {
+        case id, command, correlationID = "correlationId", parentID = "parentId", metadata
+    }
 }

@@ -32,7 +32,7 @@ struct PluginLoaderTests {
         #expect(catalog.skipped.isEmpty)
         #expect(Set(catalog.plugins.map(\.name)) == ["greeter", "greet-all", "c-echo"])
         let greeter = try #require(catalog.plugins.first { $0.name == "greeter" })
-        #expect(greeter.abi == "1.1" && greeter.sdkVersion == "1.0.0" && greeter.swiftVersion != nil)
+        #expect(greeter.abi == "1.2" && greeter.sdkVersion == "1.0.0" && greeter.swiftVersion != nil)
         #expect(catalog.plugins.first { $0.name == "c-echo" }?.swiftVersion == nil)
 
         // The typed path reaches a plugin handler, as does the dynamic one.
@@ -148,6 +148,21 @@ struct PluginLoaderTests {
         #expect(!skipped.reason.isEmpty && !skipped.reason.contains("\n"))
         #expect(catalog.plugins.count == 3)
         #expect(try await bus.send(Greet(name: "Ada")).greeting == "Hello, Ada!")
+    }
+
+    @Test func aPluginHandlerSeesItsEnvelopeInProcessAndIsolated() async throws {
+        let (bus, directory) = try fixtureBus()
+        defer { directory.remove() }
+        let isolated = CommandBus()
+        let catalog = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path).load(into: isolated)
+        defer { catalog.stopWorkers() }
+        for target in [bus, isolated] {
+            let ticket = target.post(name: "fixture.whoami", payload: json("{}"), metadata: ["user": "ada"])
+            let envelope = try jsonObject(String(decoding: try await ticket.result, as: UTF8.self))
+            #expect(envelope["id"] as? String == ticket.id.uuidString)
+            #expect(envelope["correlationId"] as? String == ticket.id.uuidString)
+            #expect(envelope["metadata"] as? [String: String] == ["user": "ada"])
+        }
     }
 
     @Test func aPluginBuiltForABI10StillLoads() async throws {

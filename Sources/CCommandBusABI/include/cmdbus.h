@@ -45,8 +45,11 @@ extern "C" {
 
 /** The ABI major version; it is also in the entry point's name. */
 #define CMDBUS_ABI_VERSION_MAJOR 1
-/** The ABI minor version: additions that older hosts can ignore. 1.1 added command_flags and invert. */
-#define CMDBUS_ABI_VERSION_MINOR 1
+/**
+ * The ABI minor version: additions that older hosts can ignore. 1.1 added command_flags
+ * and invert; 1.2 added host->envelope.
+ */
+#define CMDBUS_ABI_VERSION_MINOR 2
 /** The first field of every descriptor: "CMDB". */
 #define CMDBUS_PLUGIN_MAGIC 0x434D4442u
 
@@ -122,6 +125,16 @@ typedef struct cmdbus_host_api {
 
     /** Whether the command behind `call` has been cancelled or timed out: 1 or 0. */
     int32_t (*is_cancelled)(cmdbus_call *call);
+
+    /* ---- ABI 1.2: present when struct_size covers it. ---- */
+
+    /**
+     * The envelope of the command behind `call`, as JSON, passed to on_reply before this
+     * returns: {"id", "command", "correlationId", "parentId"?, "createdAt", "metadata"?}.
+     * The id is the idempotency key: delivery is at least once, so a handler with side
+     * effects can check whether it already did the work for this id.
+     */
+    void (*envelope)(cmdbus_call *call, cmdbus_reply_fn on_reply, void *user_data);
 } cmdbus_host_api;
 
 /** Flags for cmdbus_plugin_descriptor.command_flags (ABI 1.1). */

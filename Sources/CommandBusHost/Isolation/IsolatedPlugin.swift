@@ -146,7 +146,8 @@ public final class IsolatedPlugin: Sendable {
             state.pending[id] = Pending(pid: state.pid, context: context, answer: answer)
             return (id, state.channel)
         }
-        if channel?.send(WorkerFrame(kind: kind, id: id, status: Int32(bitPattern: index), body: payload)) != true {
+        let envelope = context.flatMap { try? JSONEncoder().encode($0.envelope) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        if channel?.send(WorkerFrame(kind: kind, id: id, status: Int32(bitPattern: index), name: envelope, body: payload)) != true {
             state.withLock { $0.pending.removeValue(forKey: id) }?.answer(Self.crashedStatus, Array("its worker is gone".utf8))
         }
         return id

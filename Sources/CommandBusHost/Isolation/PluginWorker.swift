@@ -41,7 +41,7 @@ enum PluginWorker {
         while let frame = channel.receive() {
             switch frame.kind {
             case .handle:
-                let call = WorkerCall(id: frame.id, payload: frame.body)
+                let call = WorkerCall(id: frame.id, payload: frame.body, envelope: Array(frame.name.utf8))
                 WorkerSession.register(call)
                 descriptor.handle?(state, UInt32(bitPattern: frame.status), call.payloadBytes, call.handle)
             case .canHandle:

@@ -16,7 +16,7 @@ struct WorkerFrame: Equatable, Sendable {
         case ready = 1
         /// worker → host: the plugin did not load; the body is why.
         case loadFailed
-        /// host → worker: run commands[status] with the body as payload, as call `id`.
+        /// host → worker: run commands[status] with the body as payload, as call `id`; `name` is the envelope (JSON).
         case handle
         /// host → worker: would commands[status] take this payload? Answered by `canHandleAnswer`.
         case canHandle

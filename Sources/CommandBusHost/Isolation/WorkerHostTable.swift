@@ -16,8 +16,12 @@ final class WorkerCall: @unchecked Sendable {
     let cancelled = Atomic<Bool>(false)
     private let probeMessage = Mutex<[UInt8]>([])
 
-    init(id: UInt64, payload bytes: [UInt8]) {
+    /// The command's envelope as JSON, for `host->envelope`.
+    let envelope: [UInt8]
+
+    init(id: UInt64, payload bytes: [UInt8], envelope: [UInt8] = []) {
         self.id = id
+        self.envelope = envelope
         payload = .allocate(capacity: max(bytes.count, 1))
         _ = payload.initialize(from: bytes)
         count = bytes.count
@@ -84,7 +88,8 @@ enum WorkerHostTable {
         table.initialize(to: cmdbus_host_api(
             struct_size: UInt32(MemoryLayout<cmdbus_host_api>.size),
             abi_major: UInt32(CMDBUS_ABI_VERSION_MAJOR), abi_minor: UInt32(CMDBUS_ABI_VERSION_MINOR),
-            complete: workerComplete, send: workerSend, emit: workerEmit, log: workerLog, is_cancelled: workerIsCancelled
+            complete: workerComplete, send: workerSend, emit: workerEmit, log: workerLog, is_cancelled: workerIsCancelled,
+            envelope: workerEnvelope
         ))
         return UnsafePointer(table)
     }()
@@ -131,4 +136,14 @@ private let workerLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CCha
 private let workerIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in
     guard let call = WorkerSession.call(handle) else { return 1 }
     return call.cancelled.load(ordering: .acquiring) ? 1 : 0
+}
+
+private let workerEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
+    guard let onReply else { return }
+    let reply = PendingReply(function: onReply, userData: userData)
+    guard let call = WorkerSession.call(handle), !call.envelope.isEmpty else {
+        reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("envelope: unknown or completed call".utf8))
+        return
+    }
+    reply.deliver(status: Int32(CMDBUS_OK.rawValue), body: call.envelope)
 }

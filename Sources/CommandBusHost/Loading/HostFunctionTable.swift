@@ -25,7 +25,8 @@ enum HostFunctionTable {
             send: hostSend,
             emit: hostEmit,
             log: hostLog,
-            is_cancelled: hostIsCancelled
+            is_cancelled: hostIsCancelled,
+            envelope: hostEnvelope
         ))
         return UnsafePointer(table)
     }()
@@ -83,6 +84,17 @@ private let hostLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>
 private let hostIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in
     guard let call = PluginCallRegistry.lookup(handle) else { return 1 }
     return (call.context?.isCancelled ?? false) ? 1 : 0
+}
+
+private let hostEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
+    guard let onReply else { return }
+    let reply = ReplyTarget(function: onReply, userData: userData)
+    guard let context = PluginCallRegistry.lookup(handle)?.context,
+          let json = try? JSONEncoder().encode(context.envelope) else {
+        reply.send(status: Int32(CMDBUS_FAILED.rawValue), body: Data("envelope: unknown or completed call".utf8))
+        return
+    }
+    reply.send(status: Int32(CMDBUS_OK.rawValue), body: json)
 }
 
 extension HostFunctionTable {

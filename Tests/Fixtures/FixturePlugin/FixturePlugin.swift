@@ -58,9 +58,22 @@ struct SleepViaHandler: PluginHandler {
     }
 }
 
+/// Answers with the envelope the host gave this command, so tests can check ids cross the boundary.
+struct WhoAmI: PluginCommand {
+    typealias Result = PluginEnvelope
+    static let name = "fixture.whoami"
+}
+
+struct WhoAmIHandler: PluginHandler {
+    func handle(_ command: WhoAmI, context: PluginContext) async throws -> PluginEnvelope {
+        guard let envelope = context.envelope() else { throw PluginError(.failed, "the host gave no envelope") }
+        return envelope
+    }
+}
+
 @_cdecl("cmdbus_plugin_v1")
 public func cmdbusPluginV1() -> UnsafeRawPointer {
     Plugin(name: "fixture", version: "0.1.0", priority: 5, handlers: [
-        SleepHandler(), FailHandler(), SleepViaHandler(),
+        SleepHandler(), FailHandler(), SleepViaHandler(), WhoAmIHandler(),
     ]).export()
 }
