@@ -26,6 +26,7 @@ public enum CommandLineTool {
           plugins check <file>       Validate one plugin file.
           batch [FILE|-]             Run NDJSON commands; one result line each.
           journal <subcommand>       list, show, retry, replay, undo, import.
+          serve                      Run a long-lived host on a Unix socket (NDJSON).
           help [<subcommand>]        Show help.
 
         Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.
@@ -71,6 +72,10 @@ public enum CommandLineTool {
             try await BatchCommand.run(parsed, console: console)
         case "journal":
             try await JournalCommand.run(rest, console: console)
+        case "serve":
+            let parsed = try ServeCommand.spec.parse(rest)
+            if parsed.has("help") { return console.out(ServeCommand.help) }
+            try await ServeCommand.run(parsed, console: console)
         case "plugins":
             let parsed = try PluginsCommand.spec.parse(rest)
             if parsed.has("help") { return console.out(PluginsCommand.help) }
@@ -87,6 +92,7 @@ public enum CommandLineTool {
         case "plugins": PluginsCommand.help
         case "batch": BatchCommand.help
         case "journal": JournalCommand.help
+        case "serve": ServeCommand.help
         default: nil
         }
     }

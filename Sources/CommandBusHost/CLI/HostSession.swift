@@ -31,7 +31,7 @@ struct HostSession: Sendable {
     ///   commands into their plugins, and run again what a dead process left unfinished.
     static func start(
         _ arguments: ArgumentSpec.Parsed, console: Console, reportSkipped: Bool, journaling: Bool = false,
-        usesAllowlist: Bool = true
+        usesAllowlist: Bool = true, observers: [any CommandObserver] = [], awaitRecovered: Bool = true
     ) async throws(CLIFailure) -> HostSession {
         HostFunctionTable.logSink.withLock { sink in
             sink = { level, message in console.err("cmdbus: plugin \(level.rawValue): \(message)") }
@@ -44,13 +44,14 @@ struct HostSession: Sendable {
         )
         let maxPayload = try BatchCommand.positiveInteger(arguments.value("max-payload"), option: "--max-payload") ?? defaultMaxPayloadBytes
         let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: maxPayload))
+        for observer in observers { bus.addObserver(observer) }
         let trust = PluginTrustPolicy(insecure: arguments.has("insecure-plugins"), usesAllowlist: usesAllowlist)
         let catalog = try loader(arguments, directories: directories, trust: trust).load(into: bus)
         if reportSkipped, !arguments.has("quiet") {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
         }
         let session = HostSession(bus: bus, catalog: catalog, journal: journal)
-        if journal != nil { try await session.restore(console: console) }
+        if journal != nil { try await session.restore(console: console, awaitRecovered: awaitRecovered) }
         return session
     }
 
@@ -87,7 +88,7 @@ struct HostSession: Sendable {
     }
 
     /// Replays the journal into event-sourced plugins, then runs unfinished commands again.
-    private func restore(console: Console) async throws(CLIFailure) {
+    private func restore(console: Console, awaitRecovered: Bool) async throws(CLIFailure) {
         guard let journal else { return }
         let replayed = Set(catalog.plugins.flatMap { plugin in plugin.declared.filter(\.replaysOnStart).map(\.name) })
         do {
@@ -98,7 +99,7 @@ struct HostSession: Sendable {
             let recovered = try await bus.recover()
             if !recovered.isEmpty {
                 console.err("cmdbus: running \(recovered.count) command(s) a previous run left unfinished")
-                for ticket in recovered { _ = try? await ticket.result }
+                if awaitRecovered { for ticket in recovered { _ = try? await ticket.result } }
             }
         } catch {
             throw .journal(error)

@@ -1,0 +1,55 @@
+import CommandBus
+
+/// `cmdbus serve`: the long-running host, taking commands as NDJSON over a Unix socket.
+enum ServeCommand {
+    /// Where the server listens unless `--socket PATH`.
+    static let defaultSocketPath = "./.cmdbus/cmdbus.sock"
+
+    static let spec = ArgumentSpec(command: "serve", options: [
+        .init(name: "socket", short: nil, takesValue: true, help: "Socket path (default \(defaultSocketPath))."),
+        .init(name: "drain", short: nil, takesValue: true, help: "Seconds to wait for commands in flight at shutdown (default 10)."),
+        .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .quiet, .help,
+    ] + HostSession.journalOptions)
+
+    static let help = """
+        Usage: cmdbus serve [--plugins DIR ...] [--socket PATH] [--journal PATH] [--drain SECONDS]
+
+        Runs a long-lived host: it loads the plugins and journal once, runs again what a
+        previous run left unfinished, and takes requests on a Unix socket (mode 0600),
+        one JSON object per line, answering with lines that carry the request's id:
+          {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}}
+          {"id": 1, "ok": true, "commandId": "...", "result": {"greeting": "Hello, Ada!"}}
+        Ops: send, post, can, cancel (commandId), status, plugins, subscribe (commandId or
+        correlationId). SIGTERM or SIGINT drains and stops; a second signal stops at once.
+        Exits 69 if another server already listens on the socket.
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
+        guard arguments.positionals.isEmpty else { throw .usage("'cmdbus serve' takes no operands") }
+        let drain = try RunCommand.timeout(arguments.value("drain")) ?? .seconds(10)
+        let path = arguments.value("socket") ?? defaultSocketPath
+        let socket: UnixSocket
+        do {
+            socket = try UnixSocket.listen(at: path)
+        } catch {
+            switch error {
+            case .inUse(let message): throw CLIFailure(message: message, exitCode: .noHandler, code: "usage", command: nil, plugin: nil)
+            case .failed(let message): throw CLIFailure(message: message, exitCode: .failure, code: "usage", command: nil, plugin: nil)
+            }
+        }
+        let statistics = ServerStatistics()
+        let session: HostSession
+        do {
+            session = try await HostSession.start(
+                arguments, console: console, reportSkipped: true, journaling: true, observers: [statistics], awaitRecovered: false
+            )
+        } catch {
+            socket.close()
+            throw error
+        }
+        await CommandServer(session: session, socket: socket, drain: drain, console: console, statistics: statistics).run()
+    }
+}

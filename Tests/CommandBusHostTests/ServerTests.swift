@@ -1,0 +1,183 @@
+import Foundation
+import Testing
+
+/// `cmdbus serve` end to end: the real binary on a real socket, driven by small Python clients,
+/// as any language can speak its NDJSON protocol.
+struct ServerTests {
+    /// A running server in a scratch directory, stopped with SIGTERM by `stop()`.
+    final class Server: @unchecked Sendable {
+        let work: TemporaryDirectory
+        let plugins: TemporaryDirectory
+        let process = Process()
+        var socket: String { work.file(".cmdbus/cmdbus.sock").path }
+        var journal: String { work.file(".cmdbus/journal.sqlite").path }
+
+        init(work: TemporaryDirectory? = nil, drain: String = "10") async throws {
+            self.work = try work ?? TemporaryDirectory("cmdbus-serve")
+            plugins = try self.work.subdirectory("plugins")
+            if FileManager.default.fileExists(atPath: plugins.file("libGreeter.so").path) == false {
+                try plugins.install("libGreeter.so", "libCounter.so", "libFixturePlugin.so")
+            }
+            process.executableURL = try TestPaths.product("cmdbus")
+            process.arguments = ["serve", "--plugins", plugins.path, "--drain", drain]
+            process.currentDirectoryURL = self.work.url
+            process.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": self.work.file("registry.json").path]) { _, new in new }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Ready once it answers, not merely once its socket exists (it binds before loading plugins).
+            var ready = false
+            for _ in 0..<300 where !ready {
+                let probe = try await runProcess("/usr/bin/env", ["python3", "-c", Self.prelude + """
+                    s, f = connect()
+                    print(ask(f, {"id": 0, "op": "status"})["ok"])
+                    """, socket])
+                ready = probe.stdout == "True\n"
+                if !ready { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            try #require(ready, "the server never answered")
+        }
+
+        /// Runs a Python client script with the socket path as its first argument; returns its stdout.
+        func client(_ script: String, _ arguments: String...) async throws -> String {
+            let result = try await runProcess("/usr/bin/env", ["python3", "-c", Self.prelude + script, socket] + arguments)
+            try #require(result.status == 0, "client failed: \(result.stderr)")
+            return result.stdout
+        }
+
+        func stop() async {
+            if process.isRunning { process.terminate() }
+            _ = await waitUntil(.seconds(30)) { !self.process.isRunning }
+        }
+
+        static let prelude = """
+            import json, socket, sys
+            def connect():
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); return s, s.makefile('rw')
+            def ask(f, request):
+                f.write((request if isinstance(request, str) else json.dumps(request)) + '\\n'); f.flush()
+                return json.loads(f.readline())
+
+            """
+    }
+
+    @Test func answersEachOpAndSurvivesBadLines() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            s, f = connect()
+            print(json.dumps(ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["result"]))
+            print(ask(f, {"id": 2, "op": "can", "command": "greet", "payload": {"name": ""}})["canHandle"])
+            print(ask(f, "not json")["error"]["code"])
+            print(ask(f, {"id": 3, "op": "bogus"})["error"]["message"])
+            print(ask(f, {"id": 4, "op": "send", "command": "nope"})["error"]["code"])
+            s.sendall(b'x' * (17 << 20) + b'\\n')
+            print(json.loads(f.readline())["error"]["code"])
+            print(ask(f, {"id": 5, "op": "send", "command": "greet", "payload": {"name": "Lin"}})["result"]["greeting"])
+            status = ask(f, {"id": 6, "op": "status"})["status"]
+            print(status["completed"] >= 2, "greet" in status["commands"], status["plugins"])
+            """)
+        await server.stop()
+        #expect(output == """
+            {"greeting": "Hello, Ada!"}
+            False
+            usage
+            unknown op 'bogus'; ops are send, post, can, cancel, status, plugins, subscribe
+            noHandler
+            payloadTooLarge
+            Hello, Lin!
+            True True 3
+
+            """)
+    }
+
+    @Test func theSocketIsPrivateAndASecondServerIsRefused() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let mode = try FileManager.default.attributesOfItem(atPath: server.socket)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let second = try await cmdbus(["serve", "--plugins", server.plugins.path], directory: server.work.url)
+        #expect(second.status == 69 && second.stderr.contains("already listening"))
+        await server.stop()
+        #expect(!FileManager.default.fileExists(atPath: server.socket))
+    }
+
+    @Test func aStaleSocketIsReplaced() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        defer { work.remove() }
+        let dead = try await runProcess("/usr/bin/env", ["python3", "-c", "import socket,sys,os; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); socket.socket(socket.AF_UNIX).bind(sys.argv[1])", work.file(".cmdbus/cmdbus.sock").path])
+        try #require(dead.status == 0, "\(dead.stderr)")
+        let server = try await Server(work: work)
+        let output = try await server.client("""
+            s, f = connect()
+            print(ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["ok"])
+            """)
+        await server.stop()
+        #expect(output == "True\n")
+    }
+
+    @Test func manyClientsGetTheirOwnAnswers() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import threading
+            errors = []
+            def run(client):
+                s, f = connect()
+                for n in range(100):
+                    name = f"c{client}-{n}"
+                    reply = ask(f, {"id": name, "op": "send", "command": "greet", "payload": {"name": name}})
+                    if reply["id"] != name or reply["result"]["greeting"] != f"Hello, {name}!":
+                        errors.append(reply)
+            threads = [threading.Thread(target=run, args=(c,)) for c in range(20)]
+            [t.start() for t in threads]; [t.join() for t in threads]
+            print(len(errors))
+            """)
+        await server.stop()
+        #expect(output == "0\n")
+    }
+
+    @Test func aClientThatNeverReadsDoesNotHoldUpOthers() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            lazy, _ = connect()
+            line = json.dumps({"id": 1, "op": "send", "command": "greet", "payload": {"name": "x" * 1000}}) + '\\n'
+            lazy.setblocking(False)
+            try:
+                for _ in range(20000): lazy.send(line.encode())
+            except BlockingIOError:
+                pass
+            s, f = connect()
+            print(ask(f, {"id": 2, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["result"]["greeting"])
+            """)
+        await server.stop()
+        #expect(output == "Hello, Ada!\n")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func unfinishedWorkAtSIGTERMRunsExactlyOnceAfterARestart() async throws {
+        let first = try await Server(drain: "0.3")
+        defer { first.work.remove() }
+        let posted = try await first.client("""
+            s, f = connect()
+            for n in range(50):
+                ask(f, {"id": n, "op": "post", "command": "fixture.sleep", "payload": {"milliseconds": 1500}})
+            print("posted")
+            """)
+        #expect(posted == "posted\n")
+        await first.stop()
+        let second = try await Server(work: first.work)
+        let journal = first.journal
+        var finished = 0
+        for _ in 0..<300 where finished < 50 {
+            try await Task.sleep(for: .milliseconds(100))
+            let listing = try await cmdbus(["journal", "list", "--json", "--journal", journal], directory: first.work.url)
+            let entries = (try? JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]]) ?? []
+            finished = entries.filter { $0["state"] as? String == "succeeded" }.count
+            #expect(entries.count == 50)
+        }
+        await second.stop()
+        #expect(finished == 50)
+    }
+}
