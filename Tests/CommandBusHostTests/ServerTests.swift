@@ -180,4 +180,23 @@ struct ServerTests {
         await second.stop()
         #expect(finished == 50)
     }
+
+    @Test func clientModeGivesTheSameOutputAndExitCodes() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let connect = "--connect=\(server.socket)"
+        let run = try await cmdbus(["run", "greet", "-p", "name=Ada", connect])
+        #expect(run.status == 0 && run.stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
+        #expect(try await cmdbus(["run", "nope", connect]).status == 69)
+        #expect(try await cmdbus(["run", "greet", #"{"nom":1}"#, connect]).status == 65)
+        let timeout = try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=5000", "--timeout", "0.2", connect])
+        #expect(timeout.status == 75 && timeout.stderr.contains("timed out"))
+        #expect(try await cmdbus(["can", "greet", "-p", "name=Ada", connect]).status == 0)
+        #expect(try await cmdbus(["can", "greet", "-p", "name=", connect]).status == 69)
+        let plugins = try await cmdbus(["plugins", connect])
+        #expect(plugins.status == 0 && plugins.stdout.contains("greeter 1.0.0") && plugins.stdout.contains("commands: greet"))
+        await server.stop()
+        let gone = try await cmdbus(["run", "greet", "-p", "name=Ada", connect])
+        #expect(gone.status == 1 && gone.stderr.contains("is 'cmdbus serve' running?"))
+    }
 }

@@ -10,6 +10,8 @@ struct ArgumentSpec: Sendable {
         let short: Character?
         let takesValue: Bool
         let help: String
+        /// A flag that may also carry a value, as `--name=VALUE` only.
+        var inlineValueAllowed = false
     }
 
     let command: String
@@ -55,7 +57,10 @@ struct ArgumentSpec: Sendable {
                     throw .usage("option \(quoted(key)) of 'cmdbus \(command)' needs a value")
                 }
             } else {
-                guard inlineValue == nil else { throw .usage("option \(quoted(key)) of 'cmdbus \(command)' takes no value") }
+                if let inlineValue {
+                    guard option.inlineValueAllowed else { throw .usage("option \(quoted(key)) of 'cmdbus \(command)' takes no value") }
+                    parsed.values[option.name, default: []].append(inlineValue)
+                }
                 parsed.flags.insert(option.name)
             }
         }
@@ -95,6 +100,9 @@ extension ArgumentSpec.Option {
     static let plugins = Self(name: "plugins", short: nil, takesValue: true, help: "A plugin directory (repeatable).")
     static let json = Self(name: "json", short: nil, takesValue: false, help: "Machine-readable output and errors.")
     static let quiet = Self(name: "quiet", short: "q", takesValue: false, help: "Don't report skipped plugin files.")
+    static let connect = Self(
+        name: "connect", short: nil, takesValue: false, help: "Use a running 'cmdbus serve' (--connect=SOCKET).", inlineValueAllowed: true
+    )
     static let isolate = Self(name: "isolate", short: nil, takesValue: false, help: "Run each plugin's handlers in a worker process.")
     static let noProbe = Self(name: "no-probe", short: nil, takesValue: false, help: "Load new plugin files without probing them first.")
     static let probeTimeout = Self(name: "probe-timeout", short: nil, takesValue: true, help: "Seconds a probe may take (default 10).")

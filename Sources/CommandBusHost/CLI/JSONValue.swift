@@ -54,6 +54,11 @@ enum JSONValue: Codable, Sendable, Equatable {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// The string, if this is one.
+    var stringValue: String? {
+        if case .string(let value) = self { value } else { nil }
+    }
+
     /// A string, or `null` for `nil`.
     static func optional(_ string: String?) -> JSONValue { string.map(JSONValue.string) ?? .null }
 }

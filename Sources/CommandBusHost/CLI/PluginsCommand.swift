@@ -7,7 +7,7 @@ import Foundation
 
 /// `cmdbus plugins [--json]` lists what loaded and what was skipped; `cmdbus plugins check FILE` validates one file.
 enum PluginsCommand {
-    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .help])
+    static let spec = ArgumentSpec(command: "plugins", options: [.plugins, .connect, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .help])
 
     static let help = """
         Usage: cmdbus plugins [--json] [--plugins DIR ...]
@@ -58,6 +58,16 @@ enum PluginsCommand {
         }
         guard arguments.positionals.isEmpty else {
             throw .usage("unknown 'cmdbus plugins' subcommand '\(arguments.positionals[0])'; see 'cmdbus plugins --help'")
+        }
+        if let socket = ServerClient.socket(arguments) {
+            let response = try ServerClient.request(socket, ["op": .string("plugins")])
+            guard response["ok"] == .bool(true), case .array(let plugins)? = response["plugins"] else { throw ServerClient.failure(response, command: nil) }
+            if arguments.has("json") { return console.out(JSONValue.object(["plugins": .array(plugins)]).text) }
+            for case .object(let plugin) in plugins {
+                let commands: [String] = if case .array(let names)? = plugin["commands"] { names.compactMap(\.stringValue) } else { [] }
+                console.out("\(plugin["name"]?.stringValue ?? "?") \(plugin["version"]?.stringValue ?? "?") (\(plugin["path"]?.stringValue ?? "?")): commands: \(commands.joined(separator: ", "))")
+            }
+            return
         }
         let session = try await HostSession.start(arguments, console: console, reportSkipped: false)
         if arguments.has("json") {

@@ -11,7 +11,7 @@ enum RunCommand {
         .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
         .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
-        .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .quiet, .help,
+        .plugins, .connect, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .json, .quiet, .help,
     ] + HostSession.journalOptions)
 
     static let help = """
@@ -42,6 +42,9 @@ enum RunCommand {
         let metadata = try keyValues(arguments.all("meta"), option: "--meta")
         let timeout = try timeout(arguments.value("timeout"))
 
+        if let socket = ServerClient.socket(arguments) {
+            return try runRemotely(socket, command: command, payload: payload, metadata: metadata, timeout: timeout, console: console)
+        }
         let session = try await HostSession.start(arguments, console: console, reportSkipped: true, journaling: true)
         let printer = EventPrinter(console: console, stream: session.bus.events())
         let result: Result<Data, CommandBusError>
@@ -57,6 +60,21 @@ enum RunCommand {
         case .success(let data): console.out(String(decoding: data, as: UTF8.self))
         case .failure(let error): throw session.failure(error, command: command)
         }
+    }
+
+    /// `run --connect`: the server runs the command; the output and exit code are those of a local run.
+    private static func runRemotely(
+        _ socket: String, command: String, payload: Data, metadata: [String: String], timeout: Duration?, console: Console
+    ) throws(CLIFailure) {
+        guard let value = JSONValue.parse(String(decoding: payload, as: UTF8.self)) else {
+            throw CLIFailure(message: "payload for '\(command)' is not valid JSON", exitCode: .malformedPayload, code: "decodingFailed", command: command, plugin: nil)
+        }
+        var request: [String: JSONValue] = ["op": .string("send"), "command": .string(command), "payload": value]
+        if !metadata.isEmpty { request["metadata"] = .object(metadata.mapValues(JSONValue.string)) }
+        if let timeout { request["timeout"] = .number(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18) }
+        let response = try ServerClient.request(socket, request)
+        guard response["ok"] == .bool(true), let result = response["result"] else { throw ServerClient.failure(response, command: command) }
+        console.out(result.text)
     }
 
     /// `--timeout SECONDS` as a duration.

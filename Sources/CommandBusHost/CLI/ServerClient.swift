@@ -1,0 +1,54 @@
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The client side of `--connect`: one request to a `cmdbus serve`, and its response.
+enum ServerClient {
+    /// The socket `--connect` names: `--connect=PATH`, else the server's default.
+    static func socket(_ arguments: ArgumentSpec.Parsed) -> String? {
+        guard arguments.has("connect") else { return nil }
+        return arguments.value("connect") ?? ServeCommand.defaultSocketPath
+    }
+
+    /// Sends `request` (an `id` is added) and returns the response's fields.
+    static func request(_ socket: String, _ request: [String: JSONValue]) throws(CLIFailure) -> [String: JSONValue] {
+        let descriptor: Int32
+        do {
+            descriptor = try UnixSocket.connect(to: socket)
+        } catch {
+            let message = if case .failed(let text) = error { text } else { "cannot connect to \(socket)" }
+            throw CLIFailure(message: "\(message) (is 'cmdbus serve' running?)", exitCode: .failure, code: "usage", command: nil, plugin: nil)
+        }
+        defer { close(descriptor) }
+        let line = Array((JSONValue.object(request.merging(["id": .integer(1)]) { _, new in new }).text + "\n").utf8)
+        var offset = 0
+        while offset < line.count {
+            let written = line[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { throw CLIFailure(message: "the server at \(socket) closed the connection", exitCode: .failure, code: "usage", command: nil, plugin: nil) }
+            offset += written
+        }
+        let reader = LineSocketReader(descriptor: descriptor, limit: 1 << 30)
+        while let next = reader.next() {
+            guard case .text(let bytes) = next, case .object(let fields)? = JSONValue.parse(String(decoding: bytes, as: UTF8.self)) else { continue }
+            if fields["id"] == .integer(1) { return fields }
+        }
+        throw CLIFailure(message: "the server at \(socket) closed the connection before answering", exitCode: .failure, code: "usage", command: nil, plugin: nil)
+    }
+
+    /// A failure response as the CLI failure a local run would have had (same exit code).
+    static func failure(_ fields: [String: JSONValue], command: String?) -> CLIFailure {
+        guard case .object(let error)? = fields["error"], case .string(let code)? = error["code"], case .string(let message)? = error["message"] else {
+            return CLIFailure(message: "the server answered something unexpected", exitCode: .failure, code: "usage", command: command, plugin: nil)
+        }
+        let exitCode = code == "usage" ? ExitCode.usage : CommandBusError.Code(name: code).map(ExitCode.init) ?? .failure
+        return CLIFailure(message: message, exitCode: exitCode, code: code, command: command, plugin: nil)
+    }
+}
