@@ -199,4 +199,70 @@ struct ServerTests {
         let gone = try await cmdbus(["run", "greet", "-p", "name=Ada", connect])
         #expect(gone.status == 1 && gone.stderr.contains("is 'cmdbus serve' running?"))
     }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aPluginDroppedInWhileCommandsRunLoadsAndEveryCommandCompletes() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let echo = server.plugins.file("libCEcho.so")
+        let output = try await server.client("""
+            import os, shutil, time
+            s, f = connect()
+            for n in range(300):
+                f.write(json.dumps({"id": n, "op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 300}}) + '\\n')
+            f.flush()
+            shutil.copy(sys.argv[2], sys.argv[3] + '.partial'); os.rename(sys.argv[3] + '.partial', sys.argv[3])
+            c, g = connect()
+            answer = None
+            for _ in range(200):
+                answer = ask(g, {"id": "echo", "op": "send", "command": "c.echo", "payload": {"hot": True}})
+                if answer["ok"]: break
+                time.sleep(0.01)
+            print(json.dumps(answer.get("result")))
+            done = sum(1 for _ in range(300) if json.loads(f.readline())["ok"])
+            print(done)
+            """, try TestPaths.product("libCEcho.so").path, echo.path)
+        await server.stop()
+        #expect(output == "{\"hot\": true}\n300\n")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aHalfWrittenPluginIsNotLoadedUntilItIsComplete() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import time
+            s, f = connect()
+            data = open(sys.argv[2], 'rb').read()
+            seen_early = False
+            with open(sys.argv[3], 'wb') as out:
+                for i in range(0, len(data), len(data) // 4 + 1):
+                    out.write(data[i:i + len(data) // 4 + 1]); out.flush()
+                    if ask(f, {"id": i, "op": "can", "command": "c.echo", "payload": {}}).get("canHandle"): seen_early = True
+                    time.sleep(0.1)
+            loaded = False
+            for _ in range(300):
+                if ask(f, {"id": "after", "op": "can", "command": "c.echo", "payload": {}}).get("canHandle"): loaded = True; break
+                time.sleep(0.01)
+            print(seen_early, loaded)
+            """, try TestPaths.product("libCEcho.so").path, server.plugins.file("libCEcho.so").path)
+        await server.stop()
+        #expect(output == "False True\n")
+    }
+
+    @Test func aRemovedPluginIsTakenOffTheBus() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        try FileManager.default.removeItem(at: server.plugins.file("libGreeter.so"))
+        let output = try await server.client("""
+            import time
+            s, f = connect()
+            for _ in range(300):
+                if not ask(f, {"id": 1, "op": "can", "command": "greet", "payload": {"name": "x"}})["canHandle"]: break
+                time.sleep(0.01)
+            print(ask(f, {"id": 2, "op": "send", "command": "greet", "payload": {"name": "x"}})["error"]["code"])
+            """)
+        await server.stop()
+        #expect(output == "noHandler\n")
+    }
 }

@@ -11,6 +11,8 @@ struct HostSession: Sendable {
     let bus: CommandBus
     let catalog: PluginCatalog
     let journal: SQLiteJournal?
+    /// The loader that loaded the catalog, for loading more files later (a server's hot loading).
+    let loader: PluginLoader
 
     /// Where `run` and `batch` journal unless told otherwise.
     static let defaultJournalPath = "./.cmdbus/journal.sqlite"
@@ -46,11 +48,12 @@ struct HostSession: Sendable {
         let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: maxPayload))
         for observer in observers { bus.addObserver(observer) }
         let trust = PluginTrustPolicy(insecure: arguments.has("insecure-plugins"), usesAllowlist: usesAllowlist)
-        let catalog = try loader(arguments, directories: directories, trust: trust).load(into: bus)
+        let loader = try loader(arguments, directories: directories, trust: trust)
+        let catalog = loader.load(into: bus)
         if reportSkipped, !arguments.has("quiet") {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
         }
-        let session = HostSession(bus: bus, catalog: catalog, journal: journal)
+        let session = HostSession(bus: bus, catalog: catalog, journal: journal, loader: loader)
         if journal != nil { try await session.restore(console: console, awaitRecovered: awaitRecovered) }
         return session
     }

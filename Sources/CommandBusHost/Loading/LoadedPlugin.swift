@@ -38,7 +38,7 @@ public struct LoadedPlugin: Sendable {
 }
 
 /// Why a file in a plugin directory was not loaded.
-public struct SkippedPluginFile: Sendable, Hashable {
+public struct SkippedPluginFile: Error, Sendable, Hashable {
     /// The file.
     public let path: String
     /// A one-line reason.

@@ -1,3 +1,4 @@
+import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -12,6 +13,15 @@ public struct PluginCatalog: Sendable {
     public let plugins: [LoadedPlugin]
     /// The files (or directories) skipped, each with its reason.
     public let skipped: [SkippedPluginFile]
+    /// The registrations of each loaded file's handlers, by path.
+    let registrations: [String: [HandlerRegistration]]
+
+    init(directories: [String], plugins: [LoadedPlugin], skipped: [SkippedPluginFile], registrations: [String: [HandlerRegistration]] = [:]) {
+        self.directories = directories
+        self.plugins = plugins
+        self.skipped = skipped
+        self.registrations = registrations
+    }
 
     /// Stops the worker processes of isolated plugins (plugins loaded in-process stay: they are never unloaded).
     public func stopWorkers() {

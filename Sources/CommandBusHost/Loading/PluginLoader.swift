@@ -59,47 +59,73 @@ public struct PluginLoader: Sendable {
     public func load(into bus: CommandBus) -> PluginCatalog {
         var plugins: [LoadedPlugin] = []
         var skipped: [SkippedPluginFile] = []
-        var registry = probe.map { _ in PluginRegistry(path: registryPath ?? PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)) }
+        var registrations: [String: [HandlerRegistration]] = [:]
+        var registry = openRegistry()
         let registryBefore = registry?.entries
         defer { if let registry, registry.entries != registryBefore { registry.save() } }
         for directory in directories {
             let files: [String]
-            let allowlist: PluginAllowlist?
             do {
                 files = try Self.candidates(in: directory)
-                try trust.check(directory: directory)
-                allowlist = trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
             } catch {
                 skipped.append(SkippedPluginFile(path: directory, reason: error.reason))
                 continue
             }
             for file in files {
-                do {
-                    try trust.check(file: file, in: directory, allowlist: allowlist)
-                    if let probe, registry != nil { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
-                } catch {
-                    skipped.append(SkippedPluginFile(path: file, reason: error.reason, isQuarantined: error.reason.hasPrefix("quarantined:")))
-                    continue
-                }
-                let isolating = isolatingWith.flatMap { executable in
-                    isolatedFiles.map { $0.contains(FileSystem.lastComponent(file)) } ?? true ? executable : nil
-                }
-                switch isolating.map({ Self.loadIsolated(file: file, executable: $0) }) ?? Self.load(file: file) {
-                case .success(let plugin):
-                    for command in plugin.declared {
-                        if let worker = plugin.worker {
-                            bus.register(IsolatedCommandHandler(plugin: plugin, worker: worker, command: command), priority: plugin.priority)
-                        } else {
-                            bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
-                        }
-                    }
-                    plugins.append(plugin)
-                case .failure(let failure):
-                    skipped.append(SkippedPluginFile(path: file, reason: failure.reason))
+                switch loadFile(file, in: directory, into: bus, registry: &registry) {
+                case .success(let loaded):
+                    plugins.append(loaded.plugin)
+                    registrations[file] = loaded.registrations
+                case .failure(let skip): skipped.append(skip)
                 }
             }
         }
-        return PluginCatalog(directories: directories, plugins: plugins, skipped: skipped)
+        return PluginCatalog(directories: directories, plugins: plugins, skipped: skipped, registrations: registrations)
+    }
+
+    /// Checks, probes and loads one file of `directory`, and registers its handlers on `bus`.
+    /// - Returns: The plugin and its registrations (cancel them to take its handlers off), or why it was skipped.
+    public func loadFile(
+        _ file: String, in directory: String, into bus: CommandBus
+    ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
+        var registry = openRegistry()
+        let registryBefore = registry?.entries
+        defer { if let registry, registry.entries != registryBefore { registry.save() } }
+        return loadFile(file, in: directory, into: bus, registry: &registry)
+    }
+
+    /// The probe registry, if this loader probes.
+    private func openRegistry() -> PluginRegistry? {
+        probe.map { _ in PluginRegistry(path: registryPath ?? PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)) }
+    }
+
+    private func loadFile(
+        _ file: String, in directory: String, into bus: CommandBus, registry: inout PluginRegistry?
+    ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
+        do {
+            try trust.check(directory: directory)
+            let allowlist = trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
+            try trust.check(file: file, in: directory, allowlist: allowlist)
+            if let probe, registry != nil { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
+        } catch {
+            return .failure(SkippedPluginFile(path: file, reason: error.reason, isQuarantined: error.reason.hasPrefix("quarantined:")))
+        }
+        let isolating = isolatingWith.flatMap { executable in
+            isolatedFiles.map { $0.contains(FileSystem.lastComponent(file)) } ?? true ? executable : nil
+        }
+        switch isolating.map({ Self.loadIsolated(file: file, executable: $0) }) ?? Self.load(file: file) {
+        case .success(let plugin):
+            let registrations = plugin.declared.map { command in
+                if let worker = plugin.worker {
+                    bus.register(IsolatedCommandHandler(plugin: plugin, worker: worker, command: command), priority: plugin.priority)
+                } else {
+                    bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
+                }
+            }
+            return .success((plugin, registrations))
+        case .failure(let failure):
+            return .failure(SkippedPluginFile(path: file, reason: failure.reason))
+        }
     }
 
     /// Asks the registry, or else the probe, whether `file` may load here; throws the reason if not.

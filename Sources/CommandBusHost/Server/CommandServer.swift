@@ -24,6 +24,8 @@ final class CommandServer: Sendable {
     let drain: Duration
     let console: Console
     let statistics: ServerStatistics
+    /// Loads plugins dropped into the directories while the server runs; `nil` without inotify.
+    let watcher: PluginWatcher?
     private let started = ContinuousClock.now
     private let draining = Atomic<Bool>(false)
     /// Commands sent or posted through the socket and not finished, so `cancel` can find them.
@@ -37,11 +39,16 @@ final class CommandServer: Sendable {
         self.drain = drain
         self.console = console
         self.statistics = statistics
+        watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, console: console)
     }
+
+    /// The plugins loaded now, including those hot-loaded.
+    private var plugins: [LoadedPlugin] { watcher?.plugins ?? session.catalog.plugins }
 
     /// Serves until a signal ends the process.
     func run() async -> Never {
         handleSignals()
+        watcher?.start()
         console.err("cmdbus: info: serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
         DetachedThread.start { [self] in
             while let client = socket.accept() {
@@ -85,7 +92,7 @@ final class CommandServer: Sendable {
                 try? await Task.sleep(for: .milliseconds(10))
             }
             await session.close()
-            session.catalog.stopWorkers()
+            for plugin in plugins { plugin.worker?.stop() }
             let left = statistics.inFlight
             console.err("cmdbus: info: stopped; \(left) unfinished command(s) stay in the journal for the next start")
             fflush(nil)
@@ -179,10 +186,13 @@ final class CommandServer: Sendable {
             ticket?.cancel()
             connection.send(Self.success(request.id, ["cancelled": .bool(ticket != nil)]))
         case "status":
-            connection.send(Self.success(request.id, ["status": statistics.summary(uptime: .now - started, plugins: session.catalog.plugins.count)]))
+            connection.send(Self.success(request.id, ["status": statistics.summary(uptime: .now - started, plugins: plugins.count)]))
         case "plugins":
-            connection.send(Self.success(request.id, ["plugins": .array(session.catalog.plugins.map {
-                .object(["name": .string($0.name), "version": .string($0.version), "path": .string($0.path), "commands": .array($0.commands.map(JSONValue.string))])
+            connection.send(Self.success(request.id, ["plugins": .array(plugins.map {
+                .object([
+                    "name": .string($0.name), "version": .string($0.version), "path": .string($0.path),
+                    "commands": .array($0.commands.map(JSONValue.string)), "loadedAt": .string($0.loadedAt.formatted(.iso8601)),
+                ])
             })]))
         case "subscribe":
             let filter: EventFilter
