@@ -10,6 +10,7 @@ let report = try await Task.detached { () async throws -> BenchmarkReport in
     try await CoreBenchmarks.run(into: &report)
     try await PluginBenchmarks.run(into: &report)
     try await JournalBenchmarks.run(into: &report)
+    try await ServerBenchmarks.run(into: &report)
     return report
 }.value
 

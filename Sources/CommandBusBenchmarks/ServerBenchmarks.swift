@@ -1,0 +1,142 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The server figures of issue #6: `cmdbus serve` driven through its socket.
+enum ServerBenchmarks {
+    static func run(into report: inout BenchmarkReport) async throws {
+        try await measure(journaled: true, into: &report)
+        try await measure(journaled: false, into: &report)
+    }
+
+    /// The figures for one server: journaled (the default, two synced writes per command) or not.
+    static func measure(journaled: Bool, into report: inout BenchmarkReport) async throws {
+        let suffix = journaled ? "" : "_no_journal"
+        let work = try Scratch("serve")
+        defer { work.remove() }
+        let plugins = work.path + "/plugins"
+        try FileManager.default.createDirectory(atPath: plugins, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: PluginBenchmarks.productDirectory.appendingPathComponent("libGreeter.so"), to: URL(fileURLWithPath: plugins + "/libGreeter.so")
+        )
+        let socketPath = work.path + "/cmdbus.sock"
+        let server = Process()
+        server.executableURL = PluginBenchmarks.productDirectory.appendingPathComponent("cmdbus")
+        server.arguments = ["serve", "--plugins", plugins, "--socket", socketPath]
+            + (journaled ? ["--journal", work.path + "/journal.sqlite"] : ["--no-journal"])
+        server.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.path + "/registry.json"]) { _, new in new }
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { server.terminate(); server.waitUntilExit() }
+
+        var client: LineClient?
+        for _ in 0..<500 where client == nil {
+            client = LineClient(path: socketPath)
+            if client != nil, client!.ask(#"{"id":0,"op":"status"}"#).contains(#""ok":true"#) == false { client = nil }
+            if client == nil { usleep(10_000) }
+        }
+        guard let client else { throw BenchmarkFailure("cmdbus serve never answered on \(socketPath)") }
+
+        let send = #"{"id":1,"op":"send","command":"greet","payload":{"name":"Ada"},"metadata":{}}"#
+        for _ in 0..<200 { _ = client.ask(send) }
+        var latencies = LatencySampler(capacity: 2_000)
+        for _ in 0..<2_000 { await latencies.measure { _ = client.ask(send) } }
+        report.record("socket_send\(suffix)_p50_us", latencies.percentile(50) / 1_000)
+        report.record("socket_throughput\(suffix)_per_s", try throughput(socketPath))
+        if journaled { report.record("hot_load_ms", try hotLoad(client: client, plugins: plugins)) }
+    }
+
+    /// Posts per second over 10 connections, each writing its posts and then reading the acknowledgements.
+    static func throughput(_ socketPath: String) throws -> Double {
+        let perConnection = 2_000
+        let clients = (0..<10).compactMap { _ in LineClient(path: socketPath) }
+        guard clients.count == 10 else { throw BenchmarkFailure("could not open 10 connections") }
+        let start = ContinuousClock.now
+        // Each connection on a dispatch thread of its own; blocking I/O stays off the cooperative pool.
+        let group = DispatchGroup()
+        for (index, client) in clients.enumerated() {
+            DispatchQueue.global().async(group: group) {
+                let lines = (0..<perConnection).map { #"{"id":\#($0),"op":"post","command":"greet","payload":{"name":"c\#(index)"}}"# }
+                client.write(lines.joined(separator: "\n") + "\n")
+                for _ in 0..<perConnection { _ = client.readLine() }
+            }
+        }
+        group.wait()
+        return Double(perConnection * clients.count) / seconds(ContinuousClock.now - start)
+    }
+
+    /// Milliseconds from a plugin file appearing (renamed into the directory) to its command being routable.
+    static func hotLoad(client: LineClient, plugins: String) throws -> Double {
+        var runs: [Double] = []
+        for round in 0..<5 {
+            let target = plugins + "/libCEcho.so"
+            try? FileManager.default.removeItem(atPath: target)
+            usleep(100_000)
+            let staging = plugins + "/.staging-\(round)"
+            try FileManager.default.copyItem(atPath: PluginBenchmarks.productDirectory.appendingPathComponent("libCEcho.so").path, toPath: staging)
+            let start = ContinuousClock.now
+            rename(staging, target)
+            while !client.ask(#"{"id":2,"op":"can","command":"c.echo","payload":{}}"#).contains(#""canHandle":true"#) {
+                if ContinuousClock.now - start > .seconds(10) { throw BenchmarkFailure("the hot-loaded plugin never became routable") }
+            }
+            runs.append(seconds(ContinuousClock.now - start) * 1_000)
+        }
+        return median(runs)
+    }
+}
+
+/// A blocking NDJSON client on a Unix socket.
+final class LineClient: @unchecked Sendable {
+    private let descriptor: Int32
+    private var buffer: [UInt8] = []
+
+    init?(path: String) {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8)
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if connected != 0 {
+            close(descriptor)
+            return nil
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    func ask(_ line: String) -> String {
+        write(line + "\n")
+        return readLine()
+    }
+
+    func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { return }
+            offset += sent
+        }
+    }
+
+    func readLine() -> String {
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            let got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if got <= 0 { return "" }
+            buffer += chunk[..<got]
+        }
+    }
+}
