@@ -71,7 +71,9 @@ struct ServerTests {
             print(ask(f, "not json")["error"]["code"])
             print(ask(f, {"id": 3, "op": "bogus"})["error"]["message"])
             print(ask(f, {"id": 4, "op": "send", "command": "nope"})["error"]["code"])
-            s.sendall(b'x' * (17 << 20) + b'\\n')
+            s.sendall(b'\\x00\\xff garbage \\x01\\n')
+            print(json.loads(f.readline())["error"]["code"])
+            s.sendall(b'x' * (100 << 20) + b'\\n')
             print(json.loads(f.readline())["error"]["code"])
             print(ask(f, {"id": 5, "op": "send", "command": "greet", "payload": {"name": "Lin"}})["result"]["greeting"])
             status = ask(f, {"id": 6, "op": "status"})["status"]
@@ -84,6 +86,7 @@ struct ServerTests {
             usage
             unknown op 'bogus'; ops are send, post, can, cancel, status, plugins, subscribe
             noHandler
+            usage
             payloadTooLarge
             Hello, Lin!
             True True 3
@@ -116,7 +119,8 @@ struct ServerTests {
         #expect(output == "True\n")
     }
 
-    @Test func manyClientsGetTheirOwnAnswers() async throws {
+    @Test(.timeLimit(.minutes(5)))
+    func manyClientsGetTheirOwnAnswers() async throws {
         let server = try await Server()
         defer { server.work.remove() }
         let output = try await server.client("""
@@ -124,12 +128,17 @@ struct ServerTests {
             errors = []
             def run(client):
                 s, f = connect()
-                for n in range(100):
-                    name = f"c{client}-{n}"
-                    reply = ask(f, {"id": name, "op": "send", "command": "greet", "payload": {"name": name}})
-                    if reply["id"] != name or reply["result"]["greeting"] != f"Hello, {name}!":
-                        errors.append(reply)
-            threads = [threading.Thread(target=run, args=(c,)) for c in range(20)]
+                # Pipelined: all of this client's requests go out, then its answers come back in any order.
+                names = [f"c{client}-{n}" for n in range(1000)]
+                f.write("".join(json.dumps({"id": name, "op": "send", "command": "greet", "payload": {"name": name}}) + "\\n" for name in names)); f.flush()
+                answers = {}
+                for _ in names:
+                    reply = json.loads(f.readline()); answers[reply["id"]] = reply
+                for name in names:
+                    reply = answers.get(name)
+                    if reply is None or reply["result"]["greeting"] != f"Hello, {name}!":
+                        errors.append(name)
+            threads = [threading.Thread(target=run, args=(c,)) for c in range(100)]
             [t.start() for t in threads]; [t.join() for t in threads]
             print(len(errors))
             """)
@@ -161,7 +170,7 @@ struct ServerTests {
         defer { first.work.remove() }
         let posted = try await first.client("""
             s, f = connect()
-            for n in range(50):
+            for n in range(500):
                 ask(f, {"id": n, "op": "post", "command": "fixture.sleep", "payload": {"milliseconds": 1500}})
             print("posted")
             """)
@@ -170,15 +179,15 @@ struct ServerTests {
         let second = try await Server(work: first.work)
         let journal = first.journal
         var finished = 0
-        for _ in 0..<300 where finished < 50 {
+        for _ in 0..<300 where finished < 500 {
             try await Task.sleep(for: .milliseconds(100))
             let listing = try await cmdbus(["journal", "list", "--json", "--journal", journal], directory: first.work.url)
             let entries = (try? JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]]) ?? []
             finished = entries.filter { $0["state"] as? String == "succeeded" }.count
-            #expect(entries.count == 50)
+            #expect(entries.count == 500)
         }
         await second.stop()
-        #expect(finished == 50)
+        #expect(finished == 500)
     }
 
     @Test func clientModeGivesTheSameOutputAndExitCodes() async throws {
@@ -193,6 +202,11 @@ struct ServerTests {
         #expect(timeout.status == 75 && timeout.stderr.contains("timed out"))
         #expect(try await cmdbus(["can", "greet", "-p", "name=Ada", connect]).status == 0)
         #expect(try await cmdbus(["can", "greet", "-p", "name=", connect]).status == 69)
+        // Events reach stderr as they do in a local run.
+        let viaServer = try await cmdbus(["run", "fixture.sleep-via", "-p", "milliseconds=1", connect])
+        let local = try await cmdbus(["run", "fixture.sleep-via", "-p", "milliseconds=1", "--no-journal", "--plugins", server.plugins.path])
+        #expect(viaServer.status == 0 && viaServer.stdout == local.stdout && viaServer.stderr == local.stderr)
+        #expect(viaServer.stderr.contains(#"event fixture.sleep-via: sending {"milliseconds":1}"#))
         let plugins = try await cmdbus(["plugins", connect])
         #expect(plugins.status == 0 && plugins.stdout.contains("greeter 1.0.0") && plugins.stdout.contains("commands: greet"))
         await server.stop()
@@ -208,7 +222,7 @@ struct ServerTests {
         let output = try await server.client("""
             import os, shutil, time
             s, f = connect()
-            for n in range(300):
+            for n in range(1000):
                 f.write(json.dumps({"id": n, "op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 300}}) + '\\n')
             f.flush()
             shutil.copy(sys.argv[2], sys.argv[3] + '.partial'); os.rename(sys.argv[3] + '.partial', sys.argv[3])
@@ -219,11 +233,11 @@ struct ServerTests {
                 if answer["ok"]: break
                 time.sleep(0.01)
             print(json.dumps(answer.get("result")))
-            done = sum(1 for _ in range(300) if json.loads(f.readline())["ok"])
+            done = sum(1 for _ in range(1000) if json.loads(f.readline())["ok"])
             print(done)
             """, try TestPaths.product("libCEcho.so").path, echo.path)
         await server.stop()
-        #expect(output == "{\"hot\": true}\n300\n")
+        #expect(output == "{\"hot\": true}\n1000\n")
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -264,5 +278,35 @@ struct ServerTests {
             """)
         await server.stop()
         #expect(output == "noHandler\n")
+    }
+
+    @Test func statusAndBatchWorkThroughTheServer() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let connect = "--connect=\(server.socket)"
+        let input = server.work.file("batch.ndjson")
+        try """
+            {"command":"greet","payload":{"name":"Ada"}}
+            not json
+            {"command":"nope","payload":{}}
+            {"command":"greet","payload":{"name":"Lin"}}
+            """.write(to: input, atomically: true, encoding: .utf8)
+        let batch = try await cmdbus(["batch", input.path, connect, "-c", "2"])
+        #expect(batch.status == 1)
+        let lines = try batch.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
+        let byLine = Dictionary(uniqueKeysWithValues: lines.map { ($0["line"] as? Int ?? 0, $0) })
+        #expect(lines.count == 4)
+        #expect((byLine[1]?["result"] as? [String: Any])?["greeting"] as? String == "Hello, Ada!")
+        #expect(byLine[2]?["state"] as? String == "failed")
+        #expect((byLine[3]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
+        #expect(byLine[4]?["state"] as? String == "succeeded" && byLine[4]?["id"] is String)
+
+        let status = try await cmdbus(["status", connect, "--json"])
+        let figures = try jsonObject(status.stdout)
+        #expect(status.status == 0 && (figures["completed"] as? Int ?? 0) >= 2 && figures["plugins"] as? Int == 3)
+        #expect(((figures["commands"] as? [String: Any])?["greet"] as? [String: Any])?["p99Ms"] is Double)
+        let text = try await cmdbus(["status", connect])
+        #expect(text.stdout.hasPrefix("uptime ") && text.stdout.contains("  greet: "))
+        await server.stop()
     }
 }

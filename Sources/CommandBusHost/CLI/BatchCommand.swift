@@ -10,7 +10,7 @@ enum BatchCommand {
     static let spec = ArgumentSpec(command: "batch", options: [
         .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "A deadline for each command, in seconds."),
-        .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .quiet, .help,
+        .plugins, .connect, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .quiet, .help,
     ] + HostSession.journalOptions)
 
     static let help = """
@@ -41,6 +41,9 @@ enum BatchCommand {
         let reader = try LineReader(path: arguments.positionals.first ?? "-")
         let concurrency = try positiveInteger(arguments.value("concurrency"), option: "--concurrency") ?? 64
         let timeout = try RunCommand.timeout(arguments.value("timeout"))
+        if let socket = ServerClient.socket(arguments) {
+            return try runRemotely(socket, reader: reader, concurrency: concurrency, timeout: timeout, console: console)
+        }
         let session = try await HostSession.start(arguments, console: console, reportSkipped: true, journaling: true)
 
         var number = 0, failures = 0
@@ -60,6 +63,54 @@ enum BatchCommand {
             for await line in group where !emit(line, console) { failures += 1 }
         }
         await session.close()
+        if failures > 0 {
+            throw CLIFailure(message: "\(failures) of the batch's commands did not succeed", exitCode: .failure, code: "handlerFailed", command: nil, plugin: nil)
+        }
+    }
+
+    /// `batch --connect`: the server runs the commands; requests are pipelined on one connection,
+    /// at most `concurrency` unanswered, and each answer is printed as a local batch prints it.
+    private static func runRemotely(_ socket: String, reader: LineReader, concurrency: Int, timeout: Duration?, console: Console) throws(CLIFailure) {
+        let connection = try ServerConnection(socket)
+        var number = 0, waiting = 0, failures = 0
+        var names: [Int: String] = [:]
+        func answer() throws(CLIFailure) {
+            let response = try connection.receive()
+            guard case .integer(let line)? = response["id"] else { return }
+            waiting -= 1
+            var fields: [String: JSONValue] = ["line": .integer(line), "command": .string(names.removeValue(forKey: Int(line)) ?? "")]
+            if case .string(let id)? = response["commandId"] { fields["id"] = .string(id) }
+            if response["ok"] == .bool(true) {
+                fields["state"] = .string(CommandState.succeeded.rawValue)
+                fields["result"] = response["result"] ?? .null
+            } else {
+                let code = if case .object(let error)? = response["error"], case .string(let code)? = error["code"] { code } else { "failed" }
+                fields["state"] = .string(code == "timedOut" ? "timedOut" : code == "cancelled" ? "cancelled" : "failed")
+                fields["error"] = response["error"] ?? .null
+            }
+            if !emit(.object(fields), console) { failures += 1 }
+        }
+        while let text = reader.next() {
+            number += 1
+            if text.allSatisfy(\.isWhitespace) { continue }
+            guard let parsed = try? JSONDecoder().decode(Line.self, from: Data(text.utf8)) else {
+                failures += 1
+                _ = emit(.object([
+                    "line": .integer(Int64(number)), "state": .string(CommandState.failed.rawValue),
+                    "error": .object(["code": .string("decodingFailed"), "message": .string("line \(number) is not {\"command\": NAME, \"payload\": {...}}")]),
+                ]), console)
+                continue
+            }
+            while waiting >= concurrency { try answer() }
+            var request: [String: JSONValue] = [
+                "id": .integer(Int64(number)), "op": .string("send"), "command": .string(parsed.command), "payload": parsed.payload ?? .object([:]),
+            ]
+            if let timeout { request["timeout"] = .number(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18) }
+            names[number] = parsed.command
+            try connection.send(.object(request))
+            waiting += 1
+        }
+        while waiting > 0 { try answer() }
         if failures > 0 {
             throw CLIFailure(message: "\(failures) of the batch's commands did not succeed", exitCode: .failure, code: "handlerFailed", command: nil, plugin: nil)
         }

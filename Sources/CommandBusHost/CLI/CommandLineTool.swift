@@ -27,6 +27,7 @@ public enum CommandLineTool {
           batch [FILE|-]             Run NDJSON commands; one result line each.
           journal <subcommand>       list, show, retry, replay, undo, import.
           serve                      Run a long-lived host on a Unix socket (NDJSON).
+          status --connect           A running server's uptime, work and latencies.
           help [<subcommand>]        Show help.
 
         Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.
@@ -72,6 +73,10 @@ public enum CommandLineTool {
             try await BatchCommand.run(parsed, console: console)
         case "journal":
             try await JournalCommand.run(rest, console: console)
+        case "status":
+            let parsed = try StatusCommand.spec.parse(rest)
+            if parsed.has("help") { return console.out(StatusCommand.help) }
+            try StatusCommand.run(parsed, console: console)
         case "serve":
             let parsed = try ServeCommand.spec.parse(rest)
             if parsed.has("help") { return console.out(ServeCommand.help) }
@@ -93,6 +98,7 @@ public enum CommandLineTool {
         case "batch": BatchCommand.help
         case "journal": JournalCommand.help
         case "serve": ServeCommand.help
+        case "status": StatusCommand.help
         default: nil
         }
     }

@@ -33,6 +33,19 @@ struct EventPrinter: Sendable {
         }
     }
 
+    /// Prints an event a server forwarded, as a local run prints it (progress lines aside).
+    static func printRemote(_ event: [String: JSONValue], console: Console) {
+        let name = event["command"]?.stringValue ?? "?"
+        switch event["kind"]?.stringValue {
+        case "emitted":
+            console.err("event \(name): \(event["name"]?.stringValue ?? "") \((event["payload"] ?? .null).text)")
+        case "log":
+            console.err("\(event["level"]?.stringValue ?? "info") \(name): \(event["message"]?.stringValue ?? "")")
+        default:
+            break
+        }
+    }
+
     /// Waits until every event already published has been printed (call after ending the streams).
     func finish() async {
         await task.value

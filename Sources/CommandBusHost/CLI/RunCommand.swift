@@ -69,10 +69,12 @@ enum RunCommand {
         guard let value = JSONValue.parse(String(decoding: payload, as: UTF8.self)) else {
             throw CLIFailure(message: "payload for '\(command)' is not valid JSON", exitCode: .malformedPayload, code: "decodingFailed", command: command, plugin: nil)
         }
-        var request: [String: JSONValue] = ["op": .string("send"), "command": .string(command), "payload": value]
+        var request: [String: JSONValue] = ["op": .string("send"), "command": .string(command), "payload": value, "events": .bool(true)]
         if !metadata.isEmpty { request["metadata"] = .object(metadata.mapValues(JSONValue.string)) }
         if let timeout { request["timeout"] = .number(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18) }
-        let response = try ServerClient.request(socket, request)
+        let response = try ServerClient.request(socket, request) { event in
+            EventPrinter.printRemote(event, console: console)
+        }
         guard response["ok"] == .bool(true), let result = response["result"] else { throw ServerClient.failure(response, command: command) }
         console.out(result.text)
     }

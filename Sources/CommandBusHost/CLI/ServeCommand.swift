@@ -8,6 +8,7 @@ enum ServeCommand {
     static let spec = ArgumentSpec(command: "serve", options: [
         .init(name: "socket", short: nil, takesValue: true, help: "Socket path (default \(defaultSocketPath))."),
         .init(name: "drain", short: nil, takesValue: true, help: "Seconds to wait for commands in flight at shutdown (default 10)."),
+        .init(name: "log-level", short: nil, takesValue: true, help: "debug, info (default), warning or error."),
         .plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .quiet, .help,
     ] + HostSession.journalOptions)
 
@@ -30,6 +31,11 @@ enum ServeCommand {
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
         guard arguments.positionals.isEmpty else { throw .usage("'cmdbus serve' takes no operands") }
         let drain = try RunCommand.timeout(arguments.value("drain")) ?? .seconds(10)
+        let levelName = arguments.value("log-level") ?? "info"
+        guard let level = LogLevel(rawValue: levelName) else {
+            throw .usage("--log-level takes debug, info, warning or error, got \(quoted(levelName))")
+        }
+        let log = ServerLog(console: console, threshold: level)
         let path = arguments.value("socket") ?? defaultSocketPath
         let socket: UnixSocket
         do {
@@ -50,6 +56,7 @@ enum ServeCommand {
             socket.close()
             throw error
         }
-        await CommandServer(session: session, socket: socket, drain: drain, console: console, statistics: statistics).run()
+        HostFunctionTable.logSink.withLock { sink in sink = { level, message in log(level, "plugin: \(message)") } }
+        await CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics).run()
     }
 }

@@ -18,8 +18,11 @@ enum ServerClient {
         return arguments.value("connect") ?? ServeCommand.defaultSocketPath
     }
 
-    /// Sends `request` (an `id` is added) and returns the response's fields.
-    static func request(_ socket: String, _ request: [String: JSONValue]) throws(CLIFailure) -> [String: JSONValue] {
+    /// Sends `request` (an `id` is added) and returns the response's fields; event lines that
+    /// carry the request's id go to `onEvent` on the way.
+    static func request(
+        _ socket: String, _ request: [String: JSONValue], onEvent: ([String: JSONValue]) -> Void = { _ in }
+    ) throws(CLIFailure) -> [String: JSONValue] {
         let descriptor: Int32
         do {
             descriptor = try UnixSocket.connect(to: socket)
@@ -38,7 +41,9 @@ enum ServerClient {
         let reader = LineSocketReader(descriptor: descriptor, limit: 1 << 30)
         while let next = reader.next() {
             guard case .text(let bytes) = next, case .object(let fields)? = JSONValue.parse(String(decoding: bytes, as: UTF8.self)) else { continue }
-            if fields["id"] == .integer(1) { return fields }
+            guard fields["id"] == .integer(1) else { continue }
+            if case .object(let event)? = fields["event"] { onEvent(event); continue }
+            return fields
         }
         throw CLIFailure(message: "the server at \(socket) closed the connection before answering", exitCode: .failure, code: "usage", command: nil, plugin: nil)
     }
@@ -50,5 +55,42 @@ enum ServerClient {
         }
         let exitCode = code == "usage" ? ExitCode.usage : CommandBusError.Code(name: code).map(ExitCode.init) ?? .failure
         return CLIFailure(message: message, exitCode: exitCode, code: code, command: command, plugin: nil)
+    }
+}
+
+/// A connection to a running server for many requests: write some, read their answers as they come.
+final class ServerConnection {
+    private let descriptor: Int32
+    private let reader: LineSocketReader
+    let socket: String
+
+    init(_ socket: String) throws(CLIFailure) {
+        do {
+            descriptor = try UnixSocket.connect(to: socket)
+        } catch {
+            throw CLIFailure(message: "cannot connect to \(socket) (is 'cmdbus serve' running?)", exitCode: .failure, code: "usage", command: nil, plugin: nil)
+        }
+        reader = LineSocketReader(descriptor: descriptor, limit: 1 << 30)
+        self.socket = socket
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ request: JSONValue) throws(CLIFailure) {
+        let line = Array((request.text + "\n").utf8)
+        var offset = 0
+        while offset < line.count {
+            let written = line[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { throw CLIFailure(message: "the server at \(socket) closed the connection", exitCode: .failure, code: "usage", command: nil, plugin: nil) }
+            offset += written
+        }
+    }
+
+    /// The next response line's fields.
+    func receive() throws(CLIFailure) -> [String: JSONValue] {
+        while let next = reader.next() {
+            if case .text(let bytes) = next, case .object(let fields)? = JSONValue.parse(String(decoding: bytes, as: UTF8.self)) { return fields }
+        }
+        throw CLIFailure(message: "the server at \(socket) closed the connection before answering", exitCode: .failure, code: "usage", command: nil, plugin: nil)
     }
 }

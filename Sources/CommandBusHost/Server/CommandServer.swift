@@ -22,7 +22,7 @@ final class CommandServer: Sendable {
     let session: HostSession
     let socket: UnixSocket
     let drain: Duration
-    let console: Console
+    let log: ServerLog
     let statistics: ServerStatistics
     /// Loads plugins dropped into the directories while the server runs; `nil` without inotify.
     let watcher: PluginWatcher?
@@ -33,13 +33,13 @@ final class CommandServer: Sendable {
     /// The longest request line; longer ones get an error and are skipped.
     static let maxLineBytes = 16 << 20
 
-    init(session: HostSession, socket: UnixSocket, drain: Duration, console: Console, statistics: ServerStatistics) {
+    init(session: HostSession, socket: UnixSocket, drain: Duration, log: ServerLog, statistics: ServerStatistics) {
         self.session = session
         self.socket = socket
         self.drain = drain
-        self.console = console
+        self.log = log
         self.statistics = statistics
-        watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, console: console)
+        watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log)
     }
 
     /// The plugins loaded now, including those hot-loaded.
@@ -49,7 +49,7 @@ final class CommandServer: Sendable {
     func run() async -> Never {
         handleSignals()
         watcher?.start()
-        console.err("cmdbus: info: serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
+        log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
         DetachedThread.start { [self] in
             while let client = socket.accept() {
                 let connection = ClientConnection(descriptor: client)
@@ -68,7 +68,7 @@ final class CommandServer: Sendable {
             source.setEventHandler { [self] in
                 let count = signals.withLock { count -> Int in count += 1; return count }
                 if count > 1 {
-                    console.err("cmdbus: info: second signal: exiting now; unfinished commands stay in the journal")
+                    log(.warning, "second signal: exiting now; unfinished commands stay in the journal")
                     _exit(1)
                 }
                 shutDown()
@@ -85,7 +85,7 @@ final class CommandServer: Sendable {
     private func shutDown() {
         draining.store(true, ordering: .releasing)
         socket.close()
-        console.err("cmdbus: info: draining \(statistics.inFlight) command(s) for up to \(drain)")
+        log(.info, "draining \(statistics.inFlight) command(s) for up to \(drain)")
         Task { [self] in
             let deadline = ContinuousClock.now + drain
             while statistics.inFlight > 0 && ContinuousClock.now < deadline {
@@ -94,7 +94,7 @@ final class CommandServer: Sendable {
             await session.close()
             for plugin in plugins { plugin.worker?.stop() }
             let left = statistics.inFlight
-            console.err("cmdbus: info: stopped; \(left) unfinished command(s) stay in the journal for the next start")
+            log(.info, "stopped; \(left) unfinished command(s) stay in the journal for the next start")
             fflush(nil)
             _exit(0)
         }
@@ -112,6 +112,8 @@ final class CommandServer: Sendable {
         let commandId: String?
         let correlationId: String?
         let cancelOnDisconnect: Bool?
+        /// For `send`: stream the command tree's events before the response.
+        let events: Bool?
     }
 
     /// Reads one client's requests until it disconnects.
@@ -146,6 +148,8 @@ final class CommandServer: Sendable {
             guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "\(request.op) needs \"command\"")) }
             let payload = Data((request.payload ?? .object([:])).text.utf8)
             let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
+            // Subscribed before the command starts, so none of its events is missed.
+            let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
             let ticket = bus.post(name: name, payload: payload, metadata: request.metadata ?? [:], timeout: timeout)
             running.insert(ticket)
             if request.op == "post" {
@@ -157,6 +161,14 @@ final class CommandServer: Sendable {
                 return
             }
             if request.cancelOnDisconnect == true { owned.insert(ticket) }
+            let forwarding = events.map { stream in
+                Task {
+                    for await event in stream where event.correlationID == ticket.id {
+                        connection.send(.object(["id": request.id ?? .null, "event": Self.describe(event)]))
+                        if event.commandID == ticket.id, case .stateChanged(_, let to) = event.kind, to.isTerminal { break }
+                    }
+                }
+            }
             Task { [running] in
                 let reply: JSONValue
                 do throws(CommandBusError) {
@@ -168,6 +180,7 @@ final class CommandServer: Sendable {
                 }
                 owned.remove(ticket.id)
                 running.remove(ticket.id)
+                await forwarding?.value
                 connection.send(reply)
             }
         case "can":

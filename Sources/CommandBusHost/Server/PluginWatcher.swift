@@ -14,13 +14,13 @@ import Glibc
 final class PluginWatcher: Sendable {
     private let loader: PluginLoader
     private let bus: CommandBus
-    private let console: Console
+    private let log: ServerLog
     /// What is loaded, by file path, with the registrations that put its handlers on the bus.
     private let loaded = Mutex<[String: (plugin: LoadedPlugin, registrations: [HandlerRegistration])]>([:])
     private let descriptor: Int32
     private let watches: [Int32: String]
 
-    init?(loader: PluginLoader, bus: CommandBus, catalog: PluginCatalog, console: Console) {
+    init?(loader: PluginLoader, bus: CommandBus, catalog: PluginCatalog, log: ServerLog) {
         let descriptor = inotify_init1(Int32(IN_CLOEXEC))
         guard descriptor >= 0 else { return nil }
         var watches: [Int32: String] = [:]
@@ -31,7 +31,7 @@ final class PluginWatcher: Sendable {
         }
         self.loader = loader
         self.bus = bus
-        self.console = console
+        self.log = log
         self.descriptor = descriptor
         self.watches = watches
         loaded.withLock { table in
@@ -78,9 +78,9 @@ final class PluginWatcher: Sendable {
         switch loader.loadFile(path, in: directory, into: bus) {
         case .success(let loaded):
             self.loaded.withLock { $0[path] = loaded }
-            console.err("cmdbus: info: loaded \(path): \(loaded.plugin.name) \(loaded.plugin.version), commands \(loaded.plugin.commands.joined(separator: ", "))")
+            log(.info, "loaded \(path): \(loaded.plugin.name) \(loaded.plugin.version), commands \(loaded.plugin.commands.joined(separator: ", "))")
         case .failure(let skipped):
-            console.err("cmdbus: warning: skipped \(path): \(skipped.reason)")
+            log(.warning, "skipped \(path): \(skipped.reason)")
         }
     }
 
@@ -89,6 +89,6 @@ final class PluginWatcher: Sendable {
         for registration in entry.registrations { registration.cancel() }
         entry.plugin.worker?.stop()
         let how = entry.plugin.worker == nil ? "its handlers were taken off the bus (a plugin loaded in-process stays in memory)" : "its worker was stopped"
-        console.err("cmdbus: info: \(reason): \(path); \(how)")
+        log(.info, "\(reason): \(path); \(how)")
     }
 }
