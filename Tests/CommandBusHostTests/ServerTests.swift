@@ -208,7 +208,7 @@ struct ServerTests {
         #expect(viaServer.status == 0 && viaServer.stdout == local.stdout && viaServer.stderr == local.stderr)
         #expect(viaServer.stderr.contains(#"event fixture.sleep-via: sending {"milliseconds":1}"#))
         let plugins = try await cmdbus(["plugins", connect])
-        #expect(plugins.status == 0 && plugins.stdout.contains("greeter 1.0.0") && plugins.stdout.contains("commands: greet"))
+        #expect(plugins.status == 0 && plugins.stdout.contains("greeter 1.0.0") && plugins.stdout.contains("commands: greet; loaded 20"))
         await server.stop()
         let gone = try await cmdbus(["run", "greet", "-p", "name=Ada", connect])
         #expect(gone.status == 1 && gone.stderr.contains("is 'cmdbus serve' running?"))

@@ -65,7 +65,8 @@ enum PluginsCommand {
             if arguments.has("json") { return console.out(JSONValue.object(["plugins": .array(plugins)]).text) }
             for case .object(let plugin) in plugins {
                 let commands: [String] = if case .array(let names)? = plugin["commands"] { names.compactMap(\.stringValue) } else { [] }
-                console.out("\(plugin["name"]?.stringValue ?? "?") \(plugin["version"]?.stringValue ?? "?") (\(plugin["path"]?.stringValue ?? "?")): commands: \(commands.joined(separator: ", "))")
+                console.out("\(plugin["name"]?.stringValue ?? "?") \(plugin["version"]?.stringValue ?? "?") (\(plugin["path"]?.stringValue ?? "?")): "
+                    + "commands: \(commands.joined(separator: ", ")); loaded \(plugin["loadedAt"]?.stringValue ?? "?")")
             }
             return
         }
