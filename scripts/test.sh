@@ -8,11 +8,11 @@ source scripts/lib/common.sh
 ensure_system_packages
 log "building all products (debug)"
 swift build
-# The host tests load the built plugins and run the built cmdbus binary from here.
-export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
-log "running the tests"
-swift test "$@"
 # The fuzz targets, over their corpus and a bounded number of new inputs (skip with CMDBUS_SKIP_FUZZ=1).
 if [ -z "${CMDBUS_SKIP_FUZZ:-}" ] && [ $# -eq 0 ]; then
     scripts/fuzz.sh 20000
 fi
+# The host tests load the built plugins and run the built cmdbus binary from here.
+export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
+log "running the tests"
+swift test "$@"
