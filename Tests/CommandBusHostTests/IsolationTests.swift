@@ -4,6 +4,10 @@ import Foundation
 import Testing
 
 /// Isolated mode: each plugin's handlers run in a worker process, so no plugin can bring the host down.
+///
+/// Serialized: starting workers and their `can_handle` round trips block threads, and on two
+/// cores several tests doing that at once would starve the rest of the suite.
+@Suite(.serialized)
 struct IsolationTests {
     /// A bus with the misbehaving plugin and the Greeter loaded in workers.
     private func isolatedBus() async throws -> (CommandBus, Cleanup) {

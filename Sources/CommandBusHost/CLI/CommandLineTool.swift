@@ -58,48 +58,45 @@ public enum CommandLineTool {
         case "--version", "-V":
             console.out("cmdbus \(version) (plugin ABI \(CMDBUS_ABI_VERSION_MAJOR).\(CMDBUS_ABI_VERSION_MINOR), Swift \(hostSwiftCompilerVersion))")
         case "help":
-            console.out(rest.first.flatMap(help(for:)) ?? usage)
-        case "run":
-            let parsed = try RunCommand.spec.parse(rest)
-            if parsed.has("help") { return console.out(RunCommand.help) }
-            try await RunCommand.run(parsed, console: console)
-        case "can":
-            let parsed = try CanCommand.spec.parse(rest)
-            if parsed.has("help") { return console.out(CanCommand.help) }
-            try await CanCommand.run(parsed, console: console)
-        case "batch":
-            let parsed = try BatchCommand.spec.parse(rest)
-            if parsed.has("help") { return console.out(BatchCommand.help) }
-            try await BatchCommand.run(parsed, console: console)
-        case "journal":
-            try await JournalCommand.run(rest, console: console)
-        case "status":
-            let parsed = try StatusCommand.spec.parse(rest)
-            if parsed.has("help") { return console.out(StatusCommand.help) }
-            try StatusCommand.run(parsed, console: console)
-        case "serve":
-            let parsed = try ServeCommand.spec.parse(rest)
-            if parsed.has("help") { return console.out(ServeCommand.help) }
-            try await ServeCommand.run(parsed, console: console)
-        case "plugins":
-            let parsed = try PluginsCommand.spec.parse(rest)
-            if parsed.has("help") { return console.out(PluginsCommand.help) }
-            try await PluginsCommand.run(parsed, console: console)
+            console.out(rest.first.flatMap { subcommands[$0]?.help } ?? usage)
         default:
-            throw .usage("unknown subcommand \(quoted(first)); see 'cmdbus --help'")
+            guard let subcommand = subcommands[first] else {
+                throw .usage("unknown subcommand \(quoted(first)); see 'cmdbus --help'")
+            }
+            let parsed = try subcommand.spec.parse(rest)
+            if parsed.has("help") { return console.out(subcommand.help) }
+            try await subcommand.run(parsed, console)
         }
     }
 
-    private static func help(for subcommand: String) -> String? {
-        switch subcommand {
-        case "run": RunCommand.help
-        case "can": CanCommand.help
-        case "plugins": PluginsCommand.help
-        case "batch": BatchCommand.help
-        case "journal": JournalCommand.help
-        case "serve": ServeCommand.help
-        case "status": StatusCommand.help
-        default: nil
-        }
+    /// One subcommand: its options, its help, and what it does.
+    private struct Subcommand: Sendable {
+        let spec: ArgumentSpec
+        let help: String
+        let run: @Sendable (ArgumentSpec.Parsed, Console) async throws(CLIFailure) -> Void
     }
+
+    private static let subcommands: [String: Subcommand] = [
+        "run": .init(spec: RunCommand.spec, help: RunCommand.help) { arguments, console throws(CLIFailure) in
+            try await RunCommand.run(arguments, console: console)
+        },
+        "can": .init(spec: CanCommand.spec, help: CanCommand.help) { arguments, console throws(CLIFailure) in
+            try await CanCommand.run(arguments, console: console)
+        },
+        "plugins": .init(spec: PluginsCommand.spec, help: PluginsCommand.help) { arguments, console throws(CLIFailure) in
+            try await PluginsCommand.run(arguments, console: console)
+        },
+        "batch": .init(spec: BatchCommand.spec, help: BatchCommand.help) { arguments, console throws(CLIFailure) in
+            try await BatchCommand.run(arguments, console: console)
+        },
+        "journal": .init(spec: JournalCommand.spec, help: JournalCommand.help) { arguments, console throws(CLIFailure) in
+            try await JournalCommand.run(arguments, console: console)
+        },
+        "serve": .init(spec: ServeCommand.spec, help: ServeCommand.help) { arguments, console throws(CLIFailure) in
+            try await ServeCommand.run(arguments, console: console)
+        },
+        "status": .init(spec: StatusCommand.spec, help: StatusCommand.help) { arguments, console throws(CLIFailure) in
+            try StatusCommand.run(arguments, console: console)
+        },
+    ]
 }

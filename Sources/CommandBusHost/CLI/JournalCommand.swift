@@ -36,9 +36,7 @@ enum JournalCommand {
         \(spec.optionsHelp)
         """
 
-    static func run(_ rawArguments: [String], console: Console) async throws(CLIFailure) {
-        let arguments = try spec.parse(rawArguments)
-        if arguments.has("help") { return console.out(help) }
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(CLIFailure) {
         guard let subcommand = arguments.positionals.first else { throw .usage("'cmdbus journal' needs a subcommand; see 'cmdbus journal --help'") }
         let operands = Array(arguments.positionals.dropFirst())
         switch subcommand {
