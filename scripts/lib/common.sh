@@ -14,6 +14,8 @@ ensure_system_packages() {
     for package in "${SYSTEM_PACKAGES[@]}"; do
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
     done
+    # The server tests drive cmdbus serve from small Python clients; any python3 on PATH will do.
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing missing system packages: ${missing[*]}"
     local sudo=""
