@@ -21,6 +21,9 @@ struct IsolatedCommandHandler: DynamicCommandHandler {
     var isJournaled: Bool { command.isJournaled }
 
     func canHandle(payload: Data) throws -> Bool {
+        // With no worker running (it crashed and waits out its backoff), say yes and let
+        // handle() start one: routing must not wait for a process to start.
+        guard worker.isRunning else { return true }
         let answered = DispatchSemaphore(value: 0)
         let answer = Mutex<(Int32, [UInt8])?>(nil)
         _ = worker.call(.canHandle, index: command.index, payload: Array(payload), context: nil) { status, body in
@@ -36,6 +39,9 @@ struct IsolatedCommandHandler: DynamicCommandHandler {
     }
 
     func handle(payload: Data, context: CommandContext) async throws -> Data {
+        if let failure = await worker.ensureRunning() {
+            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: failure.reason)
+        }
         let callID = Mutex<UInt64>(0)
         let (status, body) = await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<(Int32, [UInt8]), Never>) in

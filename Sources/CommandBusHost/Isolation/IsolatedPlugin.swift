@@ -44,6 +44,8 @@ public final class IsolatedPlugin: Sendable {
         /// Workers the host killed itself (a deadline), whose end is not a crash.
         var killed: Set<pid_t> = []
         var quarantine: String?
+        /// What the running worker loaded.
+        var description: WorkerDescription?
     }
 
     /// A call waiting for a worker, and the command it belongs to (for its subcommands and events).
@@ -76,6 +78,7 @@ public final class IsolatedPlugin: Sendable {
 
     private func startLocked() -> Result<WorkerDescription, PluginLoadFailure> {
         if let reason = quarantine { return .failure(.init(reason)) }
+        if let running = state.withLock({ $0.channel == nil ? nil : $0.description }) { return .success(running) }
         var sockets: [Int32] = [0, 0]
         // Close-on-exec, so other children never inherit a worker's socket (its EOF must mean it died);
         // the dup2 onto descriptor 3 in the worker's own spawn clears the flag on its end there.
@@ -114,6 +117,7 @@ public final class IsolatedPlugin: Sendable {
             state.channel = channel
             state.pid = pid
             state.cancellable = description.cancellable
+            state.description = description
         }
         DetachedThread.start { [self] in self.read(channel, pid: pid) }
         return .success(description)
@@ -129,17 +133,33 @@ public final class IsolatedPlugin: Sendable {
 
     // MARK: Calling
 
-    /// Sends a call to the worker, restarting it if needed; `answer` gets the status and body.
+    /// Whether a worker is running now.
+    var isRunning: Bool { state.withLock { $0.channel != nil } }
+
+    /// Starts a worker if none runs, after the crash backoff, without holding a cooperative
+    /// thread: the wait is a task sleep and the start runs on a thread of its own.
+    /// - Returns: Why it could not start (for example, quarantine), or `nil` once it runs.
+    func ensureRunning() async -> PluginLoadFailure? {
+        if isRunning { return nil }
+        let wait = backoffRemaining()
+        if wait > .zero { try? await Task.sleep(for: wait) }
+        return await withCheckedContinuation { continuation in
+            DetachedThread.start { [self] in
+                do throws(PluginLoadFailure) {
+                    try start()
+                    continuation.resume(returning: nil)
+                } catch {
+                    continuation.resume(returning: error)
+                }
+            }
+        }
+    }
+
+    /// Sends a call to the running worker; `answer` gets the status and body (at once, with
+    /// `crashedStatus`, if no worker runs: callers start one with ``ensureRunning()`` first).
     /// - Returns: The call's id, to cancel it.
     func call(_ kind: WorkerFrame.Kind, index: UInt32, payload: [UInt8], context: CommandContext?,
               answer: @escaping @Sendable (Int32, [UInt8]) -> Void) -> UInt64 {
-        if state.withLock({ $0.channel == nil }) {
-            waitOutBackoff()
-            if case .failure(let failure) = Result(catching: { () throws(PluginLoadFailure) in try start() }) {
-                answer(Self.crashedStatus, Array(failure.reason.utf8))
-                return 0
-            }
-        }
         let (id, channel) = state.withLock { state -> (UInt64, FrameChannel?) in
             let id = state.nextID
             state.nextID += 1
@@ -181,12 +201,12 @@ public final class IsolatedPlugin: Sendable {
         kill(pid, SIGKILL)
     }
 
-    private func waitOutBackoff() {
+    /// How long to wait before starting a worker again: a backoff that doubles with each recent crash.
+    private func backoffRemaining() -> Duration {
         let (crashes, last) = state.withLock { ($0.crashes.count, $0.crashes.last) }
-        guard crashes > 0, let last else { return }
+        guard crashes > 0, let last else { return .zero }
         let backoff = min(Duration.milliseconds(100) * (1 << min(crashes - 1, 6)), .seconds(5))
-        let wait = last + backoff - ContinuousClock.now
-        if wait > .zero { usleep(UInt32(wait.components.seconds * 1_000_000 + wait.components.attoseconds / 1_000_000_000_000)) }
+        return max(.zero, last + backoff - ContinuousClock.now)
     }
 
     // MARK: Reading
