@@ -10,7 +10,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The client side of `--connect`: one request to a `cmdbus serve`, and its response.
+/// The client side of `--connect`: requests to a `cmdbus serve`, and their responses.
 enum ServerClient {
     /// The socket `--connect` names: `--connect=PATH`, else the server's default.
     static func socket(_ arguments: ArgumentSpec.Parsed) -> String? {
@@ -23,29 +23,14 @@ enum ServerClient {
     static func request(
         _ socket: String, _ request: [String: JSONValue], onEvent: ([String: JSONValue]) -> Void = { _ in }
     ) throws(CLIFailure) -> [String: JSONValue] {
-        let descriptor: Int32
-        do {
-            descriptor = try UnixSocket.connect(to: socket)
-        } catch {
-            let message = if case .failed(let text) = error { text } else { "cannot connect to \(socket)" }
-            throw CLIFailure(message: "\(message) (is 'cmdbus serve' running?)", exitCode: .failure, code: "usage", command: nil, plugin: nil)
-        }
-        defer { close(descriptor) }
-        let line = Array((JSONValue.object(request.merging(["id": .integer(1)]) { _, new in new }).text + "\n").utf8)
-        var offset = 0
-        while offset < line.count {
-            let written = line[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard written > 0 else { throw CLIFailure(message: "the server at \(socket) closed the connection", exitCode: .failure, code: "usage", command: nil, plugin: nil) }
-            offset += written
-        }
-        let reader = LineSocketReader(descriptor: descriptor, limit: 1 << 30)
-        while let next = reader.next() {
-            guard case .text(let bytes) = next, case .object(let fields)? = JSONValue.parse(String(decoding: bytes, as: UTF8.self)) else { continue }
+        let connection = try ServerConnection(socket)
+        try connection.send(.object(request.merging(["id": .integer(1)]) { _, new in new }))
+        while true {
+            let fields = try connection.receive()
             guard fields["id"] == .integer(1) else { continue }
             if case .object(let event)? = fields["event"] { onEvent(event); continue }
             return fields
         }
-        throw CLIFailure(message: "the server at \(socket) closed the connection before answering", exitCode: .failure, code: "usage", command: nil, plugin: nil)
     }
 
     /// A failure response as the CLI failure a local run would have had (same exit code).
@@ -68,7 +53,8 @@ final class ServerConnection {
         do {
             descriptor = try UnixSocket.connect(to: socket)
         } catch {
-            throw CLIFailure(message: "cannot connect to \(socket) (is 'cmdbus serve' running?)", exitCode: .failure, code: "usage", command: nil, plugin: nil)
+            let message = if case .failed(let text) = error { text } else { "cannot connect to \(socket)" }
+            throw CLIFailure(message: "\(message) (is 'cmdbus serve' running?)", exitCode: .failure, code: "usage", command: nil, plugin: nil)
         }
         reader = LineSocketReader(descriptor: descriptor, limit: 1 << 30)
         self.socket = socket
@@ -77,12 +63,8 @@ final class ServerConnection {
     deinit { close(descriptor) }
 
     func send(_ request: JSONValue) throws(CLIFailure) {
-        let line = Array((request.text + "\n").utf8)
-        var offset = 0
-        while offset < line.count {
-            let written = line[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard written > 0 else { throw CLIFailure(message: "the server at \(socket) closed the connection", exitCode: .failure, code: "usage", command: nil, plugin: nil) }
-            offset += written
+        guard sendAll(descriptor, Array((request.text + "\n").utf8)) else {
+            throw CLIFailure(message: "the server at \(socket) closed the connection", exitCode: .failure, code: "usage", command: nil, plugin: nil)
         }
     }
 

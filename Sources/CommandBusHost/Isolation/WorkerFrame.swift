@@ -104,16 +104,7 @@ final class FrameChannel: Sendable {
     @discardableResult
     func send(_ frame: WorkerFrame) -> Bool {
         let bytes = frame.encoded
-        return writing.withLock { _ in
-            var offset = 0
-            while offset < bytes.count {
-                let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return false }
-                offset += written
-            }
-            return true
-        }
+        return writing.withLock { _ in sendAll(descriptor, bytes) }
     }
 
     /// Blocks for the next frame; `nil` when the other side has closed, or sent something malformed.

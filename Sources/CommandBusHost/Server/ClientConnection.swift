@@ -54,22 +54,11 @@ final class ClientConnection: Sendable {
                 return (state.lines, state.closed)
             }
             if closed { break }
-            for line in lines where !write(line) {
+            for line in lines where !sendAll(descriptor, line) {
                 close()
                 break
             }
         }
         Glibc.close(descriptor)
-    }
-
-    private func write(_ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written < 0 && errno == EINTR { continue }
-            if written <= 0 { return false }
-            offset += written
-        }
-        return true
     }
 }
