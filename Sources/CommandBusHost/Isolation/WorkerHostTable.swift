@@ -1,5 +1,10 @@
 import CCommandBusABI
 import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -41,7 +46,7 @@ final class WorkerCall: @unchecked Sendable {
 enum WorkerSession {
     static let channel = Mutex<FrameChannel?>(nil)
     private static let calls = Mutex<[UInt: WorkerCall]>([:])
-    private static let replies = Mutex<(next: UInt64, waiting: [UInt64: PendingReply])>((1, [:]))
+    private static let replies = Mutex<(next: UInt64, waiting: [UInt64: ReplyCallback])>((1, [:]))
 
     static func key(_ handle: OpaquePointer?) -> UInt { UInt(bitPattern: Int(bitPattern: handle.map { UnsafeRawPointer($0) })) }
     static func register(_ call: WorkerCall) { calls.withLock { $0[key(call.handle)] = call } }
@@ -53,7 +58,7 @@ enum WorkerSession {
         channel.withLock { $0 }?.send(frame)
     }
 
-    static func expectReply(_ reply: PendingReply) -> UInt64 {
+    static func expectReply(_ reply: ReplyCallback) -> UInt64 {
         replies.withLock { state in
             let id = state.next
             state.next += 1
@@ -62,21 +67,8 @@ enum WorkerSession {
         }
     }
 
-    static func takeReply(_ id: UInt64) -> PendingReply? {
+    static func takeReply(_ id: UInt64) -> ReplyCallback? {
         replies.withLock { $0.waiting.removeValue(forKey: id) }
-    }
-}
-
-/// A plugin's `on_reply` callback waiting for the host's answer to a subcommand.
-struct PendingReply: @unchecked Sendable {
-    // user_data belongs to the plugin, which keeps it valid until on_reply is called.
-    let function: cmdbus_reply_fn
-    let userData: UnsafeMutableRawPointer?
-
-    func deliver(status: Int32, body: [UInt8]) {
-        body.withUnsafeBufferPointer { buffer in
-            function(userData, status, cmdbus_bytes(data: buffer.baseAddress, length: buffer.count))
-        }
     }
 }
 
@@ -96,8 +88,7 @@ enum WorkerHostTable {
 }
 
 private func bytes(_ borrowed: cmdbus_bytes) -> [UInt8] {
-    guard let data = borrowed.data, borrowed.length > 0 else { return [] }
-    return Array(UnsafeBufferPointer(start: data, count: borrowed.length))
+    Array(Data(borrowing: borrowed))
 }
 
 private let workerComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes) -> Void = { handle, status, body in
@@ -113,7 +104,7 @@ private let workerComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes)
 private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = {
     handle, name, payload, onReply, userData in
     guard let onReply else { return }
-    let reply = PendingReply(function: onReply, userData: userData)
+    let reply = ReplyCallback(function: onReply, userData: userData)
     guard let call = WorkerSession.call(handle), let name else {
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("send: unknown or completed parent call".utf8))
         return
@@ -140,7 +131,7 @@ private let workerIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { hand
 
 private let workerEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
     guard let onReply else { return }
-    let reply = PendingReply(function: onReply, userData: userData)
+    let reply = ReplyCallback(function: onReply, userData: userData)
     guard let call = WorkerSession.call(handle), !call.envelope.isEmpty else {
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("envelope: unknown or completed call".utf8))
         return

@@ -45,22 +45,22 @@ private let hostComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes) -
 private let hostSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = {
     handle, name, payload, onReply, userData in
     guard let onReply else { return }
-    let reply = ReplyTarget(function: onReply, userData: userData)
+    let reply = ReplyCallback(function: onReply, userData: userData)
     guard let call = PluginCallRegistry.lookup(handle), let context = call.context else {
-        reply.send(status: Int32(CMDBUS_FAILED.rawValue), body: Data("send: unknown or completed parent call".utf8))
+        reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Data("send: unknown or completed parent call".utf8))
         return
     }
     guard let name, let commandName = Optional(String(cString: name)), !commandName.isEmpty else {
-        reply.send(status: Int32(CMDBUS_FAILED.rawValue), body: Data("send: no command name".utf8))
+        reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Data("send: no command name".utf8))
         return
     }
     let bytes = Data(borrowing: payload)
     Task {
         do throws(CommandBusError) {
             let result = try await context.send(name: commandName, payload: bytes)
-            reply.send(status: Int32(CMDBUS_OK.rawValue), body: result)
+            reply.deliver(status: Int32(CMDBUS_OK.rawValue), body: result)
         } catch {
-            reply.send(status: ABIStatus.status(for: error), body: Data(error.message.utf8))
+            reply.deliver(status: ABIStatus.status(for: error), body: Data(error.message.utf8))
         }
     }
 }
@@ -88,13 +88,13 @@ private let hostIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle
 
 private let hostEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
     guard let onReply else { return }
-    let reply = ReplyTarget(function: onReply, userData: userData)
+    let reply = ReplyCallback(function: onReply, userData: userData)
     guard let context = PluginCallRegistry.lookup(handle)?.context,
           let json = try? JSONEncoder().encode(context.envelope) else {
-        reply.send(status: Int32(CMDBUS_FAILED.rawValue), body: Data("envelope: unknown or completed call".utf8))
+        reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Data("envelope: unknown or completed call".utf8))
         return
     }
-    reply.send(status: Int32(CMDBUS_OK.rawValue), body: json)
+    reply.deliver(status: Int32(CMDBUS_OK.rawValue), body: json)
 }
 
 extension HostFunctionTable {
@@ -103,13 +103,14 @@ extension HostFunctionTable {
     }
 }
 
-/// A plugin's `on_reply` callback and its `user_data`, carried into the task that sends the subcommand.
-private struct ReplyTarget: @unchecked Sendable {
+/// A plugin's `on_reply` callback and its `user_data`, kept until the answer arrives
+/// (in the host, from the task that sends a subcommand; in a worker, from the host's reply frame).
+struct ReplyCallback: @unchecked Sendable {
     // user_data belongs to the plugin, which promised it stays valid until on_reply is called.
     let function: cmdbus_reply_fn
     let userData: UnsafeMutableRawPointer?
 
-    func send(status: Int32, body: Data) {
+    func deliver(status: Int32, body: some ContiguousBytes) {
         body.withUnsafeBytes { raw in
             function(userData, status, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count))
         }
