@@ -19,13 +19,8 @@ struct PluginCommandHandler: DynamicCommandHandler {
         guard command.isReversible, plugin.descriptor!.hasVersion11Fields, let invert = plugin.descriptor!.raw.pointee.invert else {
             return nil
         }
-        let probe = PluginCall(context: nil, pluginName: plugin.name)
-        PluginCallRegistry.register(probe)
-        defer { PluginCallRegistry.remove(probe) }
-        let answer = payload.withUnsafeBytes { raw in
-            invert(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
-        }
-        let body = probe.completion?.body ?? Data()
+        let (answer, message) = callSynchronously(invert, payload: payload)
+        let body = message ?? Data()
         if answer == 1 { return nil }
         guard answer == 0 else { throw error(status: -answer, message: String(decoding: body, as: UTF8.self)) }
         struct Inverse: Decodable { let command: String; let payload: JSONValue }
@@ -37,15 +32,23 @@ struct PluginCommandHandler: DynamicCommandHandler {
 
     func canHandle(payload: Data) throws -> Bool {
         guard let canHandle = plugin.descriptor!.raw.pointee.can_handle else { return true }
+        let (answer, message) = callSynchronously(canHandle, payload: payload)
+        if answer >= 0 { return answer != 0 }
+        throw error(status: -answer, message: message.map { String(decoding: $0, as: UTF8.self) } ?? "the plugin refused the payload")
+    }
+
+    /// Calls one of the plugin's synchronous functions (`can_handle`, `invert`) with a call handle
+    /// that lives only for the call; returns its answer and whatever it passed to `complete`.
+    private func callSynchronously(
+        _ function: @convention(c) (UnsafeMutableRawPointer?, UInt32, cmdbus_bytes, OpaquePointer?) -> Int32, payload: Data
+    ) -> (answer: Int32, body: Data?) {
         let probe = PluginCall(context: nil, pluginName: plugin.name)
         PluginCallRegistry.register(probe)
         defer { PluginCallRegistry.remove(probe) }
         let answer = payload.withUnsafeBytes { raw in
-            canHandle(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
+            function(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
         }
-        if answer >= 0 { return answer != 0 }
-        let message = probe.completion.map { String(decoding: $0.body, as: UTF8.self) } ?? "the plugin refused the payload"
-        throw error(status: -answer, message: message)
+        return (answer, probe.completion?.body)
     }
 
     func handle(payload: Data, context: CommandContext) async throws -> Data {

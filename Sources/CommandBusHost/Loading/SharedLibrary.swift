@@ -8,8 +8,6 @@ import Darwin
 struct SharedLibrary: @unchecked Sendable {
     // The handle stays valid for the life of the process (RTLD_NODELETE, no dlclose).
     private let handle: UnsafeMutableRawPointer
-    /// The path it was opened from.
-    let path: String
 
     /// Opens `path` with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE`.
     /// - Throws: The loader's own message (`dlerror`) when it cannot be opened.
@@ -18,7 +16,6 @@ struct SharedLibrary: @unchecked Sendable {
             throw .init(Self.lastError() ?? "dlopen failed")
         }
         self.handle = handle
-        self.path = path
     }
 
     /// The address of `symbol`, or `nil` if the library does not export it.

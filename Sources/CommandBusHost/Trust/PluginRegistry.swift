@@ -64,11 +64,6 @@ public struct PluginRegistry: Sendable {
         entries.removeValue(forKey: FileSystem.realPath(path) ?? path) != nil
     }
 
-    /// The quarantined files and their reasons.
-    public var quarantined: [(path: String, reason: String)] {
-        entries.filter { $0.value.verdict == "quarantined" }.map { ($0.key, $0.value.reason ?? "") }.sorted { $0.path < $1.path }
-    }
-
     /// Writes the registry (its directory is created if needed).
     func save() {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
