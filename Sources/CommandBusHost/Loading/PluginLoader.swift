@@ -64,15 +64,18 @@ public struct PluginLoader: Sendable {
         let registryBefore = registry?.entries
         defer { if let registry, registry.entries != registryBefore { registry.save() } }
         for directory in directories {
+            // The directory's own rules and its plugins.lock are checked once, not per file.
             let files: [String]
+            let allowlist: PluginAllowlist?
             do {
                 files = try Self.candidates(in: directory)
+                allowlist = try admission(of: directory)
             } catch {
                 skipped.append(SkippedPluginFile(path: directory, reason: error.reason))
                 continue
             }
             for file in files {
-                switch loadFile(file, in: directory, into: bus, registry: &registry) {
+                switch loadFile(file, in: directory, allowlist: allowlist, into: bus, registry: &registry) {
                 case .success(let loaded):
                     plugins.append(loaded.plugin)
                     registrations[file] = loaded.registrations
@@ -88,10 +91,22 @@ public struct PluginLoader: Sendable {
     public func loadFile(
         _ file: String, in directory: String, into bus: CommandBus
     ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
+        let allowlist: PluginAllowlist?
+        do {
+            allowlist = try admission(of: directory)
+        } catch {
+            return .failure(SkippedPluginFile(path: file, reason: error.reason))
+        }
         var registry = openRegistry()
         let registryBefore = registry?.entries
         defer { if let registry, registry.entries != registryBefore { registry.save() } }
-        return loadFile(file, in: directory, into: bus, registry: &registry)
+        return loadFile(file, in: directory, allowlist: allowlist, into: bus, registry: &registry)
+    }
+
+    /// Checks a plugin directory against the trust rules and reads its allowlist, if it has one.
+    private func admission(of directory: String) throws(PluginLoadFailure) -> PluginAllowlist? {
+        try trust.check(directory: directory)
+        return trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
     }
 
     /// The probe registry, if this loader probes.
@@ -100,11 +115,9 @@ public struct PluginLoader: Sendable {
     }
 
     private func loadFile(
-        _ file: String, in directory: String, into bus: CommandBus, registry: inout PluginRegistry?
+        _ file: String, in directory: String, allowlist: PluginAllowlist?, into bus: CommandBus, registry: inout PluginRegistry?
     ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
         do {
-            try trust.check(directory: directory)
-            let allowlist = trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
             try trust.check(file: file, in: directory, allowlist: allowlist)
             if let probe, registry != nil { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
         } catch {
