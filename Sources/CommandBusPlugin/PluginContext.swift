@@ -43,12 +43,12 @@ public struct PluginContext: Sendable {
     /// Emits an event with a name and a JSON-encodable payload.
     public func emit(_ name: String, _ payload: some Encodable) throws {
         let data = try JSONWire.encoder.encode(payload)
-        host?.functions.emit(host!.call, name, data)
+        if let host { host.functions.emit(host.call, name, data) }
     }
 
     /// Writes a log line through the host.
     public func log(_ level: PluginLogLevel, _ message: String) {
-        host?.functions.log(host!.call, level, message)
+        if let host { host.functions.log(host.call, level, message) }
     }
 
     /// Sends a subcommand through the host's bus and waits for its result.
