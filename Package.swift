@@ -7,7 +7,7 @@ let package = Package(
     products: [
         .library(name: "CommandBus", targets: ["CommandBus"]),
         .library(name: "CommandBusPlugin", targets: ["CommandBusPlugin"]),
-        .library(name: "CommandBusHost", targets: ["CommandBusHost"]),
+        .library(name: "CommandBusHost", targets: ["CommandBusHost", "CommandBusLoading", "CommandBusSQLite"]),
         .executable(name: "cmdbus", targets: ["cmdbus"]),
         // Example plugins: each a shared library with its own copy of the SDK.
         .library(name: "Greeter", type: .dynamic, targets: ["Greeter"]),
@@ -25,8 +25,25 @@ let package = Package(
         .target(name: "CommandBusPlugin", dependencies: ["CCommandBusABI"]),
         // SQLite from the system (libsqlite3-dev), for the journal: no package dependency.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "CommandBusHost", dependencies: ["CommandBus", "CCommandBusABI", "CSQLite"]),
-        .executableTarget(name: "cmdbus", dependencies: ["CommandBusHost"]),
+        // The host, as modules the compiler keeps apart (README: "Architecture"). Each may use only
+        // the modules listed here, and scripts/check-layering.sh fails the tests if one imports more.
+        // Small shared pieces: JSON values, quoting, files, child processes, threads, the console.
+        .target(name: "CommandBusSupport"),
+        // The SQLite journal.
+        .target(name: "CommandBusSQLite", dependencies: ["CommandBus", "CommandBusSupport", "CSQLite"]),
+        // Plugins: the loader, trust and probing, isolation workers. Knows nothing of journals, sockets or the CLI.
+        .target(name: "CommandBusLoading", dependencies: ["CommandBus", "CCommandBusABI", "CommandBusSupport"]),
+        // A host session (bus + plugins + journal), its failures, and the BusClient seam every front end talks to.
+        .target(name: "CommandBusHost", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite"]),
+        // cmdbus serve: the socket, its NDJSON protocol (both sides), hot loading.
+        .target(name: "CommandBusServer", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost"]),
+        // The command line: typed options, subcommands, output.
+        .target(
+            name: "CommandBusCLI",
+            dependencies: ["CommandBus", "CCommandBusABI", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusServer"]
+        ),
+        // A thin main: worker and probe children first, then the command line.
+        .executableTarget(name: "cmdbus", dependencies: ["CommandBusCLI", "CommandBusLoading"]),
         .target(name: "Greeter", dependencies: ["CommandBusPlugin"], path: "Plugins/Greeter"),
         .target(name: "GreetAll", dependencies: ["CommandBusPlugin"], path: "Plugins/GreetAll"),
         .target(name: "CEcho", dependencies: ["CCommandBusABI"], path: "Plugins/CEcho"),
@@ -34,12 +51,15 @@ let package = Package(
         .target(name: "FixturePlugin", dependencies: ["CommandBusPlugin"], path: "Tests/Fixtures/FixturePlugin"),
         .executableTarget(
             name: "CommandBusBenchmarks",
-            dependencies: ["CommandBus", "CommandBusHost", "CSQLite"]
+            dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CSQLite"]
         ),
         // The baseline the cold-start benchmarks compare with.
         .executableTarget(name: "HelloWorld"),
         .testTarget(name: "CommandBusTests", dependencies: ["CommandBus"]),
-        .testTarget(name: "CommandBusHostTests", dependencies: ["CommandBusHost", "CommandBus"]),
+        .testTarget(
+            name: "CommandBusHostTests",
+            dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusCLI"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

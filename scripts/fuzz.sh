@@ -20,8 +20,8 @@ build() {  # build NAME MODULE SOURCES...
 
 core=$(find "$repo/Sources/CommandBus" -name '*.swift')
 sdk=$(find "$repo/Sources/CommandBusPlugin" -name '*.swift')
-cli=("$repo/Sources/CommandBusHost/CLI/ArgumentParser.swift" "$repo/Sources/CommandBusHost/CLI/CLIFailure.swift"
-     "$repo/Sources/CommandBusHost/CLI/PayloadBuilder.swift" "$repo/Sources/CommandBusHost/CLI/JSONValue.swift")
+support=$(find "$repo/Sources/CommandBusSupport" -name '*.swift')
+cli=("$repo/Sources/CommandBusCLI/ArgumentParser.swift" "$repo/Sources/CommandBusCLI/PayloadBuilder.swift")
 
 build dynamic-path CommandBus $core "$repo/Tests/Fuzz/DynamicPathFuzz.swift"
 build sdk-decoder CommandBusPlugin $sdk "$repo/Tests/Fuzz/SDKDecoderFuzz.swift"
@@ -29,7 +29,17 @@ build sdk-decoder CommandBusPlugin $sdk "$repo/Tests/Fuzz/SDKDecoderFuzz.swift"
 log "building the CommandBus module for the CLI target"
 swiftc "${flags[@]}" -module-name CommandBus -emit-module -emit-module-path "$out/CommandBus.swiftmodule" \
     -emit-library -static $core -o "$out/libCommandBus.a"
-build arguments CommandBusHost -I "$out" -L "$out" -lCommandBus "${cli[@]}" "$repo/Tests/Fuzz/ArgumentsFuzz.swift"
+# The CLI's parser imports CommandBusSupport and, from CommandBusHost, only HostFailure: build those two as modules.
+library() {  # library MODULE SOURCES...
+    local module="$1"; shift
+    log "building the $module module for the CLI target"
+    swiftc "${flags[@]}" -module-name "$module" -I "$out" -emit-module -emit-module-path "$out/$module.swiftmodule" \
+        -emit-library -static "$@" -o "$out/lib$module.a"
+}
+library CommandBusSupport $support
+library CommandBusHost "$repo/Sources/CommandBusHost/HostFailure.swift"
+build arguments CommandBusCLI -I "$out" -L "$out" -lCommandBusHost -lCommandBusSupport -lCommandBus \
+    "${cli[@]}" "$repo/Tests/Fuzz/ArgumentsFuzz.swift"
 
 for target in dynamic-path sdk-decoder arguments; do
     corpus="$out/corpus-$target"

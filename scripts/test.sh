@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 
 ensure_system_packages
+log "checking the module layering"
+scripts/check-layering.sh
 log "building all products (debug)"
 swift build
 # The fuzz targets, over their corpus and a bounded number of new inputs (skip with CMDBUS_SKIP_FUZZ=1).

@@ -1,3 +1,4 @@
+import CommandBusSQLite
 import CSQLite
 import CommandBus
 import CommandBusHost

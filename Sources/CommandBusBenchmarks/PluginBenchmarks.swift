@@ -1,3 +1,4 @@
+import CommandBusLoading
 import CommandBus
 import CommandBusHost
 import Foundation

@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The server figures of issue #6: `cmdbus serve` driven through its socket.
 enum ServerBenchmarks {

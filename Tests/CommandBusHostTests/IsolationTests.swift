@@ -1,5 +1,6 @@
 import CommandBus
 import CommandBusHost
+import CommandBusLoading
 import Foundation
 import Testing
 

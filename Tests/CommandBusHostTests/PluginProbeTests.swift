@@ -57,10 +57,10 @@ struct PluginProbeTests {
     @Test func theProbeAnswersForAGoodAndABadFile() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
-        let good = try await cmdbus("plugins", "probe", plugins.file("libGreeter.so").path)
+        let good = try await cmdbus("--cmdbus-probe", plugins.file("libGreeter.so").path)
         #expect(good.stdout == "{\"ok\":true}\n")
         let (path, _) = try await BadPluginFile.missingName.create(in: plugins)
-        let bad = try await cmdbus("plugins", "probe", path)
+        let bad = try await cmdbus("--cmdbus-probe", path)
         #expect(bad.stdout == "{\"ok\":false,\"reason\":\"descriptor is missing its name\"}\n")
     }
 }

@@ -1,5 +1,7 @@
 import CommandBus
 @testable import CommandBusHost
+@testable import CommandBusLoading
+import CommandBusSupport
 import Foundation
 import Testing
 

@@ -190,6 +190,15 @@ struct ServerTests {
         #expect(finished == 500)
     }
 
+    /// The `code` of a `--json` error line, if there is one.
+    static func errorCode(_ stderr: String) -> String? {
+        stderr.split(separator: "\n").compactMap { line -> String? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let error = object["error"] as? [String: Any] else { return nil }
+            return error["code"] as? String
+        }.first
+    }
+
     @Test func clientModeGivesTheSameOutputAndExitCodes() async throws {
         let server = try await Server()
         defer { server.work.remove() }
@@ -207,8 +216,36 @@ struct ServerTests {
         let local = try await cmdbus(["run", "fixture.sleep-via", "-p", "milliseconds=1", "--no-journal", "--plugins", server.plugins.path])
         #expect(viaServer.status == 0 && viaServer.stdout == local.stdout && viaServer.stderr == local.stderr)
         #expect(viaServer.stderr.contains(#"event fixture.sleep-via: sending {"milliseconds":1}"#))
+        // Every subcommand prints the same thing through the server as in process (load times aside).
+        let inProcessOptions = ["--plugins", server.plugins.path]
+        func withoutLoadTimes(_ text: String) -> String {
+            text.split(separator: "\n").filter { !$0.hasPrefix("    loaded ") }.joined(separator: "\n")
+        }
         let plugins = try await cmdbus(["plugins", connect])
-        #expect(plugins.status == 0 && plugins.stdout.contains("greeter 1.0.0") && plugins.stdout.contains("commands: greet; loaded 20"))
+        let localPlugins = try await cmdbus(["plugins"] + inProcessOptions)
+        #expect(plugins.status == 0 && plugins.stdout.contains("greeter 1.0.0") && plugins.stdout.contains("ABI 1."))
+        #expect(withoutLoadTimes(plugins.stdout) == withoutLoadTimes(localPlugins.stdout))
+        for arguments in [["can", "greet", "-p", "name=Ada", "--json"], ["can", "greet", "-p", "name=", "--json"], ["run", "nope", "--json", "--no-journal"],
+                          ["run", "greet", #"{"nom":1}"#, "--json", "--no-journal"], ["run", "fixture.fail", "--json", "--no-journal"]] {
+            let remote = try await cmdbus(arguments + [connect])
+            let inProcess = try await cmdbus(arguments + inProcessOptions)
+            #expect(remote.status == inProcess.status, "\(arguments)")
+            #expect(remote.stdout == inProcess.stdout, "\(arguments)")
+            #expect(Self.errorCode(remote.stderr) == Self.errorCode(inProcess.stderr), "\(arguments)")
+        }
+        let batchFile = server.work.file("batch.ndjson")
+        try Data(#"""
+            {"command": "greet", "payload": {"name": "Ada"}}
+            not json
+            {"command": "fixture.fail"}
+            """#.utf8).write(to: batchFile)
+        func withoutIDs(_ text: String) -> [String] {
+            text.split(separator: "\n").map { String($0).replacing(/"id":"[^"]*",/, with: "") }.sorted()
+        }
+        let remoteBatch = try await cmdbus(["batch", batchFile.path, connect])
+        let localBatch = try await cmdbus(["batch", batchFile.path, "--no-journal"] + inProcessOptions)
+        #expect(remoteBatch.status == 1 && localBatch.status == 1)
+        #expect(withoutIDs(remoteBatch.stdout) == withoutIDs(localBatch.stdout) && withoutIDs(localBatch.stdout).count == 3)
         await server.stop()
         let gone = try await cmdbus(["run", "greet", "-p", "name=Ada", connect])
         #expect(gone.status == 1 && gone.stderr.contains("is 'cmdbus serve' running?"))

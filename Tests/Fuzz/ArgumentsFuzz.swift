@@ -1,5 +1,7 @@
 // libFuzzer target: arbitrary command lines through the CLI's argument parser and payload
-// builder. Built with those CommandBusHost sources by scripts/fuzz.sh.
+// builder. Built with those CommandBusCLI sources by scripts/fuzz.sh.
+import CommandBusHost
+import CommandBusSupport
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,0 +1,114 @@
+import CommandBusSupport
+import CommandBusHost
+/// The options one subcommand accepts, and a parser for its arguments.
+///
+/// Supports `--name value`, `--name=value`, short aliases (`-p value`), flags,
+/// repeatable options, and `--` to end options. Anything else is a usage error
+/// that names the offending argument.
+struct ArgumentSpec: Sendable {
+    /// One option: its long name, an optional one-letter alias, and whether it takes a value.
+    struct Option: Sendable {
+        let name: String
+        let short: Character?
+        let takesValue: Bool
+        let help: String
+        /// A flag that may also carry a value, as `--name=VALUE` only.
+        var inlineValueAllowed = false
+    }
+
+    let command: String
+    let options: [Option]
+
+    /// The result of parsing: positional arguments, option values (in order), and flags.
+    struct Parsed: Sendable {
+        var positionals: [String] = []
+        var values: [String: [String]] = [:]
+        var flags: Set<String> = []
+
+        func value(_ name: String) -> String? { values[name]?.last }
+        func all(_ name: String) -> [String] { values[name] ?? [] }
+        func has(_ name: String) -> Bool { flags.contains(name) }
+    }
+
+    func parse(_ arguments: [String]) throws(HostFailure) -> Parsed {
+        var parsed = Parsed()
+        var index = 0
+        var optionsEnded = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if optionsEnded || argument == "-" || !argument.hasPrefix("-") || Self.isNumber(argument) {
+                parsed.positionals.append(argument)
+                continue
+            }
+            if argument == "--" {
+                optionsEnded = true
+                continue
+            }
+            let (key, inlineValue) = Self.split(argument)
+            guard let option = find(key) else {
+                throw .usage("unknown option \(quoted(key)) for 'cmdbus \(command)'; see 'cmdbus \(command) --help'")
+            }
+            if option.takesValue {
+                if let inlineValue {
+                    parsed.values[option.name, default: []].append(inlineValue)
+                } else if index < arguments.count, !arguments[index].hasPrefix("--") {
+                    parsed.values[option.name, default: []].append(arguments[index])
+                    index += 1
+                } else {
+                    throw .usage("option \(quoted(key)) of 'cmdbus \(command)' needs a value")
+                }
+            } else {
+                if let inlineValue {
+                    guard option.inlineValueAllowed else { throw .usage("option \(quoted(key)) of 'cmdbus \(command)' takes no value") }
+                    parsed.values[option.name, default: []].append(inlineValue)
+                }
+                parsed.flags.insert(option.name)
+            }
+        }
+        return parsed
+    }
+
+    private func find(_ key: String) -> Option? {
+        if key.hasPrefix("--") {
+            let name = String(key.dropFirst(2))
+            return options.first { $0.name == name }
+        }
+        guard key.count == 2, let letter = key.last else { return nil }
+        return options.first { $0.short == letter }
+    }
+
+    private static func split(_ argument: String) -> (String, String?) {
+        guard argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+    }
+
+    /// Negative numbers such as `-1` are positionals, not options.
+    private static func isNumber(_ argument: String) -> Bool {
+        argument.count > 1 && Double(argument) != nil
+    }
+
+    /// The options' lines for `--help`.
+    var optionsHelp: String {
+        options.map { option in
+            let names = (option.short.map { "-\($0), " } ?? "    ") + "--\(option.name)" + (option.takesValue ? " VALUE" : "")
+            return "  " + names + String(repeating: " ", count: max(1, 26 - names.count)) + option.help
+        }.joined(separator: "\n")
+    }
+}
+
+extension ArgumentSpec.Option {
+    static let help = Self(name: "help", short: "h", takesValue: false, help: "Show this help.")
+    static let plugins = Self(name: "plugins", short: nil, takesValue: true, help: "A plugin directory (repeatable).")
+    static let json = Self(name: "json", short: nil, takesValue: false, help: "Machine-readable output and errors.")
+    static let quiet = Self(name: "quiet", short: "q", takesValue: false, help: "Don't report skipped plugin files.")
+    static let connect = Self(
+        name: "connect", short: nil, takesValue: false, help: "Use a running 'cmdbus serve' (--connect=SOCKET).", inlineValueAllowed: true
+    )
+    static let isolate = Self(name: "isolate", short: nil, takesValue: false, help: "Run each plugin's handlers in a worker process.")
+    static let noProbe = Self(name: "no-probe", short: nil, takesValue: false, help: "Load new plugin files without probing them first.")
+    static let probeTimeout = Self(name: "probe-timeout", short: nil, takesValue: true, help: "Seconds a probe may take (default 10).")
+    static let insecurePlugins = Self(
+        name: "insecure-plugins", short: nil, takesValue: false, help: "Load plugins others can write, and symlinks out."
+    )
+}

@@ -1,0 +1,80 @@
+import CommandBusSupport
+import CommandBusSQLite
+import CommandBusHost
+import CommandBusServer
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `cmdbus batch [FILE|-]`: runs NDJSON commands with bounded concurrency, one result line each.
+enum BatchCommand {
+    static let spec = ArgumentSpec(command: "batch", options: [
+        .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64)."),
+        .init(name: "timeout", short: "t", takesValue: true, help: "A deadline for each command, in seconds."),
+        .connect, .help,
+    ] + PluginOptions.options + JournalOptions.options)
+
+    static let help = """
+        Usage: cmdbus batch [FILE|-] [options]
+
+        Reads one command per line, {"command": NAME, "payload": {...}}, from FILE or
+        standard input, runs them with bounded concurrency, and writes one NDJSON
+        line per command to stdout as it finishes:
+          {"line": 1, "id": "...", "command": "greet", "state": "succeeded", "result": {...}}
+          {"line": 2, "id": "...", "command": "greet", "state": "failed", "error": {"code": ..., "message": ...}}
+        A command counts as acknowledged once its line is printed; by then its outcome
+        is durable in the journal. A malformed input line gets a line with its error.
+
+        Exit codes: 0 every command succeeded, 1 some did not, 64 usage, 74 journal unusable.
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    /// One input line: a command name and its payload.
+    private struct Line: Decodable {
+        let command: String
+        let payload: JSONValue?
+    }
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        guard arguments.positionals.count <= 1 else { throw .usage("'cmdbus batch' reads one FILE (or - for standard input)") }
+        let reader = try LineReader(path: arguments.positionals.first ?? "-")
+        let concurrency = try arguments.positiveInteger("concurrency") ?? 64
+        let timeout = try arguments.seconds("timeout")
+        let client = try await BusClientFactory.client(
+            connection: ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
+        )
+        var number = 0, failures = 0
+        // Hands out the next well-formed line as a request; a malformed line gets its error line here.
+        func next() -> CommandRequest? {
+            while let text = reader.next() {
+                number += 1
+                if text.allSatisfy(\.isWhitespace) { continue }
+                guard let line = try? JSONDecoder().decode(Line.self, from: Data(text.utf8)) else {
+                    failures += 1
+                    console.out(JSONValue.object([
+                        "line": .integer(Int64(number)), "state": .string(CommandState.failed.rawValue),
+                        "error": .object([
+                            "code": .string("decodingFailed"), "message": .string("line \(number) is not {\"command\": NAME, \"payload\": {...}}"),
+                        ]),
+                    ]).text)
+                    continue
+                }
+                return CommandRequest(name: line.command, payload: Data((line.payload ?? .object([:])).text.utf8), timeout: timeout, tag: number)
+            }
+            return nil
+        }
+        try await client.sendAll(concurrency: concurrency, next: next) { outcome in
+            if outcome.state != .succeeded { failures += 1 }
+            console.out(outcome.json.text)
+        }
+        await client.close()
+        if failures > 0 {
+            throw HostFailure(.someFailed, "\(failures) of the batch's commands did not succeed")
+        }
+    }
+}

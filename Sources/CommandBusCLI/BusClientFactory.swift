@@ -1,0 +1,16 @@
+import CommandBusHost
+import CommandBusServer
+import CommandBusSupport
+
+/// The one place a subcommand gets its bus: a running server with `--connect`, else one in this process.
+enum BusClientFactory {
+    static func client(
+        connection: ConnectionOptions, plugins: PluginOptions, journal: JournalOptions, console: Console,
+        reportSkipped: Bool = true, usesAllowlist: Bool = true
+    ) async throws(HostFailure) -> any BusClient {
+        if let socket = connection.socket { return SocketBusClient(socket: socket) }
+        return try await LocalBusClient.start(
+            plugins: plugins, journal: journal, console: console, reportSkipped: reportSkipped, usesAllowlist: usesAllowlist
+        )
+    }
+}

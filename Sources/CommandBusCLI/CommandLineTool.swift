@@ -1,0 +1,105 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBusHost
+import CCommandBusABI
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The `cmdbus` command line: parses the arguments, runs the subcommand, and returns the exit code.
+///
+/// `cmdbus`'s `main` is one call to ``run(_:)``.
+public enum CommandLineTool {
+    /// The version `cmdbus --version` prints.
+    public static let version = "1.0.0"
+
+    static let usage = """
+        Usage: cmdbus <subcommand> [options]
+
+        A command bus whose handlers are plugins (.so files) loaded from a directory:
+        --plugins DIR (repeatable), else $CMDBUS_PLUGINS (colon-separated), else ./plugins.
+
+        Subcommands:
+          run <command> [<json>]     Send a command and print its JSON result.
+          can <command> [<json>]     Exit 0 if some handler would take it now, 69 if not.
+          plugins [--json]           List loaded plugins, command routes and skipped files.
+          plugins check <file>       Validate one plugin file.
+          batch [FILE|-]             Run NDJSON commands; one result line each.
+          journal <subcommand>       list, show, retry, replay, undo, import.
+          serve                      Run a long-lived host on a Unix socket (NDJSON).
+          status --connect           A running server's uptime, work and latencies.
+          help [<subcommand>]        Show help.
+
+        Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.
+        """
+
+    /// Runs `cmdbus` with `arguments` (without the program name) and returns the exit code.
+    public static func run(_ arguments: [String]) async -> Int32 {
+        let console = Console()
+        let wantsJSON = arguments.contains("--json")
+        do {
+            try await dispatch(arguments, console: console)
+            return ExitCode.ok.rawValue
+        } catch {
+            console.report(error, json: wantsJSON)
+            return error.exitCode.rawValue
+        }
+    }
+
+    private static func dispatch(_ arguments: [String], console: Console) async throws(HostFailure) {
+        guard let first = arguments.first else {
+            console.err(usage)
+            throw .usage("no subcommand given")
+        }
+        let rest = Array(arguments.dropFirst())
+        switch first {
+        case "--help", "-h":
+            console.out(usage)
+        case "--version", "-V":
+            console.out("cmdbus \(version) (plugin ABI \(CMDBUS_ABI_VERSION_MAJOR).\(CMDBUS_ABI_VERSION_MINOR), Swift \(hostSwiftCompilerVersion))")
+        case "help":
+            console.out(rest.first.flatMap { subcommands[$0]?.help } ?? usage)
+        default:
+            guard let subcommand = subcommands[first] else {
+                throw .usage("unknown subcommand \(quoted(first)); see 'cmdbus --help'")
+            }
+            let parsed = try subcommand.spec.parse(rest)
+            if parsed.has("help") { return console.out(subcommand.help) }
+            try await subcommand.run(parsed, console)
+        }
+    }
+
+    /// One subcommand: its options, its help, and what it does.
+    private struct Subcommand: Sendable {
+        let spec: ArgumentSpec
+        let help: String
+        let run: @Sendable (ArgumentSpec.Parsed, Console) async throws(HostFailure) -> Void
+    }
+
+    private static let subcommands: [String: Subcommand] = [
+        "run": .init(spec: RunCommand.spec, help: RunCommand.help) { arguments, console throws(HostFailure) in
+            try await RunCommand.run(arguments, console: console)
+        },
+        "can": .init(spec: CanCommand.spec, help: CanCommand.help) { arguments, console throws(HostFailure) in
+            try await CanCommand.run(arguments, console: console)
+        },
+        "plugins": .init(spec: PluginsCommand.spec, help: PluginsCommand.help) { arguments, console throws(HostFailure) in
+            try await PluginsCommand.run(arguments, console: console)
+        },
+        "batch": .init(spec: BatchCommand.spec, help: BatchCommand.help) { arguments, console throws(HostFailure) in
+            try await BatchCommand.run(arguments, console: console)
+        },
+        "journal": .init(spec: JournalCommand.spec, help: JournalCommand.help) { arguments, console throws(HostFailure) in
+            try await JournalCommand.run(arguments, console: console)
+        },
+        "serve": .init(spec: ServeCommand.spec, help: ServeCommand.help) { arguments, console throws(HostFailure) in
+            try await ServeCommand.run(arguments, console: console)
+        },
+        "status": .init(spec: StatusCommand.spec, help: StatusCommand.help) { arguments, console throws(HostFailure) in
+            try await StatusCommand.run(arguments, console: console)
+        },
+    ]
+}

@@ -1,0 +1,268 @@
+import CommandBusSupport
+import CommandBusSQLite
+import CommandBusHost
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `cmdbus journal list|show|retry|replay|undo|import`: reading and using the journal.
+enum JournalCommand {
+    static let spec = ArgumentSpec(command: "journal", options: [
+        .init(name: "state", short: nil, takesValue: true, help: "list: only this state (repeatable)."),
+        .init(name: "command", short: nil, takesValue: true, help: "list: only this command name."),
+        .init(name: "limit", short: "n", takesValue: true, help: "list: at most N entries (the newest)."),
+        .init(name: "since", short: nil, takesValue: true, help: "replay: from this entry id or time (ISO 8601 or seconds)."),
+        .init(name: "until", short: nil, takesValue: true, help: "replay: up to this entry id or time."),
+        .init(name: "rebuild", short: nil, takesValue: false, help: "undo: drop the entry from replay instead of sending an inverse."),
+        .json, .help,
+    ] + PluginOptions.options + JournalOptions.options)
+
+    static let help = """
+        Usage: cmdbus journal <subcommand> [options]
+
+          list [--state S] [--command NAME] [--limit N] [--json]
+                                 List entries, oldest first (failed ones are the dead letters).
+          show ID                Print one entry: envelope, payload, state, attempts, result or error.
+          retry ID               Run a failed, cancelled or timed-out entry again, under its id.
+          replay [--since ID|TIME] [--until ID|TIME]
+                                 Run succeeded entries again, in order, into fresh state.
+          undo [ID] [--rebuild]  Send the inverse of an entry (the latest by default) and link the two;
+                                 --rebuild instead drops it from the log's replay.
+          import OTHER.sqlite    Play, in their order, the succeeded entries this journal hasn't seen.
+
+        The journal is \(JournalOptions.defaultPath) unless --journal PATH.
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        guard let subcommand = arguments.positionals.first else { throw .usage("'cmdbus journal' needs a subcommand; see 'cmdbus journal --help'") }
+        let operands = Array(arguments.positionals.dropFirst())
+        switch subcommand {
+        case "list": try await list(arguments, operands, console)
+        case "show": try await show(arguments, operands, console)
+        case "retry": try await retry(arguments, operands, console)
+        case "replay": try await replay(arguments, operands, console)
+        case "undo": try await undo(arguments, operands, console)
+        case "import": try await importJournal(arguments, operands, console)
+        default: throw .usage("unknown 'cmdbus journal' subcommand \(quoted(subcommand)); see 'cmdbus journal --help'")
+        }
+    }
+
+    private static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {
+        let options = try JournalOptions(arguments)
+        return try HostSession.openJournal(options.path, durability: options.durability, create: false)
+    }
+
+    /// A session with the plugins and the journal the options name.
+    private static func session(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) -> HostSession {
+        try await HostSession.start(plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true)
+    }
+
+    private static func list(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.isEmpty else { throw .usage("'cmdbus journal list' takes no operands") }
+        var states: Set<CommandState> = []
+        for name in arguments.all("state") {
+            guard let state = CommandState(rawValue: name) else {
+                throw .usage("--state takes one of \(CommandState.allCases.map(\.rawValue).joined(separator: ", ")), got \(quoted(name))")
+            }
+            states.insert(state)
+        }
+        let limit = try arguments.positiveInteger("limit")
+        let journal = try existingJournal(arguments)
+        var records: [JournalRecord]
+        do {
+            records = try await journal.records(JournalQuery(states: states, commandName: arguments.value("command")))
+        } catch {
+            throw .journal(error)
+        }
+        if let limit, records.count > limit { records = Array(records.suffix(limit)) }
+        if arguments.has("json") {
+            console.out(JSONValue.array(records.map(json)).text)
+            return
+        }
+        for record in records {
+            var line = "\(record.sequence)  \(record.envelope.id)  \(record.state.rawValue)  \(record.envelope.commandName)  attempts \(record.attempts)"
+            if let message = record.errorMessage { line += "  \(message)" }
+            if let undone = record.undoneBy { line += "  (undone by \(undone))" }
+            console.out(line)
+        }
+    }
+
+    private static func show(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let journal = try existingJournal(arguments)
+        let record = try await find(operands, in: journal, verb: "show")
+        console.out(json(record).text)
+    }
+
+    private static func retry(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let session = try await session(arguments, console: console)
+        guard let journal = session.journal else { throw .usage("'cmdbus journal retry' needs a journal; drop --no-journal") }
+        let record = try await find(operands, in: journal, verb: "retry")
+        guard [.failed, .cancelled, .timedOut].contains(record.state) else {
+            throw .usage("entry \(record.envelope.id) ('\(record.envelope.commandName)') is \(record.state.rawValue); only failed, cancelled or timed-out entries are retried")
+        }
+        let ticket = session.bus.resubmit(record)
+        do {
+            let result = try await ticket.result
+            await session.close()
+            console.out(String(decoding: result, as: UTF8.self))
+        } catch {
+            await session.close()
+            throw session.failure(error, command: record.envelope.commandName)
+        }
+    }
+
+    private static func replay(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.isEmpty else { throw .usage("'cmdbus journal replay' takes no operands; use --since and --until") }
+        let journal = try existingJournal(arguments)
+        // A replay starts from fresh state: load the plugins, but neither replay nor recover on start.
+        var noJournal = try JournalOptions(arguments)
+        noJournal.enabled = false
+        let session = try await HostSession.start(plugins: try PluginOptions(arguments), journal: noJournal, console: console, reportSkipped: true)
+        let since = try await bound(arguments.value("since"), in: journal, option: "--since")
+        let until = try await bound(arguments.value("until"), in: journal, option: "--until")
+        let report: JournalReplayer.Report
+        do {
+            report = try await JournalReplayer(bus: session.bus, journal: journal).replay(
+                after: since?.sequence.map { $0 - 1 }, through: until?.sequence,
+                createdFrom: since?.time, createdUntil: until?.time
+            )
+        } catch {
+            throw .journal(error)
+        }
+        for failure in report.failures { console.err("cmdbus: warning: replay: \(failure)") }
+        if arguments.has("json") {
+            console.out(JSONValue.object(["replayed": .integer(Int64(report.replayed)), "failed": .integer(Int64(report.failed))]).text)
+        } else {
+            console.out("replayed \(report.replayed) entries; \(report.failed) failed")
+        }
+    }
+
+    private static func undo(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let session = try await session(arguments, console: console)
+        guard let journal = session.journal else { throw .usage("'cmdbus journal undo' needs a journal; drop --no-journal") }
+        let record: JournalRecord
+        if operands.isEmpty {
+            let candidates = (try? await journal.records(JournalQuery(states: [.succeeded]))) ?? []
+            guard let latest = candidates.last(where: { $0.undoneBy == nil && $0.undoOf == nil && !$0.excluded }) else {
+                throw HostFailure(.entryNotApplicable, "journal has no succeeded entry left to undo")
+            }
+            record = latest
+        } else {
+            record = try await find(operands, in: journal, verb: "undo")
+        }
+        let name = record.envelope.commandName, id = record.envelope.id
+        if let undoneBy = record.undoneBy {
+            throw HostFailure(.entryNotApplicable, "entry \(id) ('\(name)') was already undone by \(undoneBy)", command: name)
+        }
+        guard record.state == .succeeded else {
+            throw HostFailure(.entryNotApplicable, "entry \(id) ('\(name)') is \(record.state.rawValue); only succeeded entries are undone", command: name)
+        }
+        if arguments.has("rebuild") {
+            do { try await journal.setExcluded(id, true) } catch { throw .journal(error) }
+            console.out("removed entry \(id) ('\(name)') from the log's replay; state is rebuilt without it from the next start")
+            return
+        }
+        let inverse: (name: String, payload: Data)?
+        do { inverse = try session.bus.inverse(of: record) } catch { throw session.failure(error, command: name) }
+        guard let inverse else {
+            throw HostFailure(
+                .entryNotApplicable, "entry \(id) ('\(name)') cannot be undone: the command declares no inverse (use --rebuild to drop it from the log's replay)",
+                command: name
+            )
+        }
+        let ticket = session.bus.post(name: inverse.name, payload: inverse.payload, metadata: ["cmdbus.undo-of": id.uuidString])
+        do {
+            let result = try await ticket.result
+            try await journal.linkUndo(ticket.id, of: id)
+            await session.close()
+            console.err("cmdbus: undid \(id) ('\(name)') with \(ticket.id) ('\(inverse.name)')")
+            console.out(String(decoding: result, as: UTF8.self))
+        } catch {
+            throw session.failure(error, command: inverse.name)
+        }
+    }
+
+    private static func importJournal(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.count == 1 else { throw .usage("'cmdbus journal import' takes one journal file") }
+        let other: SQLiteJournal
+        do { other = try SQLiteJournal(path: operands[0], durability: .synced, create: false, readOnly: true) } catch { throw .journal(error) }
+        let session = try await session(arguments, console: console)
+        guard let journal = session.journal else { throw .usage("'cmdbus journal import' needs a journal; drop --no-journal") }
+        var added = 0, present = 0, failed = 0
+        do {
+            for record in try await other.records(JournalQuery(states: [.succeeded])) {
+                if try await journal.record(record.envelope.id) != nil {
+                    present += 1
+                    continue
+                }
+                do {
+                    _ = try await session.bus.resubmit(record).result
+                    added += 1
+                } catch {
+                    failed += 1
+                    console.err("cmdbus: warning: import: \(record.envelope.id) ('\(record.envelope.commandName)'): \(error.message)")
+                }
+            }
+        } catch {
+            throw .journal(error)
+        }
+        await session.close()
+        if arguments.has("json") {
+            console.out(JSONValue.object(["new": .integer(Int64(added)), "present": .integer(Int64(present)), "failed": .integer(Int64(failed))]).text)
+        } else {
+            console.out("imported \(added) new, \(present) already present, \(failed) failed")
+        }
+    }
+
+    /// The entry named by the one operand.
+    private static func find(_ operands: [String], in journal: SQLiteJournal, verb: String) async throws(HostFailure) -> JournalRecord {
+        guard operands.count == 1 else { throw .usage("'cmdbus journal \(verb)' takes one entry id") }
+        guard let id = UUID(uuidString: operands[0]) else { throw .usage("\(quoted(operands[0])) is not an entry id (a UUID)") }
+        let record: JournalRecord?
+        do { record = try await journal.record(id) } catch { throw .journal(error) }
+        guard let record else {
+            throw HostFailure(.entryNotFound, "journal \(journal.path) has no entry \(id)")
+        }
+        return record
+    }
+
+    /// A `--since`/`--until` bound: an entry id (its sequence) or a time.
+    private static func bound(_ text: String?, in journal: SQLiteJournal, option: String) async throws(HostFailure) -> (sequence: Int64?, time: Date?)? {
+        guard let text else { return nil }
+        if let id = UUID(uuidString: text) {
+            let record = try await find([id.uuidString], in: journal, verb: "replay \(option)")
+            return (record.sequence, nil)
+        }
+        if let seconds = Double(text) { return (nil, Date(timeIntervalSince1970: seconds)) }
+        if let date = try? Date(text, strategy: .iso8601) { return (nil, date) }
+        throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
+    }
+
+    /// An entry as JSON, with its payload and result inline.
+    static func json(_ record: JournalRecord) -> JSONValue {
+        func inline(_ data: Data?) -> JSONValue {
+            guard let data else { return .null }
+            let text = String(decoding: data, as: UTF8.self)
+            return JSONValue.parse(text) ?? .string(text)
+        }
+        var fields: [String: JSONValue] = [
+            "sequence": .integer(record.sequence), "id": .string(record.envelope.id.uuidString),
+            "command": .string(record.envelope.commandName), "correlationId": .string(record.envelope.correlationID.uuidString),
+            "createdAt": .string(record.envelope.createdAt.formatted(.iso8601)), "state": .string(record.state.rawValue),
+            "attempts": .integer(Int64(record.attempts)), "payload": inline(record.payload), "result": inline(record.result),
+            "updatedAt": .string(record.updatedAt.formatted(.iso8601)), "excluded": .bool(record.excluded),
+            "metadata": .object(record.envelope.metadata.mapValues(JSONValue.string)),
+        ]
+        fields["parentId"] = .optional(record.envelope.parentID?.uuidString)
+        fields["undoOf"] = .optional(record.undoOf?.uuidString)
+        fields["undoneBy"] = .optional(record.undoneBy?.uuidString)
+        fields["error"] = record.errorCode.map { .object(["code": .string($0), "message": .optional(record.errorMessage)]) } ?? .null
+        return .object(fields)
+    }
+}

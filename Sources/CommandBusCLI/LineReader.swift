@@ -1,0 +1,40 @@
+import CommandBusHost
+import Glibc
+
+/// Reads a file, or standard input, one line at a time, without loading it whole.
+final class LineReader {
+    private let file: UnsafeMutablePointer<FILE>
+    private let ownsFile: Bool
+    private var buffer: UnsafeMutablePointer<CChar>?
+    private var capacity = 0
+
+    /// Opens `path`, or standard input for `-`.
+    init(path: String) throws(HostFailure) {
+        if path == "-" {
+            file = fdopen(dup(STDIN_FILENO), "r")!
+            ownsFile = true
+        } else {
+            guard let opened = fopen(path, "r") else {
+                throw HostFailure(.noInput, "cannot read '\(path)': \(String(cString: strerror(errno)))")
+            }
+            file = opened
+            ownsFile = true
+        }
+    }
+
+    deinit {
+        free(buffer)
+        if ownsFile { fclose(file) }
+    }
+
+    /// The next line without its line break, or `nil` at the end.
+    func next() -> String? {
+        let length = getline(&buffer, &capacity, file)
+        guard length >= 0, let buffer else { return nil }
+        var count = length
+        while count > 0, buffer[count - 1] == 0x0A || buffer[count - 1] == 0x0D { count -= 1 }
+        return buffer.withMemoryRebound(to: UInt8.self, capacity: count) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import CommandBusHost
+import CommandBusSupport
+import CommandBusServer
+import CommandBusSQLite
+
+// The option groups subcommands share, as swift-argument-parser's `@OptionGroup`s: each group
+// lists its options once and parses them once into typed values. A bad value is reported
+// naming the option it was given to.
+
+extension PluginOptions {
+    /// `--plugins`, `--insecure-plugins`, `--isolate`, `--no-probe`, `--probe-timeout`, `-q`.
+    static let options: [ArgumentSpec.Option] = [.plugins, .insecurePlugins, .isolate, .noProbe, .probeTimeout, .quiet]
+
+    /// The plugin options from parsed arguments.
+    init(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) {
+        self.init()
+        directories = arguments.all("plugins")
+        insecure = arguments.has("insecure-plugins")
+        isolateAll = arguments.has("isolate")
+        probe = !arguments.has("no-probe")
+        probeTimeout = try arguments.seconds("probe-timeout") ?? .seconds(10)
+        quiet = arguments.has("quiet")
+    }
+}
+
+extension JournalOptions {
+    /// `--journal`, `--no-journal`, `--durability`, `--max-payload`.
+    static let options: [ArgumentSpec.Option] = [
+        .init(name: "journal", short: nil, takesValue: true, help: "Journal file (default \(defaultPath))."),
+        .init(name: "no-journal", short: nil, takesValue: false, help: "Keep no journal."),
+        .init(name: "durability", short: nil, takesValue: true, help: "batched (group commit, default) or synced."),
+        .maxPayload,
+    ]
+
+    /// The journal options from parsed arguments; `enabled` is false with `--no-journal`.
+    init(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) {
+        self.init()
+        path = arguments.value("journal") ?? Self.defaultPath
+        enabled = !arguments.has("no-journal")
+        switch arguments.value("durability") {
+        case nil, "batched": durability = .batched(maxDelay: .zero)
+        case "synced": durability = .synced
+        case let other?: throw .usage("--durability takes batched or synced, got \(quoted(other))")
+        }
+        maxPayloadBytes = try arguments.positiveInteger("max-payload") ?? Self.defaultMaxPayloadBytes
+    }
+
+    /// Options that never journal (a query such as `can`), with `--max-payload` still honoured.
+    static func withoutJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> JournalOptions {
+        var options = JournalOptions()
+        options.enabled = false
+        options.maxPayloadBytes = try arguments.positiveInteger("max-payload") ?? Self.defaultMaxPayloadBytes
+        return options
+    }
+}
+
+/// `--connect[=SOCKET]`: talk to a running `cmdbus serve` instead of loading plugins here.
+struct ConnectionOptions: Sendable {
+    /// The server's socket, or `nil` to run in this process.
+    var socket: String?
+
+    init(_ arguments: ArgumentSpec.Parsed) {
+        socket = arguments.has("connect") ? arguments.value("connect") ?? CommandServer.defaultSocketPath : nil
+    }
+}
+
+extension ArgumentSpec.Option {
+    static let maxPayload = Self(name: "max-payload", short: nil, takesValue: true, help: "Largest payload in bytes (default 16777216).")
+}
+
+extension ArgumentSpec.Parsed {
+    /// The option's value as a positive number of seconds; a bad value names the option.
+    func seconds(_ name: String) throws(HostFailure) -> Duration? {
+        guard let text = value(name) else { return nil }
+        guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+            throw .usage("--\(name) takes a positive number of seconds, got \(quoted(text))")
+        }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// The option's value as a positive integer; a bad value names the option.
+    func positiveInteger(_ name: String) throws(HostFailure) -> Int? {
+        guard let text = value(name) else { return nil }
+        guard let number = Int(text), number > 0 else { throw .usage("--\(name) takes a positive integer, got \(quoted(text))") }
+        return number
+    }
+
+    /// `key=value` pairs of a repeatable option; a bad pair names the option.
+    func keyValues(_ name: String) throws(HostFailure) -> [String: String] {
+        var values: [String: String] = [:]
+        for pair in all(name) {
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                throw .usage("--\(name) takes key=value, got \(quoted(pair))")
+            }
+            values[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+        }
+        return values
+    }
+}

@@ -1,0 +1,148 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBusHost
+import CommandBusServer
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `cmdbus plugins [--json]` lists what loaded and what was skipped; `cmdbus plugins check FILE` validates one file.
+enum PluginsCommand {
+    static let spec = ArgumentSpec(command: "plugins", options: [.connect, .json, .help] + PluginOptions.options)
+
+    static let help = """
+        Usage: cmdbus plugins [--json] [--plugins DIR ...]
+               cmdbus plugins check <file> [--json]
+               cmdbus plugins lock [--plugins DIR ...]
+               cmdbus plugins forget <file>
+
+        Lists each plugin with its file, name, version, ABI, commands and load time;
+        which plugin handles each command and which ones it shadows; and every file
+        that was skipped, with the reason.
+
+        'check' loads one file on its own, validates its descriptor and prints what
+        it declares; it exits 0 if the file is a loadable plugin, 1 if not.
+
+        New plugin files are first loaded in a child process (the probe); a file that
+        crashes or hangs it is quarantined and not tried again until it changes. The
+        verdicts are cached in $CMDBUS_REGISTRY (default ~/.cache/cmdbus/registry.json).
+        'forget' drops a file's cached verdict, so it is probed again.
+
+        'lock' writes plugins.lock in each plugin directory: the SHA-256 of every plugin
+        that loads now. From then on only those files, unchanged, load from there.
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        if arguments.positionals.first == "check" {
+            return try check(arguments, console: console)
+        }
+        if arguments.positionals.first == "lock" {
+            return try await lock(arguments, console: console)
+        }
+        if arguments.positionals.first == "forget" {
+            guard arguments.positionals.count == 2 else { throw .usage("'cmdbus plugins forget' takes one file") }
+            var registry = PluginRegistry(path: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment))
+            guard registry.forget(arguments.positionals[1]) else {
+                throw HostFailure(.entryNotFound, "\(registry.path) has no entry for \(arguments.positionals[1])")
+            }
+            registry.save()
+            return console.out("forgot \(arguments.positionals[1]); it will be probed again")
+        }
+        guard arguments.positionals.isEmpty else {
+            throw .usage("unknown 'cmdbus plugins' subcommand '\(arguments.positionals[0])'; see 'cmdbus plugins --help'")
+        }
+        let client = try await BusClientFactory.client(
+            connection: ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: Self.noJournal, console: console,
+            reportSkipped: false
+        )
+        let catalog = try await client.plugins()
+        console.out(arguments.has("json") ? catalog.text : catalogText(catalog))
+    }
+
+    private static let noJournal: JournalOptions = {
+        var options = JournalOptions()
+        options.enabled = false
+        return options
+    }()
+
+    private static func check(_ arguments: ArgumentSpec.Parsed, console: Console) throws(HostFailure) {
+        guard arguments.positionals.count == 2 else { throw .usage("'cmdbus plugins check' takes exactly one file") }
+        let path = arguments.positionals[1]
+        switch PluginLoader.load(file: path) {
+        case .success(let plugin):
+            let json = PluginCatalog.json(plugin)
+            console.out(arguments.has("json") ? json.text : "ok: \(pluginLine(json.objectValue ?? [:]))")
+        case .failure(let error):
+            throw HostFailure(.pluginFailed, "\(path): \(error.reason)", plugin: path)
+        }
+    }
+
+    /// Writes each directory's plugins.lock from the plugins that load now.
+    private static func lock(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        guard arguments.positionals.count == 1 else { throw .usage("'cmdbus plugins lock' takes no operands; use --plugins DIR") }
+        let session = try await HostSession.start(plugins: try PluginOptions(arguments), journal: noJournal, console: console, reportSkipped: true, usesAllowlist: false)
+        for directory in session.catalog.directories {
+            var allowlist = PluginAllowlist(hashes: [:])
+            for plugin in session.catalog.plugins where plugin.path.hasPrefix(FileSystem.join(directory, "")) {
+                guard let hash = SHA256.ofFile(plugin.path) else { continue }
+                allowlist.hashes[FileSystem.lastComponent(plugin.path)] = hash
+            }
+            guard case .directory = FileSystem.kind(of: directory) else { continue }
+            let path = FileSystem.join(directory, PluginAllowlist.fileName)
+            guard FileSystem.writeAtomically(allowlist.text, to: path) else {
+                throw HostFailure(.pluginFailed, "cannot write \(path)")
+            }
+            console.out("locked \(allowlist.hashes.count) plugin(s) in \(path)")
+        }
+    }
+
+    /// One plugin's line, from its JSON (`PluginCatalog.json`).
+    static func pluginLine(_ plugin: [String: JSONValue]) -> String {
+        func text(_ key: String) -> String { plugin[key]?.stringValue ?? "?" }
+        let built = [plugin["sdkVersion"]?.stringValue.map { "SDK \($0)" }, plugin["swiftVersion"]?.stringValue.map { "Swift \($0)" } ?? "C"]
+            .compactMap { $0 }
+        let commands = plugin["commands"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return "\(text("name")) \(text("version")) (\(text("path"))): ABI \(text("abi")), \(built.joined(separator: ", ")), "
+            + "priority \(plugin["priority"]?.text ?? "?"), commands: \(commands.joined(separator: ", "))"
+    }
+
+    /// The catalog as text, from its JSON: the same for a local and a `--connect` listing.
+    private static func catalogText(_ catalog: JSONValue) -> String {
+        let fields = catalog.objectValue ?? [:]
+        func list(_ key: String) -> [[String: JSONValue]] { fields[key]?.arrayValue?.compactMap(\.objectValue) ?? [] }
+        let directories = fields["directories"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let plugins = list("plugins"), routes = list("commands"), skipped = list("skipped")
+        var lines = ["Plugin directories: \(directories.joined(separator: ", "))", "", "Plugins (\(plugins.count)):"]
+        for plugin in plugins {
+            lines.append("  " + pluginLine(plugin))
+            let milliseconds = plugin["loadMilliseconds"].flatMap { value -> Double? in
+                switch value {
+                case .number(let number): number
+                case .integer(let number): Double(number)
+                default: nil
+                }
+            } ?? 0
+            lines.append("    loaded \(plugin["loadedAt"]?.stringValue ?? "?") in \((milliseconds * 100).rounded() / 100) ms")
+        }
+        lines.append("")
+        lines.append("Commands (\(routes.count)):")
+        for route in routes {
+            var line = "  \(route["command"]?.stringValue ?? "?") → \(route["plugin"]?.stringValue ?? "?") (\(route["path"]?.stringValue ?? "?"))"
+            let shadowed = (route["shadowed"]?.arrayValue ?? []).compactMap(\.objectValue).map {
+                "\($0["plugin"]?.stringValue ?? "?") (\($0["path"]?.stringValue ?? "?"))"
+            }
+            if !shadowed.isEmpty { line += "; shadows \(shadowed.joined(separator: ", "))" }
+            lines.append(line)
+        }
+        lines.append("")
+        lines.append("Skipped (\(skipped.count)):")
+        for file in skipped { lines.append("  \(file["path"]?.stringValue ?? "?"): \(file["reason"]?.stringValue ?? "?")") }
+        return lines.joined(separator: "\n")
+    }
+}

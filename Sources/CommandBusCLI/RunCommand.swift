@@ -1,0 +1,60 @@
+import CommandBusSupport
+import CommandBusHost
+import CommandBusServer
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `cmdbus run <command> [<json>] [-p key=value ...]`: sends one command and prints its result.
+enum RunCommand {
+    static let spec = ArgumentSpec(command: "run", options: [
+        .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
+        .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
+        .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
+        .connect, .json, .help,
+    ] + PluginOptions.options + JournalOptions.options)
+
+    static let help = """
+        Usage: cmdbus run <command> [<json>] [-p key=value ...] [options]
+
+        Sends one command on the bus and prints its JSON result on stdout.
+        Events and logs go to stderr; a command with subcommands shows a
+        progress line there when stderr is a terminal.
+
+        Options:
+        \(spec.optionsHelp)
+
+        The command is journaled to \(JournalOptions.defaultPath) unless --no-journal;
+        commands a killed run left unfinished there run again first.
+
+        Exit codes: 0 ok, 1 handler failed, 64 usage, 65 malformed payload,
+        69 no handler, 74 journal unusable, 75 timed out.
+
+        Example: cmdbus run greet '{"name": "Ada"}'    or    cmdbus run greet -p name=Ada
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        guard let command = arguments.positionals.first else { throw .usage("'cmdbus run' needs a command name; see 'cmdbus run --help'") }
+        guard arguments.positionals.count <= 2 else {
+            throw .usage("'cmdbus run' takes a command and at most one JSON payload; got \(arguments.positionals.count - 1) payloads")
+        }
+        let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
+        let request = CommandRequest(name: command, payload: payload, metadata: try arguments.keyValues("meta"), timeout: try arguments.seconds("timeout"))
+        let client = try await BusClientFactory.client(
+            connection: ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
+        )
+        let printer = EventPrinter(console: console)
+        let result: Result<Data, HostFailure>
+        do {
+            result = .success(try await client.send(request, onEvent: printer.print))
+        } catch {
+            result = .failure(error)
+        }
+        await client.close()
+        printer.finish()
+        console.out(String(decoding: try result.get(), as: UTF8.self))
+    }
+}

@@ -1,0 +1,64 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBusHost
+import CommandBusServer
+import CommandBus
+
+/// `cmdbus serve`: the long-running host, taking commands as NDJSON over a Unix socket.
+enum ServeCommand {
+    static let spec = ArgumentSpec(command: "serve", options: [
+        .init(name: "socket", short: nil, takesValue: true, help: "Socket path (default \(CommandServer.defaultSocketPath))."),
+        .init(name: "drain", short: nil, takesValue: true, help: "Seconds to wait for commands in flight at shutdown (default 10)."),
+        .init(name: "log-level", short: nil, takesValue: true, help: "debug, info (default), warning or error."),
+        .help,
+    ] + PluginOptions.options + JournalOptions.options)
+
+    static let help = """
+        Usage: cmdbus serve [--plugins DIR ...] [--socket PATH] [--journal PATH] [--drain SECONDS]
+
+        Runs a long-lived host: it loads the plugins and journal once, runs again what a
+        previous run left unfinished, and takes requests on a Unix socket (mode 0600),
+        one JSON object per line, answering with lines that carry the request's id:
+          {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}}
+          {"id": 1, "ok": true, "commandId": "...", "result": {"greeting": "Hello, Ada!"}}
+        Ops: send, post, can, cancel (commandId), status, plugins, subscribe (commandId or
+        correlationId). SIGTERM or SIGINT drains and stops; a second signal stops at once.
+        Exits 69 if another server already listens on the socket.
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        guard arguments.positionals.isEmpty else { throw .usage("'cmdbus serve' takes no operands") }
+        let drain = try arguments.seconds("drain") ?? .seconds(10)
+        let levelName = arguments.value("log-level") ?? "info"
+        guard let level = LogLevel(rawValue: levelName) else {
+            throw .usage("--log-level takes debug, info, warning or error, got \(quoted(levelName))")
+        }
+        let log = ServerLog(console: console, threshold: level)
+        let path = arguments.value("socket") ?? CommandServer.defaultSocketPath
+        let socket: UnixSocket
+        do {
+            socket = try UnixSocket.listen(at: path)
+        } catch {
+            switch error {
+            case .inUse(let message): throw HostFailure(.socketInUse, message)
+            case .failed(let message): throw HostFailure(.socketFailed, message)
+            }
+        }
+        let statistics = BusStatistics()
+        let session: HostSession
+        do {
+            session = try await HostSession.start(
+                plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true,
+                observers: [statistics], awaitRecovered: false
+            )
+        } catch {
+            socket.close()
+            throw error
+        }
+        HostFunctionTable.logSink.withLock { sink in sink = { level, message in log(level, "plugin: \(message)") } }
+        await CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics).run()
+    }
+}

@@ -1,0 +1,42 @@
+import CommandBusSupport
+import CommandBusHost
+import CommandBusServer
+/// `cmdbus status --connect[=SOCKET]`: a running server's uptime, plugins, work in flight,
+/// counts, and latency per command.
+enum StatusCommand {
+    static let spec = ArgumentSpec(command: "status", options: [.connect, .json, .help])
+
+    static let help = """
+        Usage: cmdbus status [--connect[=SOCKET]] [--json]
+
+        Asks a running 'cmdbus serve' (default socket \(CommandServer.defaultSocketPath)) for its
+        uptime, plugins, commands in flight, completed and failed counts, and p50/p99 latency
+        per command name.
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        guard arguments.positionals.isEmpty else { throw .usage("'cmdbus status' takes no operands") }
+        // A status is a running server's: without --connect, the default socket's.
+        let client = SocketBusClient(socket: ConnectionOptions(arguments).socket ?? CommandServer.defaultSocketPath)
+        let status = try await client.status().objectValue ?? [:]
+        if arguments.has("json") { return console.out(JSONValue.object(status).text) }
+        func number(_ key: String) -> String {
+            switch status[key] {
+            case .integer(let value)?: String(value)
+            case .number(let value)?: String((value * 10).rounded() / 10)
+            default: "?"
+            }
+        }
+        console.out("uptime \(number("uptimeSeconds")) s, \(number("plugins")) plugins, \(number("inFlight")) in flight, "
+            + "\(number("completed")) completed, \(number("failed")) failed")
+        if case .object(let commands)? = status["commands"] {
+            for name in commands.keys.sorted() {
+                guard case .object(let figures)? = commands[name] else { continue }
+                console.out("  \(name): \(figures["count"]?.text ?? "?") runs, p50 \(figures["p50Ms"]?.text ?? "?") ms, p99 \(figures["p99Ms"]?.text ?? "?") ms")
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import CommandBus
+import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What a front end (the CLI, later a dashboard) asks of a bus, wherever the bus runs.
+///
+/// Two implementations: ``LocalBusClient`` runs the bus in this process; the socket client
+/// (`CommandBusServer`) asks a running `cmdbus serve`. A subcommand written against this
+/// protocol prints the same thing, and exits the same way, in both.
+///
+/// ```swift
+/// let client: any BusClient = try await LocalBusClient.start(plugins: .init(), journal: .init(), console: console)
+/// let result = try await client.send(CommandRequest(name: "greet", payload: Data(#"{"name":"Ada"}"#.utf8)), onEvent: nil)
+/// ```
+package protocol BusClient: Sendable {
+    /// Runs one command and returns its JSON result; its events (and its subcommands') go to
+    /// `onEvent`, in order, before this returns.
+    func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data
+    /// Submits one command and returns its id without waiting for it.
+    func post(_ request: CommandRequest) async throws(HostFailure) -> UUID
+    /// Runs the requests `next` hands out, at most `concurrency` at once, and reports each outcome
+    /// as it finishes. `next` returns `nil` at the end.
+    func sendAll(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure)
+    /// Whether some handler would take the command now; runs nothing.
+    func canHandle(_ name: String, payload: Data) async throws(HostFailure) -> Bool
+    /// The failure to report when no handler would take `command`, naming what is loaded.
+    func noHandler(_ command: String) -> HostFailure
+    /// Cancels a command by id; `false` if no such command is running.
+    func cancel(_ id: UUID) async throws(HostFailure) -> Bool
+    /// The plugin catalog: directories, plugins, routes and skipped files (`PluginCatalog.json`).
+    func plugins() async throws(HostFailure) -> JSONValue
+    /// Uptime, plugins, work in flight, counts and latencies per command name (`BusStatistics`).
+    func status() async throws(HostFailure) -> JSONValue
+    /// Waits until everything written is durable and lets go of the bus.
+    func close() async
+}
+
+/// One command to run: its name, JSON payload, envelope metadata and deadline.
+package struct CommandRequest: Sendable {
+    /// The command's name.
+    package var name: String
+    /// The command's JSON payload.
+    package var payload: Data
+    /// Envelope metadata.
+    package var metadata: [String: String]
+    /// A deadline, after which the command ends `timedOut`.
+    package var timeout: Duration?
+    /// The caller's tag for the request, handed back in its ``CommandOutcome`` (a batch's line number).
+    package var tag: Int
+
+    /// A request for `name` with `payload`.
+    package init(name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil, tag: Int = 0) {
+        self.name = name
+        self.payload = payload
+        self.metadata = metadata
+        self.timeout = timeout
+        self.tag = tag
+    }
+}
+
+/// How one command of ``BusClient/sendAll(concurrency:next:onOutcome:)`` ended.
+package struct CommandOutcome: Sendable {
+    /// The request's tag.
+    package var tag: Int
+    /// The command's id, once the bus gave it one.
+    package var id: UUID?
+    /// The command's name.
+    package var command: String
+    /// The final state.
+    package var state: CommandState
+    /// The JSON result, if it succeeded.
+    package var result: Data?
+    /// The error's code and message, if it did not.
+    package var error: (code: String, message: String)?
+
+    /// An outcome of command `command`, tagged `tag`, in `state`.
+    package init(tag: Int, id: UUID? = nil, command: String, state: CommandState) {
+        self.tag = tag
+        self.id = id
+        self.command = command
+        self.state = state
+    }
+
+    /// The outcome as the NDJSON line `cmdbus batch` prints.
+    package var json: JSONValue {
+        var fields: [String: JSONValue] = ["line": .integer(Int64(tag)), "command": .string(command), "state": .string(state.rawValue)]
+        if let id { fields["id"] = .string(id.uuidString) }
+        if let result {
+            let text = String(decoding: result, as: UTF8.self)
+            fields["result"] = JSONValue.parse(text) ?? .string(text)
+        }
+        if let error { fields["error"] = .object(["code": .string(error.code), "message": .string(error.message)]) }
+        return .object(fields)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as the socket protocol carries deadlines.
+    package var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

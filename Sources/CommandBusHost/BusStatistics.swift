@@ -1,0 +1,64 @@
+import CommandBusSupport
+import CommandBus
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Counts and latencies of the commands a bus ran, for `status`.
+package final class BusStatistics: CommandObserver {
+    private struct State {
+        package var started: [UUID: ContinuousClock.Instant] = [:]
+        package var completed = 0
+        package var failed = 0
+        /// The latest latencies (ms) per command name, at most `window` each.
+        package var latencies: [String: [Double]] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// Statistics with nothing counted yet.
+    package init() {}
+    package static let window = 1_000
+
+    package func commandAccepted(_ envelope: CommandEnvelope) {
+        state.withLock { $0.started[envelope.id] = .now }
+    }
+
+    package func commandFinished(_ envelope: CommandEnvelope, state ended: CommandState, error: CommandBusError?) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            guard let start = state.started.removeValue(forKey: envelope.id) else { return }
+            if ended == .succeeded { state.completed += 1 } else { state.failed += 1 }
+            let elapsed = now - start
+            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            var list = state.latencies[envelope.commandName, default: []]
+            list.append(ms)
+            if list.count > Self.window { list.removeFirst(list.count - Self.window) }
+            state.latencies[envelope.commandName] = list
+        }
+    }
+
+    /// Commands accepted and not finished.
+    package var inFlight: Int { state.withLock { $0.started.count } }
+
+    /// The `status` figures.
+    package func summary(uptime: Duration, plugins: Int) -> JSONValue {
+        state.withLock { state in
+            func percentile(_ values: [Double], _ p: Double) -> Double {
+                let sorted = values.sorted()
+                return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))]
+            }
+            let commands = state.latencies.mapValues { values -> JSONValue in
+                .object(["count": .integer(Int64(values.count)), "p50Ms": .number(percentile(values, 0.5)), "p99Ms": .number(percentile(values, 0.99))])
+            }
+            return .object([
+                "uptimeSeconds": .number(Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18),
+                "plugins": .integer(Int64(plugins)), "inFlight": .integer(Int64(state.started.count)),
+                "completed": .integer(Int64(state.completed)), "failed": .integer(Int64(state.failed)),
+                "commands": .object(commands),
+            ])
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBusSQLite
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A bus with the plugins from the chosen directories loaded and, for commands that keep one,
+/// the journal opened, event-sourced state replayed and unfinished work recovered.
+package struct HostSession: Sendable {
+    package let bus: CommandBus
+    package let catalog: PluginCatalog
+    package let journal: SQLiteJournal?
+    /// The loader that loaded the catalog, for loading more files later (a server's hot loading).
+    package let loader: PluginLoader
+
+    /// Loads plugins as `plugins` says and, if `journal` is enabled, opens the journal,
+    /// replays event-sourced commands into their plugins and runs again what a dead process left unfinished.
+    package static func start(
+        plugins: PluginOptions, journal journalOptions: JournalOptions, console: Console, reportSkipped: Bool,
+        usesAllowlist: Bool = true, observers: [any CommandObserver] = [], awaitRecovered: Bool = true
+    ) async throws(HostFailure) -> HostSession {
+        HostFunctionTable.logSink.withLock { sink in
+            sink = { level, message in console.err("cmdbus: plugin \(level.rawValue): \(message)") }
+        }
+        let journal = journalOptions.enabled ? try openJournal(journalOptions.path, durability: journalOptions.durability) : nil
+        let directories = PluginLoader.directories(explicit: plugins.directories, environment: ProcessInfo.processInfo.environment)
+                let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: journalOptions.maxPayloadBytes))
+        for observer in observers { bus.addObserver(observer) }
+        let trust = PluginTrustPolicy(insecure: plugins.insecure, usesAllowlist: usesAllowlist)
+        let loader = try loader(plugins, directories: directories, trust: trust)
+        let catalog = loader.load(into: bus)
+        if reportSkipped, !plugins.quiet {
+            for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
+        }
+        let session = HostSession(bus: bus, catalog: catalog, journal: journal, loader: loader)
+        if journal != nil { try await session.restore(console: console, awaitRecovered: awaitRecovered) }
+        return session
+    }
+
+    /// The loader the options ask for: probing new files in a child process unless told not to.
+    static func loader(_ options: PluginOptions, directories: [String], trust: PluginTrustPolicy) throws(HostFailure) -> PluginLoader {
+        let environment = ProcessInfo.processInfo.environment
+        let configured = try HostConfiguration.load(HostConfiguration.defaultPath(environment: environment)).isolatedFiles
+        // --isolate isolates every plugin; the configuration file, the ones it names.
+        let isolation = options.isolateAll || !configured.isEmpty ? PluginProbe().executable : nil
+        let isolatedFiles = options.isolateAll ? nil : configured
+        guard options.probe else {
+            return PluginLoader(directories: directories, trust: trust, isolatingWith: isolation, isolatedFiles: isolatedFiles)
+        }
+        return PluginLoader(
+            directories: directories, trust: trust, probe: PluginProbe(deadline: options.probeTimeout),
+            registryPath: PluginRegistry.defaultPath(environment: environment), isolatingWith: isolation, isolatedFiles: isolatedFiles
+        )
+    }
+
+    /// Opens the journal at `path`, as a failure that names the file if it cannot be used.
+    package static func openJournal(_ path: String, durability: SQLiteJournal.Durability, create: Bool = true) throws(HostFailure) -> SQLiteJournal {
+        do {
+            return try SQLiteJournal(path: path, durability: durability, create: create)
+        } catch {
+            throw .journal(error)
+        }
+    }
+
+    /// Replays the journal into event-sourced plugins, then runs unfinished commands again.
+    private func restore(console: Console, awaitRecovered: Bool) async throws(HostFailure) {
+        guard let journal else { return }
+        let replayed = Set(catalog.plugins.flatMap { plugin in plugin.declared.filter(\.replaysOnStart).map(\.name) })
+        do {
+            if !replayed.isEmpty {
+                let report = try await JournalReplayer(bus: bus, journal: journal).replay(commands: replayed)
+                for failure in report.failures { console.err("cmdbus: warning: replay: \(failure)") }
+            }
+            let recovered = try await bus.recover()
+            if !recovered.isEmpty {
+                console.err("cmdbus: running \(recovered.count) command(s) a previous run left unfinished")
+                if awaitRecovered { for ticket in recovered { _ = try? await ticket.result } }
+            }
+        } catch {
+            throw .journal(error)
+        }
+    }
+
+    /// Waits until everything written to the journal is durable.
+    package func close() async {
+        try? await journal?.flush()
+    }
+
+    /// A bus error as a CLI failure, naming the plugin that handles the command where there is one.
+    package func failure(_ error: CommandBusError, command: String) -> HostFailure {
+        let plugin = catalog.routes.first { $0.command == command }?.plugins.first?.name
+        var message = error.message
+        if error.code == .noHandler {
+            let loaded = catalog.plugins.map(\.name)
+            message += loaded.isEmpty
+                ? " (no plugins loaded from \(catalog.directories.joined(separator: ", ")))"
+                : " (plugins loaded: \(loaded.joined(separator: ", ")))"
+        }
+        return HostFailure(.init(error.code), message, command: command, plugin: plugin)
+    }
+}

@@ -1,0 +1,127 @@
+import CommandBus
+import CommandBusLoading
+import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The bus in this process: a ``HostSession`` (plugins loaded here, the journal opened here)
+/// behind the ``BusClient`` seam.
+package struct LocalBusClient: BusClient {
+    /// The session the client drives.
+    package let session: HostSession
+    private let statistics: BusStatistics
+    private let running = TicketTable()
+    private let started = ContinuousClock.now
+
+    /// A client over a session started with `statistics` among its observers.
+    package init(session: HostSession, statistics: BusStatistics) {
+        self.session = session
+        self.statistics = statistics
+    }
+
+    /// Starts a session as the options say and wraps it.
+    package static func start(
+        plugins: PluginOptions, journal: JournalOptions, console: Console, reportSkipped: Bool = true, usesAllowlist: Bool = true
+    ) async throws(HostFailure) -> LocalBusClient {
+        let statistics = BusStatistics()
+        let session = try await HostSession.start(
+            plugins: plugins, journal: journal, console: console, reportSkipped: reportSkipped, usesAllowlist: usesAllowlist,
+            observers: [statistics]
+        )
+        return LocalBusClient(session: session, statistics: statistics)
+    }
+
+    package func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data {
+        // Subscribed before the command starts, so none of its events is missed.
+        let events = onEvent.map { _ in session.bus.events(bufferingPolicy: .unbounded) }
+        let ticket = session.bus.post(name: request.name, payload: request.payload, metadata: request.metadata, timeout: request.timeout)
+        running.insert(ticket)
+        defer { running.remove(ticket.id) }
+        let forwarding = events.map { stream in
+            Task {
+                for await event in stream where event.correlationID == ticket.id {
+                    onEvent?(event.json.objectValue ?? [:])
+                    if event.commandID == ticket.id, case .stateChanged(_, let to) = event.kind, to.isTerminal { break }
+                }
+            }
+        }
+        let result: Result<Data, CommandBusError>
+        do { result = .success(try await ticket.result) } catch { result = .failure(error) }
+        await forwarding?.value
+        switch result {
+        case .success(let data): return data
+        case .failure(let error): throw session.failure(error, command: request.name)
+        }
+    }
+
+    package func post(_ request: CommandRequest) async throws(HostFailure) -> UUID {
+        let ticket = session.bus.post(name: request.name, payload: request.payload, metadata: request.metadata, timeout: request.timeout)
+        running.insert(ticket)
+        Task { [running] in
+            _ = try? await ticket.result
+            running.remove(ticket.id)
+        }
+        return ticket.id
+    }
+
+    package func sendAll(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
+        let bus = session.bus
+        await withTaskGroup(of: CommandOutcome.self) { group in
+            var inFlight = 0
+            while let request = next() {
+                if inFlight >= concurrency, let outcome = await group.next() {
+                    inFlight -= 1
+                    onOutcome(outcome)
+                }
+                group.addTask {
+                    let ticket = bus.post(name: request.name, payload: request.payload, metadata: request.metadata, timeout: request.timeout)
+                    var outcome = CommandOutcome(tag: request.tag, id: ticket.id, command: request.name, state: .succeeded)
+                    do throws(CommandBusError) {
+                        outcome.result = try await ticket.result
+                    } catch {
+                        outcome.error = (error.code.description, error.message)
+                    }
+                    outcome.state = ticket.state
+                    return outcome
+                }
+                inFlight += 1
+            }
+            for await outcome in group { onOutcome(outcome) }
+        }
+    }
+
+    package func canHandle(_ name: String, payload: Data) async throws(HostFailure) -> Bool {
+        do {
+            return try session.bus.canHandle(name: name, payload: payload)
+        } catch {
+            throw session.failure(error, command: name)
+        }
+    }
+
+    package func noHandler(_ command: String) -> HostFailure {
+        session.failure(.noHandler(command, registered: session.bus.handlerCount(for: command)), command: command)
+    }
+
+    package func cancel(_ id: UUID) async throws(HostFailure) -> Bool {
+        guard let ticket = running.ticket(id) else { return false }
+        ticket.cancel()
+        return true
+    }
+
+    package func plugins() async throws(HostFailure) -> JSONValue {
+        session.catalog.json
+    }
+
+    package func status() async throws(HostFailure) -> JSONValue {
+        statistics.summary(uptime: .now - started, plugins: session.catalog.plugins.count)
+    }
+
+    package func close() async {
+        await session.close()
+    }
+}

@@ -1,0 +1,95 @@
+import CCommandBusABI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Synchronization
+import Glibc
+
+/// The worker side of isolated mode: `cmdbus plugins worker FILE` loads one plugin and serves
+/// the host's calls over the socketpair on descriptor 3, so a crash in the plugin ends only
+/// this process.
+package enum PluginWorker {
+    /// The descriptor the host hands the worker its end of the socketpair on.
+    package static let channelDescriptor: Int32 = 3
+    /// The address space a worker may use, so a runaway allocation fails instead of swapping.
+    package static let addressSpaceLimit: rlim_t = 4 << 30
+
+    /// Runs the worker; returns only if it cannot start.
+    package static func run(file: String) -> Never {
+        // Anything the plugin prints goes to stderr: stdout carries nothing the host reads.
+        dup2(STDERR_FILENO, STDOUT_FILENO)
+        var limit = rlimit(rlim_cur: addressSpaceLimit, rlim_max: addressSpaceLimit)
+        setrlimit(Int32(RLIMIT_AS.rawValue), &limit)
+        let channel = FrameChannel(descriptor: channelDescriptor)
+        WorkerSession.channel.withLock { $0 = channel }
+        let plugin: LoadedPlugin
+        switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer) {
+        case .success(let loaded): plugin = loaded
+        case .failure(let error):
+            channel.send(WorkerFrame(kind: .loadFailed, body: Array(error.reason.utf8)))
+            _exit(0)
+        }
+        channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
+        let descriptor = plugin.descriptor!.raw.pointee
+        let state = plugin.state.pointer
+        while let frame = channel.receive() {
+            switch frame.kind {
+            case .handle:
+                let call = WorkerCall(id: frame.id, payload: frame.body, envelope: Array(frame.name.utf8))
+                WorkerSession.register(call)
+                descriptor.handle?(state, UInt32(bitPattern: frame.status), call.payloadBytes, call.handle)
+            case .canHandle:
+                let probe = WorkerCall(id: 0, payload: frame.body)
+                WorkerSession.register(probe)
+                let answer = descriptor.can_handle?(state, UInt32(bitPattern: frame.status), probe.payloadBytes, probe.handle) ?? 1
+                WorkerSession.remove(probe)
+                channel.send(WorkerFrame(kind: .canHandleAnswer, id: frame.id, status: answer, body: probe.message))
+            case .cancel:
+                if let call = WorkerSession.call(withID: frame.id) {
+                    call.cancelled.store(true, ordering: .releasing)
+                    descriptor.cancel?(state, call.handle)
+                }
+            case .reply:
+                WorkerSession.takeReply(frame.id)?.deliver(status: frame.status, body: frame.body)
+            default:
+                break
+            }
+        }
+        _exit(0)
+    }
+}
+
+/// What the host learns of the plugin a worker loaded: the fields `cmdbus plugins` shows.
+package struct WorkerDescription: Codable {
+    package struct Command: Codable {
+        package let name: String
+        package let maxConcurrency: Int?
+        package let flags: UInt32
+    }
+    package let name: String
+    package let version: String
+    package let abi: String
+    package let sdkVersion: String?
+    package let swiftVersion: String?
+    package let priority: Int
+    package let commands: [Command]
+    /// Whether the plugin has a `cancel()`.
+    package let cancellable: Bool
+
+    package init(_ plugin: LoadedPlugin) {
+        name = plugin.name
+        version = plugin.version
+        abi = plugin.abi
+        sdkVersion = plugin.sdkVersion
+        swiftVersion = plugin.swiftVersion
+        priority = plugin.priority
+        commands = plugin.declared.map { Command(name: $0.name, maxConcurrency: $0.maxConcurrency, flags: $0.flags) }
+        cancellable = plugin.descriptor?.raw.pointee.cancel != nil
+    }
+
+    package var json: String {
+        (try? JSONEncoder().encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}

@@ -1,0 +1,136 @@
+import CCommandBusABI
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Glibc
+
+/// One call the worker made into its plugin; its address is the `cmdbus_call` handle.
+package final class WorkerCall: @unchecked Sendable {
+    // The payload buffer is written once in init and only read after; the rest is atomic or locked.
+    /// The host's id for the call (0 for a `can_handle()` probe).
+    package let id: UInt64
+    /// The payload, kept alive until the call completes (the ABI promises that).
+    private let payload: UnsafeMutableBufferPointer<UInt8>
+    package let cancelled = Atomic<Bool>(false)
+    private let probeMessage = Mutex<[UInt8]>([])
+
+    /// The command's envelope as JSON, for `host->envelope`.
+    package let envelope: [UInt8]
+
+    package init(id: UInt64, payload bytes: [UInt8], envelope: [UInt8] = []) {
+        self.id = id
+        self.envelope = envelope
+        payload = .allocate(capacity: max(bytes.count, 1))
+        _ = payload.initialize(from: bytes)
+        count = bytes.count
+    }
+    private let count: Int
+
+    deinit { payload.deallocate() }
+
+    package var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    package var payloadBytes: cmdbus_bytes { cmdbus_bytes(data: UnsafePointer(payload.baseAddress), length: count) }
+    package var message: [UInt8] { probeMessage.withLock { $0 } }
+
+    package func keepMessage(_ bytes: [UInt8]) { probeMessage.withLock { $0 = bytes } }
+}
+
+/// The worker's state: its channel to the host, its live calls, and its subcommands awaiting replies.
+package enum WorkerSession {
+    package static let channel = Mutex<FrameChannel?>(nil)
+    private static let calls = Mutex<[UInt: WorkerCall]>([:])
+    private static let replies = Mutex<(next: UInt64, waiting: [UInt64: ReplyCallback])>((1, [:]))
+
+    package static func key(_ handle: OpaquePointer?) -> UInt { UInt(bitPattern: Int(bitPattern: handle.map { UnsafeRawPointer($0) })) }
+    package static func register(_ call: WorkerCall) { calls.withLock { $0[key(call.handle)] = call } }
+    package static func remove(_ call: WorkerCall) { calls.withLock { _ = $0.removeValue(forKey: key(call.handle)) } }
+    package static func call(_ handle: OpaquePointer?) -> WorkerCall? { calls.withLock { $0[key(handle)] } }
+    package static func call(withID id: UInt64) -> WorkerCall? { calls.withLock { $0.values.first { $0.id == id } } }
+
+    package static func send(_ frame: WorkerFrame) {
+        channel.withLock { $0 }?.send(frame)
+    }
+
+    package static func expectReply(_ reply: ReplyCallback) -> UInt64 {
+        replies.withLock { state in
+            let id = state.next
+            state.next += 1
+            state.waiting[id] = reply
+            return id
+        }
+    }
+
+    package static func takeReply(_ id: UInt64) -> ReplyCallback? {
+        replies.withLock { $0.waiting.removeValue(forKey: id) }
+    }
+}
+
+/// The `cmdbus_host_api` a worker gives its plugin: every function becomes a frame to the host.
+package enum WorkerHostTable {
+    // Written once, then only read, for the life of the process.
+    package nonisolated(unsafe) static let pointer: UnsafePointer<cmdbus_host_api> = {
+        let table = UnsafeMutablePointer<cmdbus_host_api>.allocate(capacity: 1)
+        table.initialize(to: cmdbus_host_api(
+            struct_size: UInt32(MemoryLayout<cmdbus_host_api>.size),
+            abi_major: UInt32(CMDBUS_ABI_VERSION_MAJOR), abi_minor: UInt32(CMDBUS_ABI_VERSION_MINOR),
+            complete: workerComplete, send: workerSend, emit: workerEmit, log: workerLog, is_cancelled: workerIsCancelled,
+            envelope: workerEnvelope
+        ))
+        return UnsafePointer(table)
+    }()
+}
+
+private func bytes(_ borrowed: cmdbus_bytes) -> [UInt8] {
+    Array(Data(borrowing: borrowed))
+}
+
+private let workerComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes) -> Void = { handle, status, body in
+    guard let call = WorkerSession.call(handle) else { return }
+    if call.id == 0 {
+        call.keepMessage(bytes(body))
+        return
+    }
+    WorkerSession.remove(call)
+    WorkerSession.send(WorkerFrame(kind: .complete, id: call.id, status: status, body: bytes(body)))
+}
+
+private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = {
+    handle, name, payload, onReply, userData in
+    guard let onReply else { return }
+    let reply = ReplyCallback(function: onReply, userData: userData)
+    guard let call = WorkerSession.call(handle), let name else {
+        reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("send: unknown or completed parent call".utf8))
+        return
+    }
+    let id = WorkerSession.expectReply(reply)
+    WorkerSession.send(WorkerFrame(kind: .send, id: id, parent: call.id, name: String(cString: name), body: bytes(payload)))
+}
+
+private let workerEmit: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes) -> Void = { handle, name, payload in
+    guard let call = WorkerSession.call(handle), let name else { return }
+    WorkerSession.send(WorkerFrame(kind: .emit, id: call.id, name: String(cString: name), body: bytes(payload)))
+}
+
+private let workerLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>?) -> Void = { handle, level, message in
+    guard let message else { return }
+    let id = WorkerSession.call(handle)?.id ?? 0
+    WorkerSession.send(WorkerFrame(kind: .log, id: id, status: level, body: Array(String(cString: message).utf8)))
+}
+
+private let workerIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in
+    guard let call = WorkerSession.call(handle) else { return 1 }
+    return call.cancelled.load(ordering: .acquiring) ? 1 : 0
+}
+
+private let workerEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
+    guard let onReply else { return }
+    let reply = ReplyCallback(function: onReply, userData: userData)
+    guard let call = WorkerSession.call(handle), !call.envelope.isEmpty else {
+        reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("envelope: unknown or completed call".utf8))
+        return
+    }
+    reply.deliver(status: Int32(CMDBUS_OK.rawValue), body: call.envelope)
+}

@@ -1,0 +1,81 @@
+import CommandBusSupport
+import CCommandBusABI
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Puts one plugin command on the bus: a `DynamicCommandHandler` that calls across the C ABI.
+package struct PluginCommandHandler: DynamicCommandHandler {
+    package let plugin: LoadedPlugin
+    package let command: PluginDescriptor.Command
+
+    package var commandName: String { command.name }
+    package var maxConcurrency: Int? { command.maxConcurrency }
+    package var isJournaled: Bool { command.isJournaled }
+
+    package func inverse(of payload: Data) throws -> (name: String, payload: Data)? {
+        guard command.isReversible, plugin.descriptor!.hasVersion11Fields, let invert = plugin.descriptor!.raw.pointee.invert else {
+            return nil
+        }
+        let (answer, message) = callSynchronously(invert, payload: payload)
+        let body = message ?? Data()
+        if answer == 1 { return nil }
+        guard answer == 0 else { throw error(status: -answer, message: String(decoding: body, as: UTF8.self)) }
+        struct Inverse: Decodable { let command: String; let payload: JSONValue }
+        guard let inverse = try? JSONDecoder().decode(Inverse.self, from: body) else {
+            throw error(status: Int32(CMDBUS_FAILED.rawValue), message: "invert() answered something other than {\"command\": ..., \"payload\": ...}")
+        }
+        return (inverse.command, Data(inverse.payload.text.utf8))
+    }
+
+    package func canHandle(payload: Data) throws -> Bool {
+        guard let canHandle = plugin.descriptor!.raw.pointee.can_handle else { return true }
+        let (answer, message) = callSynchronously(canHandle, payload: payload)
+        if answer >= 0 { return answer != 0 }
+        throw error(status: -answer, message: message.map { String(decoding: $0, as: UTF8.self) } ?? "the plugin refused the payload")
+    }
+
+    /// Calls one of the plugin's synchronous functions (`can_handle`, `invert`) with a call handle
+    /// that lives only for the call; returns its answer and whatever it passed to `complete`.
+    private func callSynchronously(
+        _ function: @convention(c) (UnsafeMutableRawPointer?, UInt32, cmdbus_bytes, OpaquePointer?) -> Int32, payload: Data
+    ) -> (answer: Int32, body: Data?) {
+        let probe = PluginCall(context: nil, pluginName: plugin.name)
+        PluginCallRegistry.register(probe)
+        defer { PluginCallRegistry.remove(probe) }
+        let answer = payload.withUnsafeBytes { raw in
+            function(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
+        }
+        return (answer, probe.completion?.body)
+    }
+
+    package func handle(payload: Data, context: CommandContext) async throws -> Data {
+        let handle = plugin.descriptor!.raw.pointee.handle!
+        let call = PluginCall(context: context, pluginName: plugin.name)
+        PluginCallRegistry.register(call)
+        defer { PluginCallRegistry.remove(call) }
+        // The payload must stay valid until the plugin completes the call, so the call owns a copy.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(payload.count, 1), alignment: 1)
+        defer { buffer.deallocate() }
+        _ = payload.copyBytes(to: buffer.bindMemory(to: UInt8.self))
+        let bytes = cmdbus_bytes(data: UnsafePointer(buffer.bindMemory(to: UInt8.self).baseAddress), length: payload.count)
+        let state = plugin.state, index = command.index
+        let cancel = plugin.descriptor!.raw.pointee.cancel
+        let (status, body) = await withTaskCancellationHandler {
+            await call.wait { handle(state.pointer, index, bytes, call.handle) }
+        } onCancel: {
+            if PluginCallRegistry.lookup(call.handle) != nil { cancel?(state.pointer, call.handle) }
+        }
+        guard status == Int32(CMDBUS_OK.rawValue) else {
+            throw error(status: status, message: String(decoding: body, as: UTF8.self))
+        }
+        return body
+    }
+
+    private func error(status: Int32, message: String) -> CommandBusError {
+        PluginErrors.error(plugin: plugin, command: command.name, status: status, message: message)
+    }
+}

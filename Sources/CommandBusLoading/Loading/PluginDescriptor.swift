@@ -1,0 +1,111 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import CCommandBusABI
+import Glibc
+
+/// What a plugin's descriptor says, read and checked the way PostgreSQL checks a module's magic block.
+package struct PluginDescriptor: @unchecked Sendable {
+    // The pointer stays valid for the life of the process: plugins are never unloaded.
+    package let raw: UnsafePointer<cmdbus_plugin_descriptor>
+    package let name: String
+    package let version: String
+    package let abiMajor: UInt32
+    package let abiMinor: UInt32
+    package let sdkVersion: String?
+    package let swiftVersion: String?
+    package let priority: Int32
+    package let commands: [Command]
+
+    /// One command the plugin declares.
+    package struct Command: Sendable {
+        package let index: UInt32
+        package let name: String
+        package let maxConcurrency: Int?
+        /// `CMDBUS_COMMAND_*` flags (ABI 1.1; none for a 1.0 plugin).
+        package let flags: UInt32
+
+        package var isJournaled: Bool { flags & CMDBUS_COMMAND_NOT_JOURNALED == 0 }
+        package var replaysOnStart: Bool { flags & CMDBUS_COMMAND_REPLAY_ON_START != 0 }
+        package var isReversible: Bool { flags & CMDBUS_COMMAND_REVERSIBLE != 0 }
+    }
+
+    /// The size of an ABI 1.0 descriptor: everything before `command_flags`.
+    package static let version10Size = MemoryLayout<cmdbus_plugin_descriptor>.offset(of: \cmdbus_plugin_descriptor.command_flags)!
+
+    /// Whether the plugin's descriptor has the ABI 1.1 fields.
+    package var hasVersion11Fields: Bool {
+        abiMinor >= 1 && Int(raw.pointee.struct_size) >= MemoryLayout<cmdbus_plugin_descriptor>.size
+    }
+
+    /// The ABI this host speaks.
+    package static let hostABI = (major: UInt32(CMDBUS_ABI_VERSION_MAJOR), minor: UInt32(CMDBUS_ABI_VERSION_MINOR))
+    /// The most commands a descriptor may declare; more means garbage.
+    package static let maxCommands: UInt32 = 10_000
+    /// The longest string read from a descriptor.
+    package static let maxStringLength = 4096
+
+    /// Reads and validates `raw`. Only fields are read; no plugin code runs.
+    package init(reading raw: UnsafePointer<cmdbus_plugin_descriptor>) throws(PluginLoadFailure) {
+        self.raw = raw
+        let fields = raw.pointee
+        guard fields.magic == CMDBUS_PLUGIN_MAGIC else {
+            throw .init("descriptor has the wrong magic number (0x\(String(fields.magic, radix: 16))); not a CommandBus descriptor")
+        }
+        let host = Self.hostABI
+        guard fields.abi_major == host.major else {
+            throw .init("built for plugin ABI v\(fields.abi_major).\(fields.abi_minor); this host speaks v\(host.major).\(host.minor)")
+        }
+        guard fields.abi_minor <= host.minor else {
+            throw .init("needs plugin ABI v\(fields.abi_major).\(fields.abi_minor); this host speaks only up to v\(host.major).\(host.minor)")
+        }
+        let minimumSize = fields.abi_minor >= 1 ? MemoryLayout<cmdbus_plugin_descriptor>.size : Self.version10Size
+        guard Int(fields.struct_size) >= minimumSize else {
+            throw .init("descriptor is \(fields.struct_size) bytes, smaller than ABI v\(fields.abi_major).\(fields.abi_minor)'s \(minimumSize)")
+        }
+        guard let name = Self.string(fields.name), !name.isEmpty else { throw .init("descriptor is missing its name") }
+        guard let version = Self.string(fields.version), !version.isEmpty else {
+            throw .init("descriptor of '\(name)' is missing its version")
+        }
+        let swiftVersion = Self.string(fields.swift_version)
+        if let swiftVersion, swiftVersion != hostSwiftCompilerVersion {
+            throw .init("'\(name)' was built with Swift \(swiftVersion); this host was built with Swift \(hostSwiftCompilerVersion) (rebuild the plugin)")
+        }
+        guard fields.handle != nil else { throw .init("descriptor of '\(name)' has no handle function") }
+        guard fields.command_count > 0, let table = fields.commands else { throw .init("'\(name)' declares no commands") }
+        guard fields.command_count <= Self.maxCommands else {
+            throw .init("'\(name)' declares \(fields.command_count) commands, more than the \(Self.maxCommands) allowed")
+        }
+        let flagTable = fields.abi_minor >= 1 ? fields.command_flags : nil
+        var commands: [Command] = []
+        for index in 0..<fields.command_count {
+            let entry = table[Int(index)]
+            guard let commandName = Self.string(entry.name), !commandName.isEmpty else {
+                throw .init("command #\(index) of '\(name)' has no name")
+            }
+            commands.append(Command(
+                index: index, name: commandName, maxConcurrency: entry.max_concurrency > 0 ? Int(entry.max_concurrency) : nil,
+                flags: flagTable?[Int(index)] ?? 0
+            ))
+        }
+        self.name = name
+        self.version = version
+        self.abiMajor = fields.abi_major
+        self.abiMinor = fields.abi_minor
+        self.sdkVersion = Self.string(fields.sdk_version)
+        self.swiftVersion = swiftVersion
+        self.priority = fields.priority
+        self.commands = commands
+    }
+
+    /// A NUL-terminated UTF-8 string from the descriptor, read no further than `maxStringLength`.
+    private static func string(_ pointer: UnsafePointer<CChar>?) -> String? {
+        guard let pointer else { return nil }
+        let length = strnlen(pointer, maxStringLength)
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+        }
+    }
+}

@@ -1,0 +1,260 @@
+import CommandBusSupport
+import CCommandBusABI
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Finds plugin files in directories, loads each one, checks its descriptor, and registers its handlers.
+///
+/// A file that cannot be a plugin is skipped with a one-line reason; one bad file never
+/// stops the others from loading, and nothing it holds crashes the host.
+/// ```swift
+/// let bus = CommandBus()
+/// let catalog = PluginLoader(directories: ["./plugins"]).load(into: bus)
+/// for skipped in catalog.skipped { print(skipped.path, skipped.reason) }
+/// ```
+public struct PluginLoader: Sendable {
+    /// The directories searched, in order; earlier directories win ties in priority.
+    public let directories: [String]
+    /// The rules a file must pass before any of its code runs.
+    public let trust: PluginTrustPolicy
+    /// Loads each new file in a child process first; `nil` loads straight into this process.
+    public let probe: PluginProbe?
+    /// Where probe verdicts are cached, so a file is probed again only when it changes.
+    public let registryPath: String?
+    /// The `cmdbus` binary whose workers run each plugin in its own process; `nil` loads plugins here.
+    public let isolatingWith: String?
+    /// Plugin file names to isolate even when the rest load here (needs `isolatingWith`).
+    public let isolatedFiles: Set<String>?
+
+    /// Creates a loader for `directories` that applies `trust` and, if given, probes new files.
+    /// - Parameters:
+    ///   - isolatingWith: A `cmdbus` executable: run plugins in worker processes of it.
+    ///   - isolatedFiles: Isolate only these file names; `nil` isolates every plugin.
+    public init(
+        directories: [String], trust: PluginTrustPolicy = .init(), probe: PluginProbe? = nil,
+        registryPath: String? = nil, isolatingWith: String? = nil, isolatedFiles: Set<String>? = nil
+    ) {
+        self.isolatedFiles = isolatedFiles
+        self.directories = directories
+        self.trust = trust
+        self.probe = probe
+        self.registryPath = registryPath
+        self.isolatingWith = isolatingWith
+    }
+
+    /// The plugin directories to use: the explicit ones if any, else `$CMDBUS_PLUGINS` (colon-separated), else `./plugins`.
+    public static func directories(explicit: [String], environment: [String: String]) -> [String] {
+        if !explicit.isEmpty { return explicit }
+        if let fromEnvironment = environment["CMDBUS_PLUGINS"] {
+            let list = fromEnvironment.split(separator: ":").map(String.init).filter { !$0.isEmpty }
+            if !list.isEmpty { return list }
+        }
+        return ["./plugins"]
+    }
+
+    /// Loads every `.so` file in the directories, in order (by file name within a directory), onto `bus`.
+    public func load(into bus: CommandBus) -> PluginCatalog {
+        var plugins: [LoadedPlugin] = []
+        var skipped: [SkippedPluginFile] = []
+        var registrations: [String: [HandlerRegistration]] = [:]
+        var registry = openRegistry()
+        let registryBefore = registry?.entries
+        defer { if let registry, registry.entries != registryBefore { registry.save() } }
+        for directory in directories {
+            // The directory's own rules and its plugins.lock are checked once, not per file.
+            let files: [String]
+            let allowlist: PluginAllowlist?
+            do {
+                files = try Self.candidates(in: directory)
+                allowlist = try admission(of: directory)
+            } catch {
+                skipped.append(SkippedPluginFile(path: directory, reason: error.reason))
+                continue
+            }
+            for file in files {
+                switch loadFile(file, in: directory, allowlist: allowlist, into: bus, registry: &registry) {
+                case .success(let loaded):
+                    plugins.append(loaded.plugin)
+                    registrations[file] = loaded.registrations
+                case .failure(let skip): skipped.append(skip)
+                }
+            }
+        }
+        return PluginCatalog(directories: directories, plugins: plugins, skipped: skipped, registrations: registrations)
+    }
+
+    /// Checks, probes and loads one file of `directory`, and registers its handlers on `bus`.
+    /// - Returns: The plugin and its registrations (cancel them to take its handlers off), or why it was skipped.
+    public func loadFile(
+        _ file: String, in directory: String, into bus: CommandBus
+    ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
+        let allowlist: PluginAllowlist?
+        do {
+            allowlist = try admission(of: directory)
+        } catch {
+            return .failure(SkippedPluginFile(path: file, reason: error.reason))
+        }
+        var registry = openRegistry()
+        let registryBefore = registry?.entries
+        defer { if let registry, registry.entries != registryBefore { registry.save() } }
+        return loadFile(file, in: directory, allowlist: allowlist, into: bus, registry: &registry)
+    }
+
+    /// Checks a plugin directory against the trust rules and reads its allowlist, if it has one.
+    private func admission(of directory: String) throws(PluginLoadFailure) -> PluginAllowlist? {
+        try trust.check(directory: directory)
+        return trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
+    }
+
+    /// The probe registry, if this loader probes.
+    private func openRegistry() -> PluginRegistry? {
+        probe.map { _ in PluginRegistry(path: registryPath ?? PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)) }
+    }
+
+    private func loadFile(
+        _ file: String, in directory: String, allowlist: PluginAllowlist?, into bus: CommandBus, registry: inout PluginRegistry?
+    ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
+        do {
+            try trust.check(file: file, in: directory, allowlist: allowlist)
+            if let probe, registry != nil { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
+        } catch {
+            return .failure(SkippedPluginFile(path: file, reason: error.reason, isQuarantined: error.reason.hasPrefix("quarantined:")))
+        }
+        let isolating = isolatingWith.flatMap { executable in
+            isolatedFiles.map { $0.contains(FileSystem.lastComponent(file)) } ?? true ? executable : nil
+        }
+        switch isolating.map({ Self.loadIsolated(file: file, executable: $0) }) ?? Self.load(file: file) {
+        case .success(let plugin):
+            let registrations = plugin.declared.map { command in
+                if let worker = plugin.worker {
+                    bus.register(IsolatedCommandHandler(plugin: plugin, worker: worker, command: command), priority: plugin.priority)
+                } else {
+                    bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
+                }
+            }
+            return .success((plugin, registrations))
+        case .failure(let failure):
+            return .failure(SkippedPluginFile(path: file, reason: failure.reason))
+        }
+    }
+
+    /// Asks the registry, or else the probe, whether `file` may load here; throws the reason if not.
+    private static func probeIfNew(_ file: String, probe: PluginProbe, registry: inout PluginRegistry) throws(PluginLoadFailure) {
+        // The cheap checks run no plugin code, so no child is needed for a file that fails them.
+        try PluginFileInspector.inspect(file)
+        let key = FileSystem.realPath(file) ?? file
+        guard let status = FileSystem.status(of: file) else { return }
+        if let cached = registry.entry(for: key, status: status) {
+            if cached.verdict == "ok" { return }
+            throw .init(cached.reason ?? cached.verdict)
+        }
+        let verdict = probe.verdict(for: file)
+        registry.record(PluginRegistry.Entry(
+            size: status.size, modified: status.modified, inode: status.inode, sha256: SHA256.ofFile(file) ?? "",
+            verdict: verdict == nil ? "ok" : (verdict!.quarantined ? "quarantined" : "refused"), reason: verdict?.reason,
+            probedAt: Date().timeIntervalSince1970
+        ), for: key)
+        if let verdict { throw .init(verdict.reason) }
+    }
+
+    /// The plugin files in `directory`: every entry whose name ends in `.so`, sorted by name.
+    package static func candidates(in directory: String) throws(PluginLoadFailure) -> [String] {
+        switch FileSystem.kind(of: directory) {
+        case .directory: break
+        case .missing, .danglingSymlink: throw .init("plugin directory does not exist")
+        default: throw .init("plugin directory is not a directory")
+        }
+        guard let names = FileSystem.entries(of: directory) else { throw .init("plugin directory cannot be read") }
+        return names.filter { $0.hasSuffix(PluginFileInspector.pluginExtension) }
+            .sorted()
+            .map { FileSystem.join(directory, $0) }
+    }
+
+    /// Loads and initializes one plugin file without registering it anywhere.
+    public static func load(file path: String) -> Result<LoadedPlugin, PluginLoadError> {
+        load(file: path, hostTable: HostFunctionTable.pointer)
+    }
+
+    /// Loads and initializes one plugin file, handing its `init()` the given host function table.
+    package static func load(file path: String, hostTable: UnsafePointer<cmdbus_host_api>) -> Result<LoadedPlugin, PluginLoadError> {
+        let start = ContinuousClock.now
+        do {
+            try PluginFileInspector.inspect(path)
+            let library = try SharedLibrary(opening: path)
+            let descriptor = try readDescriptor(from: library)
+            let state = try initialize(descriptor, hostTable: hostTable)
+            let elapsed = ContinuousClock.now - start
+            return .success(LoadedPlugin(
+                path: path, name: descriptor.name, version: descriptor.version,
+                abi: "\(descriptor.abiMajor).\(descriptor.abiMinor)", sdkVersion: descriptor.sdkVersion,
+                swiftVersion: descriptor.swiftVersion, priority: Int(descriptor.priority),
+                commands: descriptor.commands.map(\.name), loadedAt: Date(),
+                loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
+                declared: descriptor.commands, descriptor: descriptor, state: state, worker: nil
+            ))
+        } catch {
+            return .failure(PluginLoadError(path: path, reason: error.reason))
+        }
+    }
+
+    /// Starts a worker process for one plugin file and describes what it loaded.
+    package static func loadIsolated(file path: String, executable: String) -> Result<LoadedPlugin, PluginLoadError> {
+        let start = ContinuousClock.now
+        do {
+            try PluginFileInspector.inspect(path)
+            let worker = IsolatedPlugin(path: path, executable: executable)
+            let description = try worker.start()
+            let elapsed = ContinuousClock.now - start
+            let declared = description.commands.enumerated().map { index, command in
+                PluginDescriptor.Command(index: UInt32(index), name: command.name, maxConcurrency: command.maxConcurrency, flags: command.flags)
+            }
+            return .success(LoadedPlugin(
+                path: path, name: description.name, version: description.version, abi: description.abi,
+                sdkVersion: description.sdkVersion, swiftVersion: description.swiftVersion, priority: description.priority,
+                commands: declared.map(\.name), loadedAt: Date(),
+                loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
+                declared: declared, descriptor: nil, state: PluginState(pointer: nil), worker: worker
+            ))
+        } catch {
+            return .failure(PluginLoadError(path: path, reason: error.reason))
+        }
+    }
+
+    private static func readDescriptor(from library: SharedLibrary) throws(PluginLoadFailure) -> PluginDescriptor {
+        guard let entry = library.address(of: CMDBUS_PLUGIN_ENTRY_NAME) else {
+            if let other = (0...9).first(where: { $0 != Int(CMDBUS_ABI_VERSION_MAJOR) && library.address(of: "cmdbus_plugin_v\($0)") != nil }) {
+                throw .init("built for plugin ABI v\(other) (exports cmdbus_plugin_v\(other)); this host speaks v\(CMDBUS_ABI_VERSION_MAJOR)")
+            }
+            throw .init("not a CommandBus plugin: it exports no \(CMDBUS_PLUGIN_ENTRY_NAME) symbol")
+        }
+        let function = unsafeBitCast(entry, to: cmdbus_plugin_entry_v1.self)
+        guard let raw = function() else {
+            throw .init("its \(CMDBUS_PLUGIN_ENTRY_NAME)() returned no descriptor (NULL)")
+        }
+        return try PluginDescriptor(reading: raw)
+    }
+
+    private static func initialize(
+        _ descriptor: PluginDescriptor, hostTable: UnsafePointer<cmdbus_host_api>
+    ) throws(PluginLoadFailure) -> PluginState {
+        guard let initialize = descriptor.raw.pointee.`init` else { return PluginState(pointer: nil) }
+        var state: UnsafeMutableRawPointer?
+        let status = initialize(hostTable, &state)
+        guard status == 0 else { throw .init("'\(descriptor.name)' refused to start: its init() returned \(status)") }
+        return PluginState(pointer: state)
+    }
+}
+
+/// Why a plugin file could not be loaded.
+public struct PluginLoadError: Error, Sendable, CustomStringConvertible {
+    /// The file.
+    public let path: String
+    /// A one-line reason.
+    public let reason: String
+    /// `path: reason`.
+    public var description: String { "\(path): \(reason)" }
+}

@@ -1,0 +1,146 @@
+import CommandBus
+import CSQLite
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A thin, checked wrapper over one SQLite connection. Not thread-safe: its owner serializes use.
+package final class SQLiteDatabase {
+    private(set) var handle: OpaquePointer?
+    package let path: String
+
+    /// Opens (or, if `create`, creates) the database at `path`.
+    package init(path: String, create: Bool, readOnly: Bool = false) throws(CommandBusError) {
+        self.path = path
+        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
+        var connection: OpaquePointer?
+        let status = sqlite3_open_v2(path, &connection, flags | SQLITE_OPEN_NOMUTEX, nil)
+        handle = connection
+        guard status == SQLITE_OK else {
+            let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            close()
+            throw .journalFailed(path, message)
+        }
+        sqlite3_extended_result_codes(connection, 1)
+    }
+
+    deinit { close() }
+
+    package func close() {
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    /// Runs SQL with no results (one or more statements).
+    package func execute(_ sql: String) throws(CommandBusError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let status = sqlite3_exec(handle, sql, nil, nil, &message)
+        guard status == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? lastError
+            sqlite3_free(message)
+            throw .journalFailed(path, text)
+        }
+    }
+
+    /// Prepares a statement.
+    package func prepare(_ sql: String) throws(CommandBusError) -> SQLiteStatement {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK, let statement else {
+            throw .journalFailed(path, lastError)
+        }
+        return SQLiteStatement(statement, database: self)
+    }
+
+    /// The last error, worded for a person: a damaged file says so, and that it was not changed.
+    package var lastError: String {
+        guard let handle else { return "not open" }
+        let message = String(cString: sqlite3_errmsg(handle))
+        switch sqlite3_errcode(handle) & 0xFF {
+        case SQLITE_CORRUPT, SQLITE_NOTADB: return "is damaged (\(message)); it was left untouched"
+        case SQLITE_BUSY: return "is locked by another process for too long (\(message))"
+        default: return message
+        }
+    }
+
+    /// The row id of the last row inserted on this connection.
+    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// The integer result of a one-value query such as a PRAGMA.
+    package func integer(_ sql: String) throws(CommandBusError) -> Int64 {
+        let statement = try prepare(sql)
+        guard try statement.step() else { return 0 }
+        return statement.int64(0)
+    }
+}
+
+/// A prepared statement. Bind, step, read, reset.
+package final class SQLiteStatement {
+    private let statement: OpaquePointer
+    private unowned let database: SQLiteDatabase
+
+    package init(_ statement: OpaquePointer, database: SQLiteDatabase) {
+        self.statement = statement
+        self.database = database
+    }
+
+    deinit { sqlite3_finalize(statement) }
+
+    package func bind(_ index: Int32, _ value: String?) {
+        guard let value else { sqlite3_bind_null(statement, index); return }
+        sqlite3_bind_text(statement, index, value, -1, sqliteTransient)
+    }
+
+    package func bind(_ index: Int32, _ value: Data?) {
+        guard let value else { sqlite3_bind_null(statement, index); return }
+        value.withUnsafeBytes { raw in
+            _ = sqlite3_bind_blob(statement, index, raw.baseAddress, Int32(raw.count), sqliteTransient)
+        }
+    }
+
+    package func bind(_ index: Int32, _ value: Int64?) {
+        guard let value else { sqlite3_bind_null(statement, index); return }
+        sqlite3_bind_int64(statement, index, value)
+    }
+
+    package func bind(_ index: Int32, _ value: Double) {
+        sqlite3_bind_double(statement, index, value)
+    }
+
+    /// Steps once: `true` if a row is ready, `false` when done.
+    @discardableResult
+    package func step() throws(CommandBusError) -> Bool {
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default: throw .journalFailed(database.path, database.lastError)
+        }
+    }
+
+    /// Clears bindings and rewinds, ready to run again.
+    package func reset() {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+    }
+
+    package func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    package func double(_ column: Int32) -> Double { sqlite3_column_double(statement, column) }
+    package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+
+    package func string(_ column: Int32) -> String? {
+        guard let text = sqlite3_column_text(statement, column) else { return nil }
+        return String(cString: text)
+    }
+
+    package func data(_ column: Int32) -> Data? {
+        guard !isNull(column) else { return nil }
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0, let bytes = sqlite3_column_blob(statement, column) else { return Data() }
+        return Data(bytes: bytes, count: count)
+    }
+}
+
+/// SQLite's "copy this buffer now" destructor marker.
+private let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+

@@ -1,0 +1,215 @@
+import CommandBusSupport
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The journal's SQL: its schema and prepared statements. Used only on the journal's queue.
+package final class SQLiteJournalStatements: @unchecked Sendable {
+    package static let schema = """
+        CREATE TABLE commands (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            parent_id TEXT,
+            correlation_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            metadata TEXT,
+            payload BLOB NOT NULL,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            result BLOB,
+            error_code TEXT,
+            error_message TEXT,
+            accepted_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            updated_at REAL NOT NULL,
+            owner TEXT,
+            undo_of TEXT,
+            undone_by TEXT,
+            excluded INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX commands_unfinished ON commands(state) WHERE state IN ('pending', 'running');
+        CREATE INDEX commands_name ON commands(name, seq);
+
+        """
+
+    private let database: SQLiteDatabase
+    private let insert: SQLiteStatement
+    private let markRunning: SQLiteStatement
+    private let markEnded: SQLiteStatement
+    private let selectOne: SQLiteStatement
+    private let findRow: SQLiteStatement
+    private let selectUnfinished: SQLiteStatement
+    /// Row ids of the commands accepted and not yet ended, so their updates find the row by integer key.
+    private var rowIDs: [UUID: Int64] = [:]
+
+    package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner"
+
+    package init(_ database: SQLiteDatabase, readOnly: Bool = false) throws(CommandBusError) {
+        self.database = database
+        // A read-only connection can't prepare writes against a WAL file it may not touch; prepare reads only.
+        let writes = readOnly ? "SELECT 1" : nil
+        insert = try database.prepare(writes ?? """
+            INSERT INTO commands (id, name, parent_id, correlation_id, created_at, metadata, payload, state, accepted_at, updated_at, owner)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?8, ?9)
+            ON CONFLICT(id) DO UPDATE SET state = 'pending', accepted_at = ?8, updated_at = ?8, owner = ?9,
+                result = NULL, error_code = NULL, error_message = NULL, finished_at = NULL
+            """)
+        markRunning = try database.prepare(writes ??
+            "UPDATE commands SET state = 'running', started_at = ?2, updated_at = ?2 WHERE seq = ?1 AND state = 'pending'"
+        )
+        markEnded = try database.prepare(writes ?? """
+            UPDATE commands SET state = ?2, attempts = attempts + ?3, result = ?4, error_code = ?5, error_message = ?6,
+                finished_at = ?7, updated_at = ?7, started_at = coalesce(?8, started_at)
+            WHERE seq = ?1 AND state IN ('pending', 'running')
+            """)
+        findRow = try database.prepare("SELECT seq FROM commands WHERE id = ?1")
+        selectOne = try database.prepare("SELECT \(Self.columns) FROM commands WHERE id = ?1")
+        selectUnfinished = try database.prepare(
+            "SELECT \(Self.columns) FROM commands WHERE state IN ('pending', 'running') ORDER BY seq"
+        )
+    }
+
+    package func begin() throws(CommandBusError) { try database.execute("BEGIN IMMEDIATE") }
+    package func commit() throws(CommandBusError) { try database.execute("COMMIT") }
+    package func rollback() { try? database.execute("ROLLBACK") }
+
+    /// The row id of `id`: from the in-flight table, else looked up.
+    private func rowID(_ id: UUID) throws(CommandBusError) -> Int64? {
+        if let known = rowIDs[id] { return known }
+        defer { findRow.reset() }
+        findRow.bind(1, id.uuidString)
+        return try findRow.step() ? findRow.int64(0) : nil
+    }
+
+    /// Applies a batch of writes in one transaction's worth of statements. A `running` update
+    /// whose command also ends within the batch is folded into the ending's statement.
+    package func apply(_ writes: [JournalWrite], owner: String) throws(CommandBusError) {
+        var ending: Set<UUID> = []
+        var runningAt: [UUID: Date] = [:]
+        if writes.count > 1 {
+            for case .update(let update) in writes where update.state.isTerminal { ending.insert(update.id) }
+        }
+        for write in writes {
+            if case .update(let update) = write, update.state == .running, ending.contains(update.id) {
+                runningAt[update.id] = update.at
+                continue
+            }
+            try apply(write, owner: owner, startedAt: { runningAt[$0] })
+        }
+    }
+
+    private func apply(_ write: JournalWrite, owner: String, startedAt: (UUID) -> Date?) throws(CommandBusError) {
+        switch write {
+        case .accept(let envelope, let payload):
+            let now = Date().timeIntervalSince1970
+            insert.bind(1, envelope.id.uuidString)
+            insert.bind(2, envelope.commandName)
+            insert.bind(3, envelope.parentID?.uuidString)
+            insert.bind(4, envelope.correlationID.uuidString)
+            insert.bind(5, envelope.createdAt.timeIntervalSince1970)
+            insert.bind(6, envelope.metadata.isEmpty ? nil : JSONValue.object(envelope.metadata.mapValues(JSONValue.string)).text)
+            insert.bind(7, payload)
+            insert.bind(8, now)
+            insert.bind(9, owner)
+            let before = database.lastInsertRowID
+            try run(insert)
+            // A new row moves the last insert id; an upsert of a known command (a recovery) does not.
+            let inserted = database.lastInsertRowID
+            if inserted != before { rowIDs[envelope.id] = inserted }
+        case .update(let update) where update.state == .running:
+            guard let row = try rowID(update.id) else { return }
+            markRunning.bind(1, row)
+            markRunning.bind(2, update.at.timeIntervalSince1970)
+            try run(markRunning)
+        case .update(let update):
+            guard let row = try rowID(update.id) else { return }
+            rowIDs[update.id] = nil
+            markEnded.bind(1, row)
+            markEnded.bind(2, update.state.rawValue)
+            markEnded.bind(3, Int64(update.attempts))
+            markEnded.bind(4, update.result)
+            markEnded.bind(5, update.errorCode)
+            markEnded.bind(6, update.errorMessage)
+            markEnded.bind(7, update.at.timeIntervalSince1970)
+            if let started = startedAt(update.id) { markEnded.bind(8, started.timeIntervalSince1970) } else { markEnded.bind(8, nil as Int64?) }
+            try run(markEnded)
+        case .linkUndo(let undo, let original):
+            try database.execute("UPDATE commands SET undone_by = '\(undo.uuidString)' WHERE id = '\(original.uuidString)'")
+            try database.execute("UPDATE commands SET undo_of = '\(original.uuidString)' WHERE id = '\(undo.uuidString)'")
+        case .markFailed(let id, let code, let message):
+            let statement = try database.prepare(
+                "UPDATE commands SET state = 'failed', error_code = ?2, error_message = ?3, updated_at = ?4 WHERE id = ?1"
+            )
+            statement.bind(1, id.uuidString)
+            statement.bind(2, code)
+            statement.bind(3, message)
+            statement.bind(4, Date().timeIntervalSince1970)
+            try run(statement)
+        case .exclude(let id, let excluded):
+            try database.execute("UPDATE commands SET excluded = \(excluded ? 1 : 0) WHERE id = '\(id.uuidString)'")
+        }
+    }
+
+    private func run(_ statement: SQLiteStatement) throws(CommandBusError) {
+        defer { statement.reset() }
+        try statement.step()
+    }
+
+    package func record(_ id: UUID) throws(CommandBusError) -> JournalRecord? {
+        defer { selectOne.reset() }
+        selectOne.bind(1, id.uuidString)
+        return try selectOne.step() ? Self.record(from: selectOne).record : nil
+    }
+
+    package func unfinishedWithOwners() throws(CommandBusError) -> [(record: JournalRecord, owner: String?)] {
+        defer { selectUnfinished.reset() }
+        var rows: [(JournalRecord, String?)] = []
+        while try selectUnfinished.step() { rows.append(Self.record(from: selectUnfinished)) }
+        return rows
+    }
+
+    package func records(_ query: JournalQuery) throws(CommandBusError) -> [JournalRecord] {
+        var clauses: [String] = []
+        if !query.states.isEmpty {
+            clauses.append("state IN (" + query.states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")")
+        }
+        if query.commandName != nil { clauses.append("name = ?1") }
+        if let after = query.afterSequence { clauses.append("seq > \(after)") }
+        if let through = query.throughSequence { clauses.append("seq <= \(through)") }
+        var sql = "SELECT \(Self.columns) FROM commands"
+        if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
+        sql += " ORDER BY seq"
+        if let limit = query.limit { sql += " LIMIT \(limit)" }
+        let statement = try database.prepare(sql)
+        if let name = query.commandName { statement.bind(1, name) }
+        var records: [JournalRecord] = []
+        while try statement.step() { records.append(Self.record(from: statement).record) }
+        return records
+    }
+
+    package static func record(from row: SQLiteStatement) -> (record: JournalRecord, owner: String?) {
+        let id = UUID(uuidString: row.string(1) ?? "") ?? UUID()
+        var envelope = CommandEnvelope(
+            commandName: row.string(2) ?? "", id: id, createdAt: Date(timeIntervalSince1970: row.double(5))
+        )
+        envelope.parentID = row.string(3).flatMap(UUID.init(uuidString:))
+        envelope.correlationID = row.string(4).flatMap(UUID.init(uuidString:)) ?? id
+        if let metadata = row.string(6), case .object(let fields)? = JSONValue.parse(metadata) {
+            envelope.metadata = fields.compactMapValues { if case .string(let value) = $0 { value } else { nil } }
+        }
+        let record = JournalRecord(
+            sequence: row.int64(0), envelope: envelope, payload: row.data(7) ?? Data(),
+            state: CommandState(rawValue: row.string(8) ?? "") ?? .failed, attempts: Int(row.int64(9)),
+            result: row.data(10), errorCode: row.string(11), errorMessage: row.string(12),
+            updatedAt: Date(timeIntervalSince1970: row.double(13)),
+            undoOf: row.string(14).flatMap(UUID.init(uuidString:)), undoneBy: row.string(15).flatMap(UUID.init(uuidString:)),
+            excluded: row.int64(16) != 0
+        )
+        return (record, row.string(17))
+    }
+}

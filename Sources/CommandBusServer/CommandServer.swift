@@ -1,0 +1,236 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBusHost
+import CommandBus
+import Dispatch
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Glibc
+
+/// `cmdbus serve`: a long-running host that takes commands as NDJSON over a Unix socket.
+///
+/// Each request is one line, `{"id": ..., "op": ..., ...}`; every response and event line
+/// carries the request's id. On SIGTERM or SIGINT it stops accepting, waits for commands in
+/// flight up to the drain timeout, and exits; what is unfinished stays in the journal and
+/// runs again at the next start. A second signal exits at once.
+package final class CommandServer: Sendable {
+    /// Where the server listens unless `--socket PATH`.
+    package static let defaultSocketPath = "./.cmdbus/cmdbus.sock"
+
+    package let session: HostSession
+    package let socket: UnixSocket
+    package let drain: Duration
+    package let log: ServerLog
+    package let statistics: BusStatistics
+    /// Loads plugins dropped into the directories while the server runs; `nil` without inotify.
+    package let watcher: PluginWatcher?
+    private let started = ContinuousClock.now
+    private let draining = Atomic<Bool>(false)
+    /// Commands sent or posted through the socket and not finished, so `cancel` can find them.
+    private let running = TicketTable()
+    /// The longest request line; longer ones get an error and are skipped.
+    package static let maxLineBytes = 16 << 20
+
+    package init(session: HostSession, socket: UnixSocket, drain: Duration, log: ServerLog, statistics: BusStatistics) {
+        self.session = session
+        self.socket = socket
+        self.drain = drain
+        self.log = log
+        self.statistics = statistics
+        watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log)
+    }
+
+    /// The plugins loaded now, including those hot-loaded.
+    private var plugins: [LoadedPlugin] { watcher?.plugins ?? session.catalog.plugins }
+
+    /// Serves until a signal ends the process.
+    package func run() async -> Never {
+        handleSignals()
+        watcher?.start()
+        log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
+        DetachedThread.start { [self] in
+            while let client = socket.accept() {
+                let connection = ClientConnection(descriptor: client)
+                DetachedThread.start { [self] in self.serve(connection) }
+            }
+        }
+        await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
+        _exit(0)
+    }
+
+    private func handleSignals() {
+        let signals = Mutex(0)
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in
+                let count = signals.withLock { count -> Int in count += 1; return count }
+                if count > 1 {
+                    log(.warning, "second signal: exiting now; unfinished commands stay in the journal")
+                    _exit(1)
+                }
+                shutDown()
+            }
+            source.resume()
+            Self.signalSources.append(source)
+        }
+    }
+
+    // The signal sources must outlive this call; written once, at start-up, from one thread.
+    nonisolated(unsafe) private static var signalSources: [any DispatchSourceSignal] = []
+
+    /// Stops accepting, waits for the commands in flight up to the drain timeout, then exits.
+    private func shutDown() {
+        draining.store(true, ordering: .releasing)
+        socket.close()
+        log(.info, "draining \(statistics.inFlight) command(s) for up to \(drain)")
+        Task { [self] in
+            let deadline = ContinuousClock.now + drain
+            while statistics.inFlight > 0 && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            await session.close()
+            for plugin in plugins { plugin.worker?.stop() }
+            let left = statistics.inFlight
+            log(.info, "stopped; \(left) unfinished command(s) stay in the journal for the next start")
+            fflush(nil)
+            _exit(0)
+        }
+    }
+
+    // MARK: Requests
+
+    private struct Request: Decodable {
+        package let id: JSONValue?
+        package let op: String
+        package let command: String?
+        package let payload: JSONValue?
+        package let metadata: [String: String]?
+        package let timeout: Double?
+        package let commandId: String?
+        package let correlationId: String?
+        package let cancelOnDisconnect: Bool?
+        /// For `send`: stream the command tree's events before the response.
+        package let events: Bool?
+    }
+
+    /// Reads one client's requests until it disconnects.
+    private func serve(_ connection: ClientConnection) {
+        let reader = LineSocketReader(descriptor: connection.descriptor, limit: Self.maxLineBytes)
+        let owned = TicketTable()
+        while let line = reader.next() {
+            switch line {
+            case .tooLong(let length):
+                connection.send(Self.failure(nil, code: "payloadTooLarge", "request line of \(length) bytes is longer than the \(Self.maxLineBytes)-byte limit"))
+            case .text(let bytes):
+                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+                guard let request = try? JSONDecoder().decode(Request.self, from: Data(bytes)) else {
+                    connection.send(Self.failure(nil, code: "usage", "request is not a JSON object with \"op\""))
+                    continue
+                }
+                handle(request, on: connection, owned: owned)
+            }
+        }
+        // A client that goes away cancels only the sends it asked to.
+        for ticket in owned.all { ticket.cancel() }
+        connection.close()
+    }
+
+    private func handle(_ request: Request, on connection: ClientConnection, owned: TicketTable) {
+        let bus = session.bus
+        switch request.op {
+        case "send", "post":
+            guard !draining.load(ordering: .acquiring) else {
+                return connection.send(Self.failure(request.id, code: HostFailure.Code.serverShuttingDown.name, "the server is shutting down and takes no new commands"))
+            }
+            guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "\(request.op) needs \"command\"")) }
+            let payload = Data((request.payload ?? .object([:])).text.utf8)
+            let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
+            // Subscribed before the command starts, so none of its events is missed.
+            let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
+            let ticket = bus.post(name: name, payload: payload, metadata: request.metadata ?? [:], timeout: timeout)
+            running.insert(ticket)
+            if request.op == "post" {
+                connection.send(Self.success(request.id, ["commandId": .string(ticket.id.uuidString)]))
+                Task { [running] in
+                    _ = try? await ticket.result
+                    running.remove(ticket.id)
+                }
+                return
+            }
+            if request.cancelOnDisconnect == true { owned.insert(ticket) }
+            let forwarding = events.map { stream in
+                Task {
+                    for await event in stream where event.correlationID == ticket.id {
+                        connection.send(.object(["id": request.id ?? .null, "event": event.json]))
+                        if event.commandID == ticket.id, case .stateChanged(_, let to) = event.kind, to.isTerminal { break }
+                    }
+                }
+            }
+            Task { [running] in
+                let reply: JSONValue
+                do throws(CommandBusError) {
+                    let result = try await ticket.result
+                    let text = String(decoding: result, as: UTF8.self)
+                    reply = Self.success(request.id, ["commandId": .string(ticket.id.uuidString), "result": JSONValue.parse(text) ?? .string(text)])
+                } catch {
+                    reply = Self.failure(request.id, code: error.code.description, error.message, commandID: ticket.id)
+                }
+                owned.remove(ticket.id)
+                running.remove(ticket.id)
+                await forwarding?.value
+                connection.send(reply)
+            }
+        case "can":
+            guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "can needs \"command\"")) }
+            do {
+                let answer = try bus.canHandle(name: name, payload: Data((request.payload ?? .object([:])).text.utf8))
+                connection.send(Self.success(request.id, ["canHandle": .bool(answer)]))
+            } catch {
+                connection.send(Self.failure(request.id, code: error.code.description, error.message))
+            }
+        case "cancel":
+            guard let id = request.commandId.flatMap(UUID.init(uuidString:)) else {
+                return connection.send(Self.failure(request.id, code: "usage", "cancel needs \"commandId\""))
+            }
+            let ticket = running.ticket(id)
+            ticket?.cancel()
+            connection.send(Self.success(request.id, ["cancelled": .bool(ticket != nil)]))
+        case "status":
+            connection.send(Self.success(request.id, ["status": statistics.summary(uptime: .now - started, plugins: plugins.count)]))
+        case "plugins":
+            let catalog = watcher?.catalog ?? session.catalog
+            connection.send(Self.success(request.id, ["plugins": .array(catalog.plugins.map(PluginCatalog.json)), "catalog": catalog.json]))
+        case "subscribe":
+            let filter: EventFilter
+            if let id = request.commandId.flatMap(UUID.init(uuidString:)) { filter = .command(id) }
+            else if let id = request.correlationId.flatMap(UUID.init(uuidString:)) { filter = .correlation(id) }
+            else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
+            let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
+            connection.send(Self.success(request.id, ["subscribed": .bool(true)]))
+            Task {
+                for await event in events {
+                    guard !connection.isClosed else { break }
+                    connection.send(.object(["id": request.id ?? .null, "event": event.json]))
+                }
+            }
+        default:
+            connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are send, post, can, cancel, status, plugins, subscribe"))
+        }
+    }
+
+    package static func success(_ id: JSONValue?, _ fields: [String: JSONValue]) -> JSONValue {
+        .object(fields.merging(["id": id ?? .null, "ok": .bool(true)]) { _, new in new })
+    }
+
+    package static func failure(_ id: JSONValue?, code: String, _ message: String, commandID: UUID? = nil) -> JSONValue {
+        var fields: [String: JSONValue] = ["id": id ?? .null, "ok": .bool(false), "error": .object(["code": .string(code), "message": .string(message)])]
+        if let commandID { fields["commandId"] = .string(commandID.uuidString) }
+        return .object(fields)
+    }
+
+}

@@ -1,0 +1,102 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBus
+import Synchronization
+import Glibc
+
+/// Hot loading for `cmdbus serve`: watches the plugin directories with inotify and loads a
+/// `.so` once it has been written and closed, or moved in whole; takes a removed one's
+/// handlers off the bus.
+///
+/// A file being copied in is loaded only at its close-after-write (or rename), never half-written.
+/// Plugins loaded into the process cannot be unloaded: a removed or replaced file's handlers
+/// are deregistered (and, for an isolated plugin, its worker stopped); a replacement loads anew.
+package final class PluginWatcher: Sendable {
+    private let loader: PluginLoader
+    private let bus: CommandBus
+    private let log: ServerLog
+    /// What is loaded, by file path, with the registrations that put its handlers on the bus.
+    private let loaded = Mutex<[String: (plugin: LoadedPlugin, registrations: [HandlerRegistration])]>([:])
+    private let descriptor: Int32
+    private let watches: [Int32: String]
+    /// The catalog loaded at start: its directories and skipped files.
+    private let initial: PluginCatalog
+
+    package init?(loader: PluginLoader, bus: CommandBus, catalog: PluginCatalog, log: ServerLog) {
+        let descriptor = inotify_init1(Int32(IN_CLOEXEC))
+        guard descriptor >= 0 else { return nil }
+        var watches: [Int32: String] = [:]
+        let events = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)
+        for directory in loader.directories {
+            let watch = inotify_add_watch(descriptor, directory, events)
+            if watch >= 0 { watches[watch] = directory }
+        }
+        self.loader = loader
+        self.bus = bus
+        self.log = log
+        self.descriptor = descriptor
+        self.watches = watches
+        self.initial = catalog
+        loaded.withLock { table in
+            for plugin in catalog.plugins { table[plugin.path] = (plugin, catalog.registrations[plugin.path] ?? []) }
+        }
+    }
+
+    /// The plugins loaded now, initial and hot-loaded.
+    package var plugins: [LoadedPlugin] { loaded.withLock { $0.values.map(\.plugin) }.sorted { $0.path < $1.path } }
+
+    /// The catalog now: the plugins loaded at start and since, and the files skipped at start.
+    package var catalog: PluginCatalog {
+        PluginCatalog(directories: initial.directories, plugins: plugins, skipped: initial.skipped)
+    }
+
+    /// Starts watching on a thread of its own.
+    package func start() {
+        DetachedThread.start { [self] in self.watch() }
+    }
+
+    private func watch() {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+            var offset = 0
+            while offset + 16 <= count {
+                let (watch, mask, nameLength) = buffer.withUnsafeBytes { raw in
+                    (raw.load(fromByteOffset: offset, as: Int32.self), raw.load(fromByteOffset: offset + 4, as: UInt32.self),
+                     Int(raw.load(fromByteOffset: offset + 12, as: UInt32.self)))
+                }
+                let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + nameLength)].prefix { $0 != 0 }
+                offset += 16 + nameLength
+                let name = String(decoding: nameBytes, as: UTF8.self)
+                guard name.hasSuffix(PluginFileInspector.pluginExtension), let directory = watches[watch] else { continue }
+                let path = FileSystem.join(directory, name)
+                if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
+                    unload(path, reason: "the file was removed")
+                } else {
+                    unload(path, reason: "the file was replaced")
+                    load(path, in: directory)
+                }
+            }
+        }
+    }
+
+    private func load(_ path: String, in directory: String) {
+        switch loader.loadFile(path, in: directory, into: bus) {
+        case .success(let loaded):
+            self.loaded.withLock { $0[path] = loaded }
+            log(.info, "loaded \(path): \(loaded.plugin.name) \(loaded.plugin.version), commands \(loaded.plugin.commands.joined(separator: ", "))")
+        case .failure(let skipped):
+            log(.warning, "skipped \(path): \(skipped.reason)")
+        }
+    }
+
+    private func unload(_ path: String, reason: String) {
+        guard let entry = loaded.withLock({ $0.removeValue(forKey: path) }) else { return }
+        for registration in entry.registrations { registration.cancel() }
+        entry.plugin.worker?.stop()
+        let how = entry.plugin.worker == nil ? "its handlers were taken off the bus (a plugin loaded in-process stays in memory)" : "its worker was stopped"
+        log(.info, "\(reason): \(path); \(how)")
+    }
+}

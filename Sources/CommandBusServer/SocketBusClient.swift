@@ -1,0 +1,170 @@
+import CommandBus
+import CommandBusSupport
+import CommandBusHost
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Glibc
+
+/// The client side of `--connect`: a ``BusClient`` whose bus is a running `cmdbus serve`.
+///
+/// Output and exit codes are those of a local run: the server answers with the same error
+/// codes, and events and catalogs in the same JSON.
+package struct SocketBusClient: BusClient {
+    /// The server's socket.
+    package let socket: String
+
+    /// A client of the server listening on `socket`.
+    package init(socket: String) {
+        self.socket = socket
+    }
+
+    package func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data {
+        var fields = Self.fields(of: request, op: "send")
+        fields["events"] = .bool(onEvent != nil)
+        let response = try self.request(fields) { event in onEvent?(event) }
+        guard response["ok"] == .bool(true), let result = response["result"] else { throw Self.failure(response, command: request.name) }
+        return Data(result.text.utf8)
+    }
+
+    package func post(_ request: CommandRequest) async throws(HostFailure) -> UUID {
+        let response = try self.request(Self.fields(of: request, op: "post"))
+        guard response["ok"] == .bool(true), let id = response["commandId"]?.stringValue.flatMap(UUID.init(uuidString:)) else {
+            throw Self.failure(response, command: request.name)
+        }
+        return id
+    }
+
+    /// Requests are pipelined on one connection, at most `concurrency` unanswered.
+    package func sendAll(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
+        let connection = try ServerConnection(socket)
+        var names: [Int64: String] = [:]
+        func answer() throws(HostFailure) {
+            let response = try connection.receive()
+            guard case .integer(let tag)? = response["id"], let name = names.removeValue(forKey: tag) else { return }
+            var outcome = CommandOutcome(tag: Int(tag), command: name, state: .succeeded)
+            outcome.id = response["commandId"]?.stringValue.flatMap(UUID.init(uuidString:))
+            if response["ok"] == .bool(true) {
+                outcome.result = Data((response["result"] ?? .null).text.utf8)
+            } else {
+                let error = response["error"]?.objectValue ?? [:]
+                let code = error["code"]?.stringValue ?? "handlerFailed"
+                outcome.error = (code, error["message"]?.stringValue ?? "")
+                outcome.state = code == "timedOut" ? .timedOut : code == "cancelled" ? .cancelled : .failed
+            }
+            onOutcome(outcome)
+        }
+        while let request = next() {
+            while names.count >= concurrency { try answer() }
+            var fields = Self.fields(of: request, op: "send")
+            fields["id"] = .integer(Int64(request.tag))
+            names[Int64(request.tag)] = request.name
+            try connection.send(.object(fields))
+        }
+        while !names.isEmpty { try answer() }
+    }
+
+    package func canHandle(_ name: String, payload: Data) async throws(HostFailure) -> Bool {
+        let response = try request(["op": .string("can"), "command": .string(name), "payload": Self.json(payload)])
+        guard response["ok"] == .bool(true) else { throw Self.failure(response, command: name) }
+        return response["canHandle"] == .bool(true)
+    }
+
+    package func noHandler(_ command: String) -> HostFailure {
+        HostFailure(.noHandler, "no handler for command \(quoted(command)) would take it now (server at \(socket))", command: command)
+    }
+
+    package func cancel(_ id: UUID) async throws(HostFailure) -> Bool {
+        let response = try request(["op": .string("cancel"), "commandId": .string(id.uuidString)])
+        guard response["ok"] == .bool(true) else { throw Self.failure(response, command: nil) }
+        return response["cancelled"] == .bool(true)
+    }
+
+    package func plugins() async throws(HostFailure) -> JSONValue {
+        let response = try request(["op": .string("plugins")])
+        guard response["ok"] == .bool(true), let catalog = response["catalog"] else { throw Self.failure(response, command: nil) }
+        return catalog
+    }
+
+    package func status() async throws(HostFailure) -> JSONValue {
+        let response = try request(["op": .string("status")])
+        guard response["ok"] == .bool(true), let status = response["status"] else { throw Self.failure(response, command: nil) }
+        return status
+    }
+
+    package func close() async {}
+
+    /// Sends one request (an `id` is added) and returns the response's fields; event lines that
+    /// carry the request's id go to `onEvent` on the way.
+    private func request(
+        _ request: [String: JSONValue], onEvent: ([String: JSONValue]) -> Void = { _ in }
+    ) throws(HostFailure) -> [String: JSONValue] {
+        let connection = try ServerConnection(socket)
+        try connection.send(.object(request.merging(["id": .integer(1)]) { _, new in new }))
+        while true {
+            let fields = try connection.receive()
+            guard fields["id"] == .integer(1) else { continue }
+            if case .object(let event)? = fields["event"] { onEvent(event); continue }
+            return fields
+        }
+    }
+
+    private static func fields(of request: CommandRequest, op: String) -> [String: JSONValue] {
+        var fields: [String: JSONValue] = ["op": .string(op), "command": .string(request.name), "payload": json(request.payload)]
+        if !request.metadata.isEmpty { fields["metadata"] = .object(request.metadata.mapValues(JSONValue.string)) }
+        if let timeout = request.timeout { fields["timeout"] = .number(timeout.seconds) }
+        return fields
+    }
+
+    private static func json(_ payload: Data) -> JSONValue {
+        let text = String(decoding: payload, as: UTF8.self)
+        return JSONValue.parse(text) ?? .string(text)
+    }
+
+    /// A failure response as the failure a local run would have had (same code, same exit status).
+    private static func failure(_ fields: [String: JSONValue], command: String?) -> HostFailure {
+        guard let error = fields["error"]?.objectValue, let code = error["code"]?.stringValue, let message = error["message"]?.stringValue else {
+            return HostFailure(.badResponse, "the server answered something unexpected", command: command)
+        }
+        return HostFailure(HostFailure.Code(name: code) ?? .handlerFailed, message, command: command)
+    }
+}
+
+/// A connection to a running server for many requests: write some, read their answers as they come.
+package final class ServerConnection {
+    private let descriptor: Int32
+    private let reader: LineSocketReader
+    package let socket: String
+
+    package init(_ socket: String) throws(HostFailure) {
+        do {
+            descriptor = try UnixSocket.connect(to: socket)
+        } catch {
+            let message = if case .failed(let text) = error { text } else { "cannot connect to \(socket)" }
+            throw HostFailure(.serverUnreachable, "\(message) (is 'cmdbus serve' running?)")
+        }
+        reader = LineSocketReader(descriptor: descriptor, limit: 1 << 30)
+        self.socket = socket
+    }
+
+    deinit { close(descriptor) }
+
+    package func send(_ request: JSONValue) throws(HostFailure) {
+        guard sendAll(descriptor, Array((request.text + "\n").utf8)) else {
+            throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection")
+        }
+    }
+
+    /// The next response line's fields.
+    package func receive() throws(HostFailure) -> [String: JSONValue] {
+        while let next = reader.next() {
+            if case .text(let bytes) = next, case .object(let fields)? = JSONValue.parse(String(decoding: bytes, as: UTF8.self)) { return fields }
+        }
+        throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection before answering")
+    }
+}

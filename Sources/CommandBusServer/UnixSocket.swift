@@ -1,0 +1,139 @@
+import CommandBusSupport
+import CommandBus
+import Glibc
+
+/// The server's listening Unix socket: created with mode 0600, replacing a stale one.
+package struct UnixSocket {
+    package let path: String
+    package let descriptor: Int32
+
+    /// Why a socket could not be served.
+    package enum Failure: Error {
+        /// A live server already answers on the path.
+        case inUse(String)
+        case failed(String)
+    }
+
+    /// Binds and listens on `path`. A socket file nobody answers on is a dead server's and is replaced.
+    package static func listen(at path: String) throws(Failure) -> UnixSocket {
+        guard path.utf8.count < 100 else { throw .failed("socket path \(path) is too long (at most 99 bytes)") }
+        if FileSystem.kind(of: path) != .missing {
+            if let probe = try? connect(to: path) {
+                Glibc.close(probe)
+                throw .inUse("a cmdbus server is already listening on \(path)")
+            }
+            unlink(path)
+        }
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !directory.isEmpty, FileSystem.kind(of: directory) == .missing { mkdir(directory, 0o700) }
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw .failed("cannot create a socket: \(String(cString: strerror(errno)))") }
+        var address = Self.address(path)
+        // Only the owner may connect: the socket is created 0600.
+        let previous = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(previous)
+        guard bound == 0, Glibc.listen(descriptor, 128) == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(descriptor)
+            throw .failed("cannot listen on \(path): \(reason)")
+        }
+        return UnixSocket(path: path, descriptor: descriptor)
+    }
+
+    /// Connects to the server at `path`.
+    package static func connect(to path: String) throws(Failure) -> Int32 {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = Self.address(path)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(descriptor)
+            throw .failed("cannot connect to \(path): \(reason)")
+        }
+        return descriptor
+    }
+
+    /// The next client, or `nil` once the socket is closed.
+    package func accept() -> Int32? {
+        while true {
+            let client = Glibc.accept(descriptor, nil, nil)
+            if client >= 0 {
+                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                return client
+            }
+            if errno == EINTR || errno == ECONNABORTED { continue }
+            return nil
+        }
+    }
+
+    /// Stops accepting and removes the socket file.
+    package func close() {
+        shutdown(descriptor, Int32(SHUT_RDWR))
+        Glibc.close(descriptor)
+        unlink(path)
+    }
+
+    private static func address(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+}
+
+/// Reads newline-delimited lines from a socket, refusing (and skipping) lines over a limit.
+package final class LineSocketReader {
+    package enum Line {
+        case text([UInt8])
+        case tooLong(Int)
+    }
+
+    private let descriptor: Int32
+    private let limit: Int
+    private var buffer: [UInt8] = []
+    private var discarding = 0
+    private var scanned = 0
+
+    package init(descriptor: Int32, limit: Int) {
+        self.descriptor = descriptor
+        self.limit = limit
+    }
+
+    /// The next line, or `nil` when the peer has closed.
+    package func next() -> Line? {
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            // Only the bytes not searched yet are searched: a long line costs linear time.
+            if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                scanned = 0
+                if discarding > 0 {
+                    let total = discarding + line.count
+                    discarding = 0
+                    return .tooLong(total)
+                }
+                return .text(line)
+            }
+            scanned = buffer.count
+            if buffer.count > limit {
+                discarding += buffer.count
+                buffer.removeAll(keepingCapacity: true)
+                scanned = 0
+            }
+            let got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 { return nil }
+            buffer += chunk[..<got]
+        }
+    }
+}

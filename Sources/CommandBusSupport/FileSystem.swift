@@ -1,0 +1,121 @@
+import Glibc
+
+/// The few file-system facts the loader needs, straight from the C library.
+package enum FileSystem {
+    /// What a path names, following symlinks.
+    package enum Kind: Equatable {
+        case missing, danglingSymlink(target: String), directory, regularFile(size: Int), other
+    }
+
+    package static func kind(of path: String) -> Kind {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR: return .directory
+            case S_IFREG: return .regularFile(size: Int(info.st_size))
+            default: return .other
+            }
+        }
+        var linkInfo = stat()
+        if lstat(path, &linkInfo) == 0, linkInfo.st_mode & S_IFMT == S_IFLNK {
+            return .danglingSymlink(target: linkTarget(path) ?? "?")
+        }
+        return .missing
+    }
+
+    package static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink(path, &buffer, buffer.count - 1)
+        guard length >= 0 else { return nil }
+        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Up to `count` bytes from the start of the file, or `nil` if it cannot be read.
+    package static func readPrefix(of path: String, count: Int) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + filled, count - filled, off_t(filled)) }
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 { break }
+            filled += got
+        }
+        return Array(bytes[..<filled])
+    }
+
+    /// The whole file, or `nil` if it cannot be read.
+    package static func readAll(_ path: String) -> [UInt8]? {
+        guard case .regularFile(let size) = kind(of: path) else { return nil }
+        return readPrefix(of: path, count: size)
+    }
+
+    /// The owner, permission bits and inode facts of a path (following symlinks), or of the link itself.
+    package struct Status: Equatable {
+        package let owner: UInt32
+        package let mode: UInt32
+        package let size: Int
+        package let modified: Int64
+        package let inode: UInt64
+        package let isSymlink: Bool
+    }
+
+    package static func status(of path: String, followingLinks: Bool = true) -> Status? {
+        var info = stat()
+        guard (followingLinks ? stat(path, &info) : lstat(path, &info)) == 0 else { return nil }
+        return Status(
+            owner: info.st_uid, mode: UInt32(info.st_mode), size: Int(info.st_size),
+            modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            inode: UInt64(info.st_ino), isSymlink: info.st_mode & S_IFMT == S_IFLNK
+        )
+    }
+
+    /// The canonical absolute path, with every symlink resolved; `nil` if it does not exist.
+    package static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Writes `text` to `path` through a temporary file and a rename, so readers never see half of it.
+    package static func writeAtomically(_ text: String, to path: String, mode: mode_t = 0o644) -> Bool {
+        let temporary = path + ".tmp-\(getpid())"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { return false }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            return false
+        }
+        return true
+    }
+
+    /// The names in a directory, or `nil` if it cannot be read.
+    package static func entries(of directory: String) -> [String]? {
+        guard let stream = opendir(directory) else { return nil }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// `directory/name`, without doubling a trailing slash.
+    package static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
+    /// The last component of a path.
+    package static func lastComponent(_ path: String) -> String {
+        path.split(separator: "/").last.map(String.init) ?? path
+    }
+}

@@ -1,0 +1,16 @@
+/// A user's text for a one-line message: in quotes, with control characters escaped.
+package func quoted(_ text: some StringProtocol) -> String {
+    var out = "'"
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .lineSeparator
+            || scalar.properties.generalCategory == .paragraphSeparator:
+            out += "\\u{\(String(scalar.value, radix: 16))}"
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "'"
+}
