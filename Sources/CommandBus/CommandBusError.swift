@@ -13,8 +13,7 @@ public struct CommandBusError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: String, Hashable, Sendable {
             case noHandler, handlerFailed, decodingFailed, encodingFailed, cancelled, timedOut
-            case childFailed, invalidTransition, payloadTooLarge, pluginFailed, pluginCrashed
-            case journalFailed, usage
+            case childFailed, payloadTooLarge, journalFailed
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -33,18 +32,10 @@ public struct CommandBusError: Error, Sendable, CustomStringConvertible {
         public static let timedOut = Code(.timedOut)
         /// A subcommand failed and its parent did not handle the failure.
         public static let childFailed = Code(.childFailed)
-        /// A lifecycle transition that the state machine forbids was attempted.
-        public static let invalidTransition = Code(.invalidTransition)
         /// A payload is larger than the configured limit.
         public static let payloadTooLarge = Code(.payloadTooLarge)
-        /// A plugin could not be loaded or broke its contract.
-        public static let pluginFailed = Code(.pluginFailed)
-        /// The process running a plugin's handler crashed.
-        public static let pluginCrashed = Code(.pluginCrashed)
         /// The journal could not be read or written.
         public static let journalFailed = Code(.journalFailed)
-        /// A command-line or API call was malformed.
-        public static let usage = Code(.usage)
 
         /// The code's stable name, such as `noHandler`.
         public var description: String { value.rawValue }

@@ -58,7 +58,7 @@ enum ServeCommand {
             socket.close()
             throw error
         }
-        HostFunctionTable.logSink.withLock { sink in sink = { level, message in log(level, "plugin: \(message)") } }
+        session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
         await CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics).run()
     }
 }

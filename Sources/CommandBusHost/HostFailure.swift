@@ -1,4 +1,5 @@
 import CommandBus
+import CommandBusLoading
 
 /// A failure the host reports to a person: a one-line message, a stable ``Code`` that fixes the
 /// exit status, and the command and plugin it concerns.
@@ -45,6 +46,8 @@ package struct HostFailure: Error, Sendable {
         package static let entryNotFound = Code("entryNotFound", .failure)
         /// The journal entry is in a state the operation does not apply to (retry a success, undo twice).
         package static let entryNotApplicable = Code("entryNotApplicable", .failure)
+        /// The process running the plugin's handler died (an isolated worker crashed or was killed).
+        package static let pluginCrashed = Code("pluginCrashed", .failure)
         /// A file is not a loadable plugin, or a plugin-directory file cannot be written.
         package static let pluginFailed = Code("pluginFailed", .failure)
         /// No server answers on the socket.
@@ -62,7 +65,7 @@ package struct HostFailure: Error, Sendable {
 
         private static let all: [Code] = [
             .usage, .badConfiguration, .noInput, .decodingFailed, .payloadTooLarge, .noHandler, .handlerFailed, .childFailed,
-            .encodingFailed, .cancelled, .timedOut, .journalFailed, .entryNotFound, .entryNotApplicable, .pluginFailed,
+            .encodingFailed, .cancelled, .timedOut, .journalFailed, .entryNotFound, .entryNotApplicable, .pluginFailed, .pluginCrashed,
             .serverUnreachable, .serverShuttingDown, .badResponse, .socketInUse, .someFailed, .socketFailed,
         ]
 
@@ -72,9 +75,10 @@ package struct HostFailure: Error, Sendable {
             self = code
         }
 
-        /// The code of a bus error: the bus's codes share their names with these.
-        package init(_ code: CommandBusError.Code) {
-            self = Code(name: code.description) ?? .handlerFailed
+        /// The code of a bus error: the bus's codes share their names with these; a handler
+        /// failure caused by its plugin's process dying is `pluginCrashed`.
+        package init(_ error: CommandBusError) {
+            self = error.cause is PluginCrash ? .pluginCrashed : Code(name: error.code.description) ?? .handlerFailed
         }
 
         package var description: String { name }
@@ -108,7 +112,7 @@ package struct HostFailure: Error, Sendable {
 
     /// A bus error, with the code (and so the exit status) its own code maps to.
     package static func bus(_ error: CommandBusError, command: String?, plugin: String? = nil) -> Self {
-        .init(Code(error.code), error.message, command: command, plugin: plugin)
+        .init(Code(error), error.message, command: command, plugin: plugin)
     }
 }
 

@@ -23,9 +23,6 @@ package struct HostSession: Sendable {
         plugins: PluginOptions, journal journalOptions: JournalOptions, console: Console, reportSkipped: Bool,
         usesAllowlist: Bool = true, observers: [any CommandObserver] = [], awaitRecovered: Bool = true
     ) async throws(HostFailure) -> HostSession {
-        HostFunctionTable.logSink.withLock { sink in
-            sink = { level, message in console.err("cmdbus: plugin \(level.rawValue): \(message)") }
-        }
         let journal = journalOptions.enabled ? try openJournal(journalOptions.path, durability: journalOptions.durability) : nil
         let directories = PluginLoader.directories(explicit: plugins.directories, environment: ProcessInfo.processInfo.environment)
                 let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: journalOptions.maxPayloadBytes))
@@ -100,6 +97,6 @@ package struct HostSession: Sendable {
                 ? " (no plugins loaded from \(catalog.directories.joined(separator: ", ")))"
                 : " (plugins loaded: \(loaded.joined(separator: ", ")))"
         }
-        return HostFailure(.init(error.code), message, command: command, plugin: plugin)
+        return HostFailure(.init(error), message, command: command, plugin: plugin)
     }
 }

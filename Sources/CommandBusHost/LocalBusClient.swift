@@ -84,7 +84,7 @@ package struct LocalBusClient: BusClient {
                     do throws(CommandBusError) {
                         outcome.result = try await ticket.result
                     } catch {
-                        outcome.error = (error.code.description, error.message)
+                        outcome.error = (HostFailure.Code(error).name, error.message)
                     }
                     outcome.state = ticket.state
                     return outcome

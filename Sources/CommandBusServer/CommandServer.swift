@@ -31,6 +31,8 @@ package final class CommandServer: Sendable {
     private let started = ContinuousClock.now
     private let draining = Atomic<Bool>(false)
     /// Commands sent or posted through the socket and not finished, so `cancel` can find them.
+    /// The server's signal sources, kept for as long as it runs.
+    private let signalSources = SignalSources()
     private let running = TicketTable()
     /// The longest request line; longer ones get an error and are skipped.
     package static let maxLineBytes = 16 << 20
@@ -76,12 +78,10 @@ package final class CommandServer: Sendable {
                 shutDown()
             }
             source.resume()
-            Self.signalSources.append(source)
+            signalSources.keep(source)
         }
     }
 
-    // The signal sources must outlive this call; written once, at start-up, from one thread.
-    nonisolated(unsafe) private static var signalSources: [any DispatchSourceSignal] = []
 
     /// Stops accepting, waits for the commands in flight up to the drain timeout, then exits.
     private func shutDown() {
@@ -178,7 +178,7 @@ package final class CommandServer: Sendable {
                     let text = String(decoding: result, as: UTF8.self)
                     reply = Self.success(request.id, ["commandId": .string(ticket.id.uuidString), "result": JSONValue.parse(text) ?? .string(text)])
                 } catch {
-                    reply = Self.failure(request.id, code: error.code.description, error.message, commandID: ticket.id)
+                    reply = Self.failure(request.id, code: HostFailure.Code(error).name, error.message, commandID: ticket.id)
                 }
                 owned.remove(ticket.id)
                 running.remove(ticket.id)
@@ -191,7 +191,7 @@ package final class CommandServer: Sendable {
                 let answer = try bus.canHandle(name: name, payload: Data((request.payload ?? .object([:])).text.utf8))
                 connection.send(Self.success(request.id, ["canHandle": .bool(answer)]))
             } catch {
-                connection.send(Self.failure(request.id, code: error.code.description, error.message))
+                connection.send(Self.failure(request.id, code: HostFailure.Code(error).name, error.message))
             }
         case "cancel":
             guard let id = request.commandId.flatMap(UUID.init(uuidString:)) else {
@@ -233,4 +233,15 @@ package final class CommandServer: Sendable {
         return .object(fields)
     }
 
+}
+
+/// Signal sources kept alive by their server: created, resumed, then only held.
+private final class SignalSources: @unchecked Sendable {
+    // Appended under the lock; never read.
+    private var sources: [any DispatchSourceSignal] = []
+    private let lock = Mutex(())
+
+    func keep(_ source: any DispatchSourceSignal) {
+        lock.withLock { _ in sources.append(source) }
+    }
 }

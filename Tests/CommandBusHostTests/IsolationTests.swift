@@ -39,7 +39,7 @@ struct IsolationTests {
             try await bus.send(name: command, payload: json("{}"))
         } throws: { error in
             let busError = error as? CommandBusError
-            return busError?.code == .pluginCrashed && busError?.message.contains("plugin 'misbehave'") == true
+            return busError?.code == .handlerFailed && busError?.cause is PluginCrash && busError?.message.contains("plugin 'misbehave'") == true
                 && busError?.message.contains(how) == true
         }
         // The worker is started again for the next command.
@@ -92,6 +92,31 @@ struct IsolationTests {
         }
         // Other plugins are not affected.
         #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
+    }
+
+    /// A plugin that completes each call's handle again during the next call: before call ids, the
+    /// next call reused the freed address and got the stale answer. In process and isolated, every
+    /// command now gets its own result, and the misuse is reported once, naming the plugin.
+    @Test(arguments: [false, true])
+    func aStaleCallHandleNeverAnswersAnotherCall(isolated: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await compileFixture("stale_handle", into: directory)
+        let input = directory.file("batch.ndjson")
+        try (1...4).map { #"{"command":"stale.echo","payload":{"n":\#($0)}}"# }.joined(separator: "\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let result = try await cmdbus(
+            ["batch", input.path, "-c", "1", "--no-journal", "--plugins", directory.path] + (isolated ? ["--isolate"] : [])
+        )
+        #expect(result.status == 0, "\(result.stderr)")
+        let outcomes = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
+        #expect(outcomes.count == 4)
+        for outcome in outcomes {
+            let line = try #require(outcome["line"] as? Int)
+            #expect((outcome["result"] as? [String: Any])?["n"] as? Int == line, "line \(line) got \(outcome)")
+        }
+        let warnings = result.stderr.split(separator: "\n").filter { $0.contains("call handle that is finished or unknown") }
+        #expect(warnings.count == 1 && warnings.allSatisfy { $0.contains("'stale' (stale_handle.so)") }, "\(result.stderr)")
     }
 
     @Test(.timeLimit(.minutes(2)))

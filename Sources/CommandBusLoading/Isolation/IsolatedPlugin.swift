@@ -21,6 +21,8 @@ public final class IsolatedPlugin: Sendable {
     public let path: String
     /// The `cmdbus` binary that runs `plugins worker FILE`.
     package let executable: String
+    /// Where the worker's command-less log lines go.
+    private let log: PluginLog
     package static let crashLimit = 3
     package static let crashWindow: Duration = .seconds(60)
     package static let startDeadline: Duration = .seconds(10)
@@ -55,7 +57,8 @@ public final class IsolatedPlugin: Sendable {
     private let state = Mutex(State())
     private let starting = Mutex(())
 
-    package init(path: String, executable: String) {
+    package init(path: String, executable: String, log: PluginLog) {
+        self.log = log
         self.path = path
         self.executable = executable
     }
@@ -224,7 +227,7 @@ public final class IsolatedPlugin: Sendable {
                 if let context = state.withLock({ $0.pending[frame.id]?.context }) {
                     context.log(level, message)
                 } else {
-                    HostFunctionTable.report(level, message)
+                    log(level, message)
                 }
             default:
                 break

@@ -1,3 +1,4 @@
+import CommandBusSupport
 import CCommandBusABI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -25,12 +26,13 @@ package enum PluginWorker {
         let channel = FrameChannel(descriptor: channelDescriptor)
         WorkerSession.channel.withLock { $0 = channel }
         let plugin: LoadedPlugin
-        switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer) {
+        switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer, log: .standardError()) {
         case .success(let loaded): plugin = loaded
         case .failure(let error):
             channel.send(WorkerFrame(kind: .loadFailed, body: Array(error.reason.utf8)))
             _exit(0)
         }
+        WorkerSession.pluginLabel.withLock { $0 = "'\(quotedLine(plugin.name))' (\(FileSystem.lastComponent(file)))" }
         channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
         let descriptor = plugin.descriptor!.raw.pointee
         let state = plugin.state.pointer

@@ -7,7 +7,8 @@ import Foundation
 #endif
 import Glibc
 
-/// One call the worker made into its plugin; its address is the `cmdbus_call` handle.
+/// One call the worker made into its plugin. Its handle is an id the worker never reuses, not
+/// an address, so a handle kept after `complete()` cannot reach a later call.
 package final class WorkerCall: @unchecked Sendable {
     // The payload buffer is written once in init and only read after; the rest is atomic or locked.
     /// The host's id for the call (0 for a `can_handle()` probe).
@@ -19,9 +20,12 @@ package final class WorkerCall: @unchecked Sendable {
 
     /// The command's envelope as JSON, for `host->envelope`.
     package let envelope: [UInt8]
+    /// The handle the plugin sees.
+    package let handleID: UInt64
 
     package init(id: UInt64, payload bytes: [UInt8], envelope: [UInt8] = []) {
         self.id = id
+        handleID = WorkerSession.nextHandleID()
         self.envelope = envelope
         payload = .allocate(capacity: max(bytes.count, 1))
         _ = payload.initialize(from: bytes)
@@ -31,7 +35,7 @@ package final class WorkerCall: @unchecked Sendable {
 
     deinit { payload.deallocate() }
 
-    package var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    package var handle: OpaquePointer { OpaquePointer(bitPattern: UInt(handleID))! }
     package var payloadBytes: cmdbus_bytes { cmdbus_bytes(data: UnsafePointer(payload.baseAddress), length: count) }
     package var message: [UInt8] { probeMessage.withLock { $0 } }
 
@@ -41,13 +45,29 @@ package final class WorkerCall: @unchecked Sendable {
 /// The worker's state: its channel to the host, its live calls, and its subcommands awaiting replies.
 package enum WorkerSession {
     package static let channel = Mutex<FrameChannel?>(nil)
-    private static let calls = Mutex<[UInt: WorkerCall]>([:])
+    private static let calls = Mutex<[UInt64: WorkerCall]>([:])
     private static let replies = Mutex<(next: UInt64, waiting: [UInt64: ReplyCallback])>((1, [:]))
+    private static let handles = Atomic<UInt64>(0)
+    private static let warnedAboutHandles = Atomic<Bool>(false)
+    /// The plugin this worker serves, as messages name it: `'name' (file)`.
+    package static let pluginLabel = Mutex("the plugin")
 
-    package static func key(_ handle: OpaquePointer?) -> UInt { UInt(bitPattern: Int(bitPattern: handle.map { UnsafeRawPointer($0) })) }
-    package static func register(_ call: WorkerCall) { calls.withLock { $0[key(call.handle)] = call } }
-    package static func remove(_ call: WorkerCall) { calls.withLock { _ = $0.removeValue(forKey: key(call.handle)) } }
-    package static func call(_ handle: OpaquePointer?) -> WorkerCall? { calls.withLock { $0[key(handle)] } }
+    /// A handle id never used before in this worker.
+    package static func nextHandleID() -> UInt64 { handles.wrappingAdd(1, ordering: .relaxed).newValue }
+    package static func register(_ call: WorkerCall) { calls.withLock { $0[call.handleID] = call } }
+    package static func remove(_ call: WorkerCall) { calls.withLock { _ = $0.removeValue(forKey: call.handleID) } }
+
+    /// The live call behind `handle`; `nil` (after a warning to the host, once) if it is finished or unknown.
+    package static func call(_ handle: OpaquePointer?, for function: String) -> WorkerCall? {
+        let id = UInt64(UInt(bitPattern: handle.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0))
+        if let call = calls.withLock({ $0[id] }) { return call }
+        if !warnedAboutHandles.exchange(true, ordering: .relaxed) {
+            let message = "plugin \(pluginLabel.withLock { $0 }) called \(function) with a call handle that is finished or unknown; ignored "
+                + "(this is reported once per plugin; the plugin keeps a handle after complete())"
+            send(WorkerFrame(kind: .log, id: 0, status: Int32(CMDBUS_LOG_WARNING.rawValue), body: Array(message.utf8)))
+        }
+        return nil
+    }
     package static func call(withID id: UInt64) -> WorkerCall? { calls.withLock { $0.values.first { $0.id == id } } }
 
     package static func send(_ frame: WorkerFrame) {
@@ -88,7 +108,7 @@ private func bytes(_ borrowed: cmdbus_bytes) -> [UInt8] {
 }
 
 private let workerComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes) -> Void = { handle, status, body in
-    guard let call = WorkerSession.call(handle) else { return }
+    guard let call = WorkerSession.call(handle, for: "complete()") else { return }
     if call.id == 0 {
         call.keepMessage(bytes(body))
         return
@@ -101,7 +121,7 @@ private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, c
     handle, name, payload, onReply, userData in
     guard let onReply else { return }
     let reply = ReplyCallback(function: onReply, userData: userData)
-    guard let call = WorkerSession.call(handle), let name else {
+    guard let call = WorkerSession.call(handle, for: "send()"), let name else {
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("send: unknown or completed parent call".utf8))
         return
     }
@@ -110,25 +130,25 @@ private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, c
 }
 
 private let workerEmit: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes) -> Void = { handle, name, payload in
-    guard let call = WorkerSession.call(handle), let name else { return }
+    guard let call = WorkerSession.call(handle, for: "emit()"), let name else { return }
     WorkerSession.send(WorkerFrame(kind: .emit, id: call.id, name: String(cString: name), body: bytes(payload)))
 }
 
 private let workerLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>?) -> Void = { handle, level, message in
     guard let message else { return }
-    let id = WorkerSession.call(handle)?.id ?? 0
+    let id = handle == nil ? 0 : WorkerSession.call(handle, for: "log()")?.id ?? 0
     WorkerSession.send(WorkerFrame(kind: .log, id: id, status: level, body: Array(String(cString: message).utf8)))
 }
 
 private let workerIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in
-    guard let call = WorkerSession.call(handle) else { return 1 }
+    guard let call = WorkerSession.call(handle, for: "is_cancelled()") else { return 1 }
     return call.cancelled.load(ordering: .acquiring) ? 1 : 0
 }
 
 private let workerEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
     guard let onReply else { return }
     let reply = ReplyCallback(function: onReply, userData: userData)
-    guard let call = WorkerSession.call(handle), !call.envelope.isEmpty else {
+    guard let call = WorkerSession.call(handle, for: "envelope()"), !call.envelope.isEmpty else {
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("envelope: unknown or completed call".utf8))
         return
     }

@@ -11,9 +11,6 @@ import Synchronization
 ///
 /// It is built once and never freed; plugins may keep the pointer for the life of the process.
 package enum HostFunctionTable {
-    /// Where log lines that belong to no command go; the CLI points it at stderr.
-    package static let logSink = Mutex<@Sendable (LogLevel, String) -> Void>({ _, _ in })
-
     // Written once, then only read, for the life of the process.
     package nonisolated(unsafe) static let pointer: UnsafePointer<cmdbus_host_api> = {
         let table = UnsafeMutablePointer<cmdbus_host_api>.allocate(capacity: 1)
@@ -33,20 +30,15 @@ package enum HostFunctionTable {
 }
 
 private let hostComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes) -> Void = { handle, status, body in
-    guard let call = PluginCallRegistry.lookup(handle) else {
-        HostFunctionTable.report(.warning, "a plugin completed an unknown or already completed call; ignored")
-        return
-    }
-    if !call.complete(status: status, body: Data(borrowing: body)) {
-        HostFunctionTable.report(.warning, "plugin '\(call.pluginName)' completed a call twice; the second answer was ignored")
-    }
+    guard let call = PluginCallRegistry.lookup(handle, for: "complete()") else { return }
+    if !call.complete(status: status, body: Data(borrowing: body)) { call.endpoint.warnAboutHandle("complete()") }
 }
 
 private let hostSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = {
     handle, name, payload, onReply, userData in
     guard let onReply else { return }
     let reply = ReplyCallback(function: onReply, userData: userData)
-    guard let call = PluginCallRegistry.lookup(handle), let context = call.context else {
+    guard let call = PluginCallRegistry.lookup(handle, for: "send()"), let context = call.context else {
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Data("send: unknown or completed parent call".utf8))
         return
     }
@@ -66,7 +58,7 @@ private let hostSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmd
 }
 
 private let hostEmit: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes) -> Void = { handle, name, payload in
-    guard let context = PluginCallRegistry.lookup(handle)?.context, let name else { return }
+    guard let context = PluginCallRegistry.lookup(handle, for: "emit()")?.context, let name else { return }
     context.emit(String(cString: name), payload: Data(borrowing: payload))
 }
 
@@ -74,22 +66,26 @@ private let hostLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>
     guard let message else { return }
     let text = String(cString: message)
     let logLevel = LogLevel.allCases.indices.contains(Int(level)) ? LogLevel.allCases[Int(level)] : .info
-    if let call = PluginCallRegistry.lookup(handle), let context = call.context {
+    // A log line may come with no call at all (from init(), say): that is no misuse.
+    let call = handle == nil ? nil : PluginCallRegistry.lookup(handle, for: "log()")
+    if let context = call?.context {
         context.log(logLevel, text)
-    } else {
-        HostFunctionTable.report(logLevel, text)
+    } else if let call {
+        call.endpoint.log(logLevel, text)
+    } else if handle == nil {
+        PluginLog.standardError()(logLevel, text)
     }
 }
 
 private let hostIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in
-    guard let call = PluginCallRegistry.lookup(handle) else { return 1 }
+    guard let call = PluginCallRegistry.lookup(handle, for: "is_cancelled()") else { return 1 }
     return (call.context?.isCancelled ?? false) ? 1 : 0
 }
 
 private let hostEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
     guard let onReply else { return }
     let reply = ReplyCallback(function: onReply, userData: userData)
-    guard let context = PluginCallRegistry.lookup(handle)?.context,
+    guard let context = PluginCallRegistry.lookup(handle, for: "envelope()")?.context,
           let json = try? JSONEncoder().encode(context.envelope) else {
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Data("envelope: unknown or completed call".utf8))
         return
@@ -97,11 +93,6 @@ private let hostEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, Unsa
     reply.deliver(status: Int32(CMDBUS_OK.rawValue), body: json)
 }
 
-extension HostFunctionTable {
-    package static func report(_ level: LogLevel, _ message: String) {
-        logSink.withLock { $0 }(level, message)
-    }
-}
 
 /// A plugin's `on_reply` callback and its `user_data`, kept until the answer arrives
 /// (in the host, from the task that sends a subcommand; in a worker, from the host's reply frame).

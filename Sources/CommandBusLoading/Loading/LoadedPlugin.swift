@@ -35,6 +35,8 @@ public struct LoadedPlugin: Sendable {
     package let state: PluginState
     /// The worker that runs it, for an isolated plugin.
     package let worker: IsolatedPlugin?
+    /// Its call ids, log and warnings.
+    package let endpoint: PluginEndpoint
 }
 
 /// Why a file in a plugin directory was not loaded.

@@ -8,16 +8,19 @@ import Synchronization
 
 /// One host→plugin request (a `handle()` or a `can_handle()`), behind a `cmdbus_call` handle.
 ///
-/// Its address is the handle the plugin sees. The registry keeps it alive until
-/// the plugin completes it, and every host function looks the handle up there
-/// first, so a stale or forged handle from a buggy plugin is refused, not followed.
+/// The handle the plugin sees is the call's id, which is never reused (``PluginEndpoint``),
+/// not an address. The registry keeps the call until it ends, and every host function looks
+/// the handle up there first, so a stale or forged handle is refused, never followed, and can
+/// never reach another call.
 package final class PluginCall: Sendable {
     package typealias Completion = (status: Int32, body: Data)
 
     /// The command the call is about; `nil` for a `can_handle()` probe.
     package let context: CommandContext?
-    /// The plugin that was called, for messages.
-    package let pluginName: String
+    /// The plugin that was called.
+    package let endpoint: PluginEndpoint
+    /// The call's id: the handle the plugin sees.
+    package let id: UInt64
     private let state = Mutex<State>(State())
 
     private struct State {
@@ -25,13 +28,14 @@ package final class PluginCall: Sendable {
         package var completion: Completion?
     }
 
-    package init(context: CommandContext?, pluginName: String) {
+    package init(context: CommandContext?, endpoint: PluginEndpoint) {
         self.context = context
-        self.pluginName = pluginName
+        self.endpoint = endpoint
+        id = endpoint.nextCallID()
     }
 
-    /// The handle the plugin sees.
-    package var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    /// The handle the plugin sees: the id, never an address.
+    package var handle: OpaquePointer { OpaquePointer(bitPattern: UInt(id))! }
 
     /// Records the plugin's answer and wakes whoever waits for it. Returns `false` if it had already answered.
     package func complete(status: Int32, body: Data) -> Bool {
@@ -62,26 +66,38 @@ package final class PluginCall: Sendable {
     }
 }
 
-/// The calls the host has handed to plugins and that are not completed yet.
+/// The calls the host has handed to plugins and that are not finished yet, by id.
 package enum PluginCallRegistry {
-    private static let live = Mutex<[UInt: PluginCall]>([:])
+    private static let live = Mutex<[UInt64: PluginCall]>([:])
 
-    package static func key(_ handle: OpaquePointer?) -> UInt {
-        UInt(bitPattern: Int(bitPattern: handle.map { UnsafeRawPointer($0) }))
+    /// The id a handle carries.
+    package static func id(_ handle: OpaquePointer?) -> UInt64 {
+        UInt64(UInt(bitPattern: handle.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0))
     }
 
     package static func register(_ call: PluginCall) {
-        live.withLock { $0[key(call.handle)] = call }
+        live.withLock { $0[call.id] = call }
     }
 
-    /// The live call behind `handle`, or `nil` if it is unknown or already completed.
-    package static func lookup(_ handle: OpaquePointer?) -> PluginCall? {
-        guard handle != nil else { return nil }
-        return live.withLock { $0[key(handle)] }
+    /// The live call behind `handle`; `nil` (after a warning, once per plugin) if it is finished or unknown.
+    package static func lookup(_ handle: OpaquePointer?, for function: String) -> PluginCall? {
+        let id = id(handle)
+        if let call = live.withLock({ $0[id] }) { return call }
+        if let owner = PluginEndpoint.owner(ofCall: id) {
+            owner.warnAboutHandle(function)
+        } else {
+            PluginEndpoint.warnAboutForeignHandle(function)
+        }
+        return nil
+    }
+
+    /// Whether the call behind `handle` is still live (no warning).
+    package static func isLive(_ call: PluginCall) -> Bool {
+        live.withLock { $0[call.id] != nil }
     }
 
     /// Takes the call out of the registry; later uses of its handle are refused.
     package static func remove(_ call: PluginCall) {
-        live.withLock { _ = $0.removeValue(forKey: key(call.handle)) }
+        live.withLock { _ = $0.removeValue(forKey: call.id) }
     }
 }

@@ -43,7 +43,7 @@ package struct PluginCommandHandler: DynamicCommandHandler {
     private func callSynchronously(
         _ function: @convention(c) (UnsafeMutableRawPointer?, UInt32, cmdbus_bytes, OpaquePointer?) -> Int32, payload: Data
     ) -> (answer: Int32, body: Data?) {
-        let probe = PluginCall(context: nil, pluginName: plugin.name)
+        let probe = PluginCall(context: nil, endpoint: plugin.endpoint)
         PluginCallRegistry.register(probe)
         defer { PluginCallRegistry.remove(probe) }
         let answer = payload.withUnsafeBytes { raw in
@@ -54,7 +54,7 @@ package struct PluginCommandHandler: DynamicCommandHandler {
 
     package func handle(payload: Data, context: CommandContext) async throws -> Data {
         let handle = plugin.descriptor!.raw.pointee.handle!
-        let call = PluginCall(context: context, pluginName: plugin.name)
+        let call = PluginCall(context: context, endpoint: plugin.endpoint)
         PluginCallRegistry.register(call)
         defer { PluginCallRegistry.remove(call) }
         // The payload must stay valid until the plugin completes the call, so the call owns a copy.
@@ -67,7 +67,7 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         let (status, body) = await withTaskCancellationHandler {
             await call.wait { handle(state.pointer, index, bytes, call.handle) }
         } onCancel: {
-            if PluginCallRegistry.lookup(call.handle) != nil { cancel?(state.pointer, call.handle) }
+            if PluginCallRegistry.isLive(call) { cancel?(state.pointer, call.handle) }
         }
         guard status == Int32(CMDBUS_OK.rawValue) else {
             throw error(status: status, message: String(decoding: body, as: UTF8.self))

@@ -9,7 +9,8 @@ package enum PluginErrors {
         let origin = "plugin '\(plugin.name)' (\(FileSystem.lastComponent(plugin.path)))"
         switch status {
         case IsolatedPlugin.crashedStatus:
-            return CommandBusError(code: .pluginCrashed, message: "command '\(command)' failed: \(origin): \(message)")
+            let text = "command '\(command)' failed: \(origin): \(message)"
+            return CommandBusError(code: .handlerFailed, message: text, cause: PluginCrash(message: text))
         case Int32(CMDBUS_DECODING_FAILED.rawValue):
             return CommandBusError(code: .decodingFailed, message: "payload for '\(command)' does not decode in \(origin): \(message)")
         case Int32(CMDBUS_CANCELLED.rawValue):
@@ -21,4 +22,12 @@ package enum PluginErrors {
             )
         }
     }
+}
+
+/// The cause of a `handlerFailed` error whose plugin's process died (an isolated worker that
+/// crashed, exited or was killed at a deadline): the host reports it as `pluginCrashed`.
+package struct PluginCrash: Error, Sendable, CustomStringConvertible {
+    /// What happened, naming the command, the plugin and its file.
+    package let message: String
+    package var description: String { message }
 }

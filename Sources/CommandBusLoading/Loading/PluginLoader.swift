@@ -29,6 +29,8 @@ public struct PluginLoader: Sendable {
     public let isolatingWith: String?
     /// Plugin file names to isolate even when the rest load here (needs `isolatingWith`).
     public let isolatedFiles: Set<String>?
+    /// Where this loader's plugins log outside a command, and where their misuse of the ABI is reported.
+    package let log: PluginLog
 
     /// Creates a loader for `directories` that applies `trust` and, if given, probes new files.
     /// - Parameters:
@@ -44,6 +46,7 @@ public struct PluginLoader: Sendable {
         self.probe = probe
         self.registryPath = registryPath
         self.isolatingWith = isolatingWith
+        log = PluginLog.standardError()
     }
 
     /// The plugin directories to use: the explicit ones if any, else `$CMDBUS_PLUGINS` (colon-separated), else `./plugins`.
@@ -127,7 +130,7 @@ public struct PluginLoader: Sendable {
         let isolating = isolatingWith.flatMap { executable in
             isolatedFiles.map { $0.contains(FileSystem.lastComponent(file)) } ?? true ? executable : nil
         }
-        switch isolating.map({ Self.loadIsolated(file: file, executable: $0) }) ?? Self.load(file: file) {
+        switch isolating.map({ Self.loadIsolated(file: file, executable: $0, log: log) }) ?? Self.load(file: file, hostTable: HostFunctionTable.pointer, log: log) {
         case .success(let plugin):
             let registrations = plugin.declared.map { command in
                 if let worker = plugin.worker {
@@ -176,11 +179,13 @@ public struct PluginLoader: Sendable {
 
     /// Loads and initializes one plugin file without registering it anywhere.
     public static func load(file path: String) -> Result<LoadedPlugin, PluginLoadError> {
-        load(file: path, hostTable: HostFunctionTable.pointer)
+        load(file: path, hostTable: HostFunctionTable.pointer, log: .standardError())
     }
 
     /// Loads and initializes one plugin file, handing its `init()` the given host function table.
-    package static func load(file path: String, hostTable: UnsafePointer<cmdbus_host_api>) -> Result<LoadedPlugin, PluginLoadError> {
+    package static func load(
+        file path: String, hostTable: UnsafePointer<cmdbus_host_api>, log: PluginLog
+    ) -> Result<LoadedPlugin, PluginLoadError> {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
@@ -194,7 +199,8 @@ public struct PluginLoader: Sendable {
                 swiftVersion: descriptor.swiftVersion, priority: Int(descriptor.priority),
                 commands: descriptor.commands.map(\.name), loadedAt: Date(),
                 loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
-                declared: descriptor.commands, descriptor: descriptor, state: state, worker: nil
+                declared: descriptor.commands, descriptor: descriptor, state: state, worker: nil,
+                endpoint: PluginEndpoint(name: descriptor.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
         } catch {
             return .failure(PluginLoadError(path: path, reason: error.reason))
@@ -202,11 +208,11 @@ public struct PluginLoader: Sendable {
     }
 
     /// Starts a worker process for one plugin file and describes what it loaded.
-    package static func loadIsolated(file path: String, executable: String) -> Result<LoadedPlugin, PluginLoadError> {
+    package static func loadIsolated(file path: String, executable: String, log: PluginLog) -> Result<LoadedPlugin, PluginLoadError> {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
-            let worker = IsolatedPlugin(path: path, executable: executable)
+            let worker = IsolatedPlugin(path: path, executable: executable, log: log)
             let description = try worker.start()
             let elapsed = ContinuousClock.now - start
             let declared = description.commands.enumerated().map { index, command in
@@ -217,7 +223,8 @@ public struct PluginLoader: Sendable {
                 sdkVersion: description.sdkVersion, swiftVersion: description.swiftVersion, priority: description.priority,
                 commands: declared.map(\.name), loadedAt: Date(),
                 loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
-                declared: declared, descriptor: nil, state: PluginState(pointer: nil), worker: worker
+                declared: declared, descriptor: nil, state: PluginState(pointer: nil), worker: worker,
+                endpoint: PluginEndpoint(name: description.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
         } catch {
             return .failure(PluginLoadError(path: path, reason: error.reason))

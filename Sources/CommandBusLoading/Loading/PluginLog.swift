@@ -1,0 +1,39 @@
+import CommandBus
+import CommandBusSupport
+import Synchronization
+
+/// Where one loader's plugin log lines go when they belong to no command (a log from `init()`,
+/// a worker's own lines), and the host's warnings about plugins that break the ABI's rules.
+///
+/// Each loader has its own, so two sessions in one process never write to each other's log.
+package final class PluginLog: Sendable {
+    private let sink: Mutex<@Sendable (LogLevel, String) -> Void>
+
+    /// A log that hands each line to `sink`.
+    package init(_ sink: @escaping @Sendable (LogLevel, String) -> Void) {
+        self.sink = Mutex(sink)
+    }
+
+    /// A log that writes `cmdbus: plugin LEVEL: message` lines to standard error.
+    package static func standardError() -> PluginLog {
+        let console = Console()
+        return PluginLog { level, message in console.err("cmdbus: plugin \(level.rawValue): \(quotedLine(message))") }
+    }
+
+    /// Sends later lines to `sink` instead (a server's log, once it has one).
+    package func redirect(to sink: @escaping @Sendable (LogLevel, String) -> Void) {
+        self.sink.withLock { $0 = sink }
+    }
+
+    /// Writes one line.
+    package func callAsFunction(_ level: LogLevel, _ message: String) {
+        sink.withLock { $0 }(level, message)
+    }
+}
+
+/// A plugin's text for one log line: control characters escaped, so it cannot move the cursor
+/// or start a new line in a terminal.
+package func quotedLine(_ text: String) -> String {
+    let quotedText = quoted(text)
+    return String(quotedText.dropFirst().dropLast())
+}
