@@ -40,18 +40,13 @@ enum JournalCommand {
         """
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
-        guard let subcommand = arguments.positionals.first else { throw .usage("'cmdbus journal' needs a subcommand; see 'cmdbus journal --help'") }
-        let operands = Array(arguments.positionals.dropFirst())
-        switch subcommand {
-        case "list": try await list(arguments, operands, console)
-        case "show": try await show(arguments, operands, console)
-        case "retry": try await retry(arguments, operands, console)
-        case "replay": try await replay(arguments, operands, console)
-        case "undo": try await undo(arguments, operands, console)
-        case "import": try await importJournal(arguments, operands, console)
-        default: throw .usage("unknown 'cmdbus journal' subcommand \(quoted(subcommand)); see 'cmdbus journal --help'")
-        }
+        try await Verb.dispatch(verbs, command: "journal", arguments, console)
     }
+
+    private static let verbs: [String: Verb] = [
+        "list": Verb(run: list), "show": Verb(run: show), "retry": Verb(run: retry), "replay": Verb(run: replay),
+        "undo": Verb(run: undo), "import": Verb(run: importJournal),
+    ]
 
     private static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {
         let options = try JournalOptions(arguments)

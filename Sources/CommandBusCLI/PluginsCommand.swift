@@ -39,24 +39,24 @@ enum PluginsCommand {
         """
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
-        if arguments.positionals.first == "check" {
-            return try check(arguments, console: console)
+        try await Verb.dispatch(verbs, command: "plugins", missing: Verb(run: list), arguments, console)
+    }
+
+    private static let verbs: [String: Verb] = ["check": Verb(run: check), "lock": Verb(run: lock), "forget": Verb(run: forget)]
+
+    /// `cmdbus plugins forget FILE`: drops a file's cached probe verdict.
+    private static func forget(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.count == 1 else { throw .usage("'cmdbus plugins forget' takes one file") }
+        var registry = PluginRegistry(path: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment))
+        guard registry.forget(operands[0]) else {
+            throw HostFailure(.entryNotFound, "\(registry.path) has no entry for \(operands[0])")
         }
-        if arguments.positionals.first == "lock" {
-            return try await lock(arguments, console: console)
-        }
-        if arguments.positionals.first == "forget" {
-            guard arguments.positionals.count == 2 else { throw .usage("'cmdbus plugins forget' takes one file") }
-            var registry = PluginRegistry(path: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment))
-            guard registry.forget(arguments.positionals[1]) else {
-                throw HostFailure(.entryNotFound, "\(registry.path) has no entry for \(arguments.positionals[1])")
-            }
-            registry.save()
-            return console.out("forgot \(arguments.positionals[1]); it will be probed again")
-        }
-        guard arguments.positionals.isEmpty else {
-            throw .usage("unknown 'cmdbus plugins' subcommand '\(arguments.positionals[0])'; see 'cmdbus plugins --help'")
-        }
+        registry.save()
+        console.out("forgot \(operands[0]); it will be probed again")
+    }
+
+    /// `cmdbus plugins`: the catalog, through whichever bus the options name.
+    private static func list(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let client = try await BusClientFactory.client(
             connection: ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: Self.noJournal, console: console,
             reportSkipped: false
@@ -71,9 +71,9 @@ enum PluginsCommand {
         return options
     }()
 
-    private static func check(_ arguments: ArgumentSpec.Parsed, console: Console) throws(HostFailure) {
-        guard arguments.positionals.count == 2 else { throw .usage("'cmdbus plugins check' takes exactly one file") }
-        let path = arguments.positionals[1]
+    private static func check(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.count == 1 else { throw .usage("'cmdbus plugins check' takes exactly one file") }
+        let path = operands[0]
         switch PluginLoader.load(file: path) {
         case .success(let plugin):
             let json = PluginCatalog.json(plugin)
@@ -84,8 +84,8 @@ enum PluginsCommand {
     }
 
     /// Writes each directory's plugins.lock from the plugins that load now.
-    private static func lock(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
-        guard arguments.positionals.count == 1 else { throw .usage("'cmdbus plugins lock' takes no operands; use --plugins DIR") }
+    private static func lock(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.isEmpty else { throw .usage("'cmdbus plugins lock' takes no operands; use --plugins DIR") }
         let session = try await HostSession.start(plugins: try PluginOptions(arguments), journal: noJournal, console: console, reportSkipped: true, usesAllowlist: false)
         for directory in session.catalog.directories {
             var allowlist = PluginAllowlist(hashes: [:])

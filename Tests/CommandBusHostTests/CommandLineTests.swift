@@ -109,6 +109,29 @@ struct CommandLineTests {
         #expect(error["exitCode"] as? Int == 1)
     }
 
+    /// Each `--json` error code agrees with the exit status, and a bad option value names its option.
+    @Test func errorCodesAndExitStatusesAgree() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        func code(_ result: ProcessResult) -> String? {
+            ((try? jsonObject(result.stderr))?["error"] as? [String: Any])?["code"] as? String
+        }
+        let unreachable = try await cmdbus("run", "greet", "--connect=/nonexistent/cmdbus.sock", "--json")
+        #expect(unreachable.status == 1 && (code(unreachable)) == "serverUnreachable")
+        let journal = plugins.file("journal.sqlite").path
+        #expect(try await cmdbus("run", "greet", "-p", "name=Ada", "--plugins", plugins.path, "--journal", journal).status == 0)
+        let missing = try await cmdbus("journal", "show", UUID().uuidString, "--journal", journal, "--json")
+        #expect(missing.status == 1 && (code(missing)) == "entryNotFound")
+        let noJournal = try await cmdbus("journal", "list", "--journal", plugins.file("none.sqlite").path, "--json")
+        #expect(noJournal.status == 74 && (code(noJournal)) == "journalFailed")
+        let timeout = try await cmdbus("run", "greet", "--timeout", "soon", "--json")
+        #expect(timeout.status == 64 && (code(timeout)) == "usage" && timeout.stderr.contains("--timeout"))
+        let drain = try await cmdbus("serve", "--drain", "-", "--socket", plugins.file("s.sock").path)
+        #expect(drain.status == 64 && drain.stderr.contains("--drain takes a positive number of seconds"))
+        let probe = try await cmdbus("plugins", "--probe-timeout", "0")
+        #expect(probe.status == 64 && probe.stderr.contains("--probe-timeout"))
+    }
+
     @Test func canAnswersWithItsExitCode() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
