@@ -25,6 +25,8 @@ let package = Package(
         .target(name: "CommandBusPlugin", dependencies: ["CCommandBusABI"]),
         // SQLite from the system (libsqlite3-dev), for the journal: no package dependency.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // libpq from the system (libpq-dev), for the shared bus: no package dependency.
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // The host, as modules the compiler keeps apart (README: "Architecture"). Each may use only
         // the modules listed here, and scripts/check-layering.sh fails the tests if one imports more.
         // Small shared pieces: JSON values, quoting, files, child processes, threads, the console.
@@ -37,10 +39,15 @@ let package = Package(
         .target(name: "CommandBusHost", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite"]),
         // cmdbus serve: the socket, its NDJSON protocol (both sides), hot loading.
         .target(name: "CommandBusServer", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost"]),
+        // The shared bus in PostgreSQL: schema, hosts that claim and lease, the third BusClient.
+        .target(name: "CommandBusPostgres", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusHost", "CLibPQ"]),
         // The command line: typed options, subcommands, output.
         .target(
             name: "CommandBusCLI",
-            dependencies: ["CommandBus", "CCommandBusABI", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusServer"]
+            dependencies: [
+                "CommandBus", "CCommandBusABI", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost",
+                "CommandBusServer", "CommandBusPostgres",
+            ]
         ),
         // A thin main: worker and probe children first, then the command line.
         .executableTarget(name: "cmdbus", dependencies: ["CommandBusCLI", "CommandBusLoading"]),

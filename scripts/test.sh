@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
+source scripts/lib/postgres.sh
 
 ensure_system_packages
 log "checking the module layering"
@@ -16,5 +17,8 @@ if [ -z "${CMDBUS_SKIP_FUZZ:-}" ] && [ $# -eq 0 ]; then
 fi
 # The host tests load the built plugins and run the built cmdbus binary from here.
 export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
+# A throwaway PostgreSQL for the shared-bus tests, stopped however the run ends.
+start_test_postgres
+trap stop_test_postgres EXIT
 log "running the tests"
 swift test "$@"

@@ -34,4 +34,14 @@ extension CommandBus {
             return false
         }
     }
+
+    /// Whether a handler registered on this bus (not the fallback) would take the command now.
+    package func canHandleLocally(name: String, payload: Data) throws(CommandBusError) -> Bool {
+        do {
+            _ = try route(.json(payload), name: name, useFallback: false)
+            return true
+        } catch where error.code == .noHandler {
+            return false
+        }
+    }
 }

@@ -26,12 +26,17 @@ public final class CommandBus: Sendable {
     /// How many observers there are, read without the lock on the dispatch path.
     let observerCount = Atomic<Int>(0)
     private let nextRegistrationID = Atomic<Int>(0)
+    /// The configuration's fallback handler, as a route entry.
+    let fallbackEntry: RouteEntry?
 
     /// Creates a bus.
     /// - Parameter configuration: Concurrency limit, default deadline and middleware.
     public init(configuration: CommandBusConfiguration = .init()) {
         self.configuration = configuration
         self.busLimiter = configuration.maxConcurrentCommands.map { ConcurrencyLimiter(limit: $0) }
+        self.fallbackEntry = configuration.fallback.map { handler in
+            RouteEntry(registrationID: -1, priority: .min, box: DynamicHandlerBox(handler: handler), limiter: nil)
+        }
     }
 
     // MARK: Registration

@@ -13,6 +13,9 @@ public struct CommandBusConfiguration: Sendable {
     public var journal: (any Journal)?
     /// The largest JSON payload the dynamic path accepts, in bytes; `nil` means no limit.
     public var maxPayloadBytes: Int?
+    /// Asked for a command after every registered handler for its name declined, or when none is
+    /// registered: a bus that forwards what it cannot run to other hosts. Its `commandName` is unused.
+    public var fallback: (any DynamicCommandHandler)?
 
     /// Creates a configuration; the defaults are no limit, no deadline, no middleware and no journal.
     public init(
@@ -20,8 +23,10 @@ public struct CommandBusConfiguration: Sendable {
         defaultTimeout: Duration? = nil,
         middleware: [any CommandMiddleware] = [],
         journal: (any Journal)? = nil,
-        maxPayloadBytes: Int? = nil
+        maxPayloadBytes: Int? = nil,
+        fallback: (any DynamicCommandHandler)? = nil
     ) {
+        self.fallback = fallback
         self.maxPayloadBytes = maxPayloadBytes
         self.maxConcurrentCommands = maxConcurrentCommands
         self.defaultTimeout = defaultTimeout

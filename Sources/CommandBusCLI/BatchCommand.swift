@@ -14,7 +14,7 @@ enum BatchCommand {
     static let spec = ArgumentSpec(command: "batch", options: [
         .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "A deadline for each command, in seconds."),
-        .connect, .help,
+        .connect, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
     static let help = """
@@ -46,7 +46,7 @@ enum BatchCommand {
         let concurrency = try arguments.positiveInteger("concurrency") ?? 64
         let timeout = try arguments.seconds("timeout")
         let client = try await BusClientFactory.client(
-            connection: ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
+            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
         )
         var number = 0, failures = 0
         // Hands out the next well-formed line as a request; a malformed line gets its error line here.

@@ -1,4 +1,5 @@
 import CommandBusHost
+import CommandBusPostgres
 import CommandBusServer
 import CommandBusSupport
 
@@ -9,6 +10,7 @@ enum BusClientFactory {
         reportSkipped: Bool = true, usesAllowlist: Bool = true
     ) async throws(HostFailure) -> any BusClient {
         if let socket = connection.socket { return SocketBusClient(socket: socket) }
+        if let bus = connection.bus { return try PostgresBusClient(url: bus) }
         return try await LocalBusClient.start(
             plugins: plugins, journal: journal, console: console, reportSkipped: reportSkipped, usesAllowlist: usesAllowlist
         )

@@ -31,6 +31,7 @@ public enum CommandLineTool {
           journal <subcommand>       list, show, retry, replay, undo, import.
           serve                      Run a long-lived host on a Unix socket (NDJSON).
           status --connect           A running server's uptime, work and latencies.
+          bus status --bus URL       The shared bus: hosts, queues, the oldest pending command.
           help [<subcommand>]        Show help.
 
         Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.
@@ -100,6 +101,9 @@ public enum CommandLineTool {
         },
         "status": .init(spec: StatusCommand.spec, help: StatusCommand.help) { arguments, console throws(HostFailure) in
             try await StatusCommand.run(arguments, console: console)
+        },
+        "bus": .init(spec: BusCommand.spec, help: BusCommand.help) { arguments, console throws(HostFailure) in
+            try await BusCommand.run(arguments, console: console)
         },
     ]
 }

@@ -17,7 +17,7 @@ enum JournalCommand {
         .init(name: "since", short: nil, takesValue: true, help: "replay: from this entry id or time (ISO 8601 or seconds)."),
         .init(name: "until", short: nil, takesValue: true, help: "replay: up to this entry id or time."),
         .init(name: "rebuild", short: nil, takesValue: false, help: "undo: drop the entry from replay instead of sending an inverse."),
-        .json, .help,
+        .json, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
     static let help = """
@@ -40,7 +40,8 @@ enum JournalCommand {
         """
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
-        try await Verb.dispatch(verbs, command: "journal", arguments, console)
+        let onTheBus = try ConnectionOptions(arguments).bus != nil
+        try await Verb.dispatch(onTheBus ? busVerbs : verbs, command: "journal", arguments, console)
     }
 
     private static let verbs: [String: Verb] = [
@@ -60,6 +61,19 @@ enum JournalCommand {
 
     private static func list(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus journal list' takes no operands") }
+        let query = try listQuery(arguments)
+        let journal = try existingJournal(arguments)
+        let records: [JournalRecord]
+        do {
+            records = try await journal.records(query)
+        } catch {
+            throw .journal(error)
+        }
+        try printList(records, arguments, console)
+    }
+
+    /// `--state` and `--command` as a query.
+    static func listQuery(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> JournalQuery {
         var states: Set<CommandState> = []
         for name in arguments.all("state") {
             guard let state = CommandState(rawValue: name) else {
@@ -67,15 +81,13 @@ enum JournalCommand {
             }
             states.insert(state)
         }
-        let limit = try arguments.positiveInteger("limit")
-        let journal = try existingJournal(arguments)
-        var records: [JournalRecord]
-        do {
-            records = try await journal.records(JournalQuery(states: states, commandName: arguments.value("command")))
-        } catch {
-            throw .journal(error)
-        }
-        if let limit, records.count > limit { records = Array(records.suffix(limit)) }
+        return JournalQuery(states: states, commandName: arguments.value("command"))
+    }
+
+    /// Prints entries (the newest `--limit`), as lines or `--json`.
+    static func printList(_ all: [JournalRecord], _ arguments: ArgumentSpec.Parsed, _ console: Console) throws(HostFailure) {
+        var records = all
+        if let limit = try arguments.positiveInteger("limit"), records.count > limit { records = Array(records.suffix(limit)) }
         if arguments.has("json") {
             console.out(JSONValue.array(records.map(json)).text)
             return

@@ -2,6 +2,12 @@ import CommandBusHost
 import CommandBusSupport
 import CommandBusServer
 import CommandBusSQLite
+import CommandBusPostgres
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 // The option groups subcommands share, as swift-argument-parser's `@OptionGroup`s: each group
 // lists its options once and parses them once into typed values. A bad value is reported
@@ -54,17 +60,27 @@ extension JournalOptions {
     }
 }
 
-/// `--connect[=SOCKET]`: talk to a running `cmdbus serve` instead of loading plugins here.
+/// `--connect[=SOCKET]` (a running `cmdbus serve`) or `--bus URL` (the shared bus in PostgreSQL,
+/// also `$CMDBUS_BUS`): where the bus is, if not in this process.
 struct ConnectionOptions: Sendable {
-    /// The server's socket, or `nil` to run in this process.
+    /// The server's socket, or `nil`.
     var socket: String?
+    /// The shared bus's PostgreSQL URL, or `nil`.
+    var bus: String?
 
-    init(_ arguments: ArgumentSpec.Parsed) {
+    init(_ arguments: ArgumentSpec.Parsed, environment: [String: String] = ProcessInfo.processInfo.environment) throws(HostFailure) {
         socket = arguments.has("connect") ? arguments.value("connect") ?? CommandServer.defaultSocketPath : nil
+        bus = arguments.value("bus") ?? environment["CMDBUS_BUS"].flatMap { $0.isEmpty ? nil : $0 }
+        if let bus, !PGURL.isPlausible(bus) {
+            throw .usage("--bus takes a PostgreSQL URL (postgres://user@host/database) or libpq key=value string, got \(quoted(PGURL.redacted(bus)))")
+        }
+        if socket != nil, arguments.value("bus") != nil { throw .usage("--connect and --bus name two different buses; give one") }
+        if socket != nil { bus = nil }
     }
 }
 
 extension ArgumentSpec.Option {
+    static let bus = Self(name: "bus", short: nil, takesValue: true, help: "The shared bus in PostgreSQL (postgres://…; or $CMDBUS_BUS).")
     static let maxPayload = Self(name: "max-payload", short: nil, takesValue: true, help: "Largest payload in bytes (default 16777216).")
 }
 
@@ -76,6 +92,18 @@ extension ArgumentSpec.Parsed {
             throw .usage("--\(name) takes a positive number of seconds, got \(quoted(text))")
         }
         return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// The option's value as a duration: seconds, or a number with `ms`, `s`, `m` or `h`; a bad value names the option.
+    func duration(_ name: String) throws(HostFailure) -> Duration? {
+        guard let text = value(name) else { return nil }
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        let unit = units.first { text.hasSuffix($0.0) && Double(text.dropLast($0.0.count)) != nil }
+        let number = Double(unit.map { String(text.dropLast($0.0.count)) } ?? text)
+        guard let number, number >= 0, number.isFinite else {
+            throw .usage("--\(name) takes a duration such as 30, 30s, 500ms or 5m, got \(quoted(text))")
+        }
+        return .milliseconds(Int64(number * (unit?.1 ?? 1) * 1000))
     }
 
     /// The option's value as a positive integer; a bad value names the option.

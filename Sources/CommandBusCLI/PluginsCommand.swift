@@ -11,7 +11,7 @@ import Foundation
 
 /// `cmdbus plugins [--json]` lists what loaded and what was skipped; `cmdbus plugins check FILE` validates one file.
 enum PluginsCommand {
-    static let spec = ArgumentSpec(command: "plugins", options: [.connect, .json, .help] + PluginOptions.options)
+    static let spec = ArgumentSpec(command: "plugins", options: [.connect, .bus, .json, .help] + PluginOptions.options)
 
     static let help = """
         Usage: cmdbus plugins [--json] [--plugins DIR ...]
@@ -58,7 +58,7 @@ enum PluginsCommand {
     /// `cmdbus plugins`: the catalog, through whichever bus the options name.
     private static func list(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let client = try await BusClientFactory.client(
-            connection: ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: Self.noJournal, console: console,
+            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: Self.noJournal, console: console,
             reportSkipped: false
         )
         let catalog = try await client.plugins()

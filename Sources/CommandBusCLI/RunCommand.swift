@@ -14,7 +14,8 @@ enum RunCommand {
         .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
         .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
-        .connect, .json, .help,
+        .init(name: "delay", short: nil, takesValue: true, help: "Start no sooner than SECONDS from now (30, 30s, 5m)."),
+        .connect, .bus, .json, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
     static let help = """
@@ -42,9 +43,11 @@ enum RunCommand {
             throw .usage("'cmdbus run' takes a command and at most one JSON payload; got \(arguments.positionals.count - 1) payloads")
         }
         let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
-        let request = CommandRequest(name: command, payload: payload, metadata: try arguments.keyValues("meta"), timeout: try arguments.seconds("timeout"))
+        let request = CommandRequest(name: command, payload: payload, metadata: try arguments.keyValues("meta"), timeout: try arguments.seconds("timeout"),
+            delay: try arguments.duration("delay")
+        )
         let client = try await BusClientFactory.client(
-            connection: ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
+            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
         )
         let printer = EventPrinter(console: console)
         let result: Result<Data, HostFailure>

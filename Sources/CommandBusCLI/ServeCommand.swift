@@ -3,6 +3,8 @@ import CommandBusLoading
 import CommandBusHost
 import CommandBusServer
 import CommandBus
+import CommandBusPostgres
+import Glibc
 
 /// `cmdbus serve`: the long-running host, taking commands as NDJSON over a Unix socket.
 enum ServeCommand {
@@ -10,6 +12,9 @@ enum ServeCommand {
         .init(name: "socket", short: nil, takesValue: true, help: "Socket path (default \(CommandServer.defaultSocketPath))."),
         .init(name: "drain", short: nil, takesValue: true, help: "Seconds to wait for commands in flight at shutdown (default 10)."),
         .init(name: "log-level", short: nil, takesValue: true, help: "debug, info (default), warning or error."),
+        .bus,
+        .init(name: "lease", short: nil, takesValue: true, help: "With --bus: seconds a silent host keeps its commands (default 15)."),
+        .init(name: "capacity", short: nil, takesValue: true, help: "With --bus: commands this host runs at once (default 64)."),
         .help,
     ] + PluginOptions.options + JournalOptions.options)
 
@@ -25,6 +30,11 @@ enum ServeCommand {
         correlationId). SIGTERM or SIGINT drains and stops; a second signal stops at once.
         Exits 69 if another server already listens on the socket.
 
+        With --bus URL (or $CMDBUS_BUS) it joins the shared bus in PostgreSQL instead: it
+        claims the commands its plugins handle, runs them under a lease it renews, and a
+        subcommand no plugin here takes goes to a host that has it. SIGTERM stops claiming,
+        waits up to --drain for what runs, and hands back the rest at once.
+
         Options:
         \(spec.optionsHelp)
         """
@@ -37,6 +47,9 @@ enum ServeCommand {
             throw .usage("--log-level takes debug, info, warning or error, got \(quoted(levelName))")
         }
         let log = ServerLog(console: console, threshold: level)
+        if let bus = try ConnectionOptions(arguments).bus {
+            try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain)
+        }
         let path = arguments.value("socket") ?? CommandServer.defaultSocketPath
         let socket: UnixSocket
         do {
@@ -60,5 +73,42 @@ enum ServeCommand {
         }
         session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
         await CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics).run()
+    }
+
+    /// `serve --bus`: a host of the shared bus. The bus is the journal; nothing is kept locally.
+    private static func serveBus(
+        _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration
+    ) async throws(HostFailure) -> Never {
+        let remote = RemoteCommandHandler(connections: PGConnectionPool(url: url), waiter: ResultWaiter(url: url))
+        var journal = try JournalOptions(arguments)
+        journal.enabled = false
+        let session = try await HostSession.start(
+            plugins: try PluginOptions(arguments), journal: journal, console: console, reportSkipped: true, fallback: remote
+        )
+        session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
+        var settings = BusHost.Settings(url: url)
+        settings.lease = try arguments.seconds("lease") ?? settings.lease
+        settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity
+        let host = BusHost(
+            settings: settings, bus: session.bus, commands: session.catalog.routes.map(\.command), catalog: session.catalog.json,
+            log: { level, message in log(level, message) }
+        )
+        do {
+            try host.start()
+        } catch {
+            throw PostgresBusClient.failure(error)
+        }
+        let stop = AsyncStream<Void>.makeStream()
+        let signals = ShutdownSignals(first: { stop.continuation.yield() }) {
+            log(.warning, "second signal: leaving now; the bus gives this host's commands to another when its lease runs out")
+            fflush(nil)
+            _exit(1)
+        }
+        for await _ in stop.stream { break }
+        await host.drain(for: drain)
+        session.catalog.stopWorkers()
+        withExtendedLifetime(signals) {}
+        fflush(nil)
+        _exit(0)
     }
 }

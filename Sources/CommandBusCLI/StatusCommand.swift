@@ -4,7 +4,7 @@ import CommandBusServer
 /// `cmdbus status --connect[=SOCKET]`: a running server's uptime, plugins, work in flight,
 /// counts, and latency per command.
 enum StatusCommand {
-    static let spec = ArgumentSpec(command: "status", options: [.connect, .json, .help])
+    static let spec = ArgumentSpec(command: "status", options: [.connect, .bus, .json, .help])
 
     static let help = """
         Usage: cmdbus status [--connect[=SOCKET]] [--json]
@@ -19,8 +19,10 @@ enum StatusCommand {
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         guard arguments.positionals.isEmpty else { throw .usage("'cmdbus status' takes no operands") }
+        let connection = try ConnectionOptions(arguments)
+        if connection.bus != nil { return try await BusCommand.status(arguments, [], console) }
         // A status is a running server's: without --connect, the default socket's.
-        let client = SocketBusClient(socket: ConnectionOptions(arguments).socket ?? CommandServer.defaultSocketPath)
+        let client = SocketBusClient(socket: connection.socket ?? CommandServer.defaultSocketPath)
         let status = try await client.status().objectValue ?? [:]
         if arguments.has("json") { return console.out(JSONValue.object(status).text) }
         func number(_ key: String) -> String {

@@ -51,11 +51,14 @@ package struct CommandRequest: Sendable {
     package var metadata: [String: String]
     /// A deadline, after which the command ends `timedOut`.
     package var timeout: Duration?
+    /// How long to wait before the command may start (`run --delay`).
+    package var delay: Duration?
     /// The caller's tag for the request, handed back in its ``CommandOutcome`` (a batch's line number).
     package var tag: Int
 
     /// A request for `name` with `payload`.
-    package init(name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil, tag: Int = 0) {
+    package init(name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil, delay: Duration? = nil, tag: Int = 0) {
+        self.delay = delay
         self.name = name
         self.payload = payload
         self.metadata = metadata

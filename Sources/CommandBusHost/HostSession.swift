@@ -21,11 +21,12 @@ package struct HostSession: Sendable {
     /// replays event-sourced commands into their plugins and runs again what a dead process left unfinished.
     package static func start(
         plugins: PluginOptions, journal journalOptions: JournalOptions, console: Console, reportSkipped: Bool,
-        usesAllowlist: Bool = true, observers: [any CommandObserver] = [], awaitRecovered: Bool = true
+        usesAllowlist: Bool = true, observers: [any CommandObserver] = [], awaitRecovered: Bool = true,
+        fallback: (any DynamicCommandHandler)? = nil
     ) async throws(HostFailure) -> HostSession {
         let journal = journalOptions.enabled ? try openJournal(journalOptions.path, durability: journalOptions.durability) : nil
         let directories = PluginLoader.directories(explicit: plugins.directories, environment: ProcessInfo.processInfo.environment)
-                let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: journalOptions.maxPayloadBytes))
+                let bus = CommandBus(configuration: .init(journal: journal, maxPayloadBytes: journalOptions.maxPayloadBytes, fallback: fallback))
         for observer in observers { bus.addObserver(observer) }
         let trust = PluginTrustPolicy(insecure: plugins.insecure, usesAllowlist: usesAllowlist)
         let loader = try loader(plugins, directories: directories, trust: trust)

@@ -35,6 +35,7 @@ package struct LocalBusClient: BusClient {
     }
 
     package func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data {
+        if let delay = request.delay { try? await Task.sleep(for: delay) }
         // Subscribed before the command starts, so none of its events is missed.
         let events = onEvent.map { _ in session.bus.events(bufferingPolicy: .unbounded) }
         let ticket = session.bus.post(name: request.name, payload: request.payload, metadata: request.metadata, timeout: request.timeout)

@@ -23,6 +23,7 @@ package struct SocketBusClient: BusClient {
     }
 
     package func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data {
+        if let delay = request.delay { try? await Task.sleep(for: delay) }
         var fields = Self.fields(of: request, op: "send")
         fields["events"] = .bool(onEvent != nil)
         let response = try self.request(fields) { event in onEvent?(event) }

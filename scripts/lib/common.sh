@@ -7,7 +7,10 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # The Debian packages the project needs beyond the Swift toolchain, installed when missing.
 # gcc: the tests compile deliberately bad plugins from C.
 # libsqlite3-dev, pkg-config: the journal's SQLite (the CSQLite system-library target).
-SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config)
+# libpq-dev: the shared bus's client library (the CLibPQ system-library target);
+# postgresql: a throwaway server for the shared-bus tests and benchmarks;
+# iproute2: network namespaces for the test that puts a host across a real network.
+SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2)
 
 ensure_system_packages() {
     local missing=()

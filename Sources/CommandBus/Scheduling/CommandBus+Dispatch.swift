@@ -7,7 +7,7 @@ import Foundation
 extension CommandBus {
     /// Picks the handler for a command: the first, in priority order, whose `canHandle` says yes.
     /// - Throws: `noHandler` when none will; `decodingFailed` when the payload does not fit the chosen handler.
-    func route(_ payload: CommandPayload, name: String) throws(CommandBusError) -> (RouteEntry, CommandPayload) {
+    func route(_ payload: CommandPayload, name: String, useFallback: Bool = true) throws(CommandBusError) -> (RouteEntry, CommandPayload) {
         if let limit = configuration.maxPayloadBytes, case .json(let data) = payload, data.count > limit {
             throw CommandBusError(
                 code: .payloadTooLarge, message: "payload for '\(name)' is \(data.count) bytes, more than the \(limit)-byte limit"
@@ -19,6 +19,10 @@ extension CommandBus {
             if try entry.box.canHandle(prepared, commandName: name) {
                 return (entry, prepared)
             }
+        }
+        if useFallback, let fallback = fallbackEntry {
+            let prepared = try fallback.box.prepare(payload, commandName: name)
+            if try fallback.box.canHandle(prepared, commandName: name) { return (fallback, prepared) }
         }
         throw .noHandler(name, registered: entries.count)
     }

@@ -1,5 +1,6 @@
 import CommandBusPlugin
 import Foundation
+import Glibc
 
 // A plugin for the host's tests: commands that sleep, fail, emit and send, so the tests
 // can drive cancellation, timeouts, errors and events across the C ABI.
@@ -71,9 +72,37 @@ struct WhoAmIHandler: PluginHandler {
     }
 }
 
+/// Appends `id attempt host` to a file, once per run, then sleeps: the shared-bus tests count
+/// runs and see which host ran which attempt.
+struct Append: PluginCommand {
+    typealias Result = Appended
+    static let name = "fixture.append"
+    var file: String
+    var milliseconds: Int?
+}
+
+struct Appended: Codable, Sendable {
+    var host: String
+    var attempt: String
+}
+
+struct AppendHandler: PluginHandler {
+    func handle(_ command: Append, context: PluginContext) async throws -> Appended {
+        guard let envelope = context.envelope() else { throw PluginError(.failed, "the host gave no envelope") }
+        let attempt = envelope.metadata?["cmdbus.attempt"] ?? "1", host = envelope.metadata?["cmdbus.host"] ?? "local"
+        let line = Array("\(envelope.id.uuidString) \(attempt) \(host)\n".utf8)
+        let descriptor = open(command.file, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+        guard descriptor >= 0 else { throw PluginError(.failed, "cannot open \(command.file)") }
+        _ = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        if let milliseconds = command.milliseconds, milliseconds > 0 { try await Task.sleep(for: .milliseconds(milliseconds)) }
+        return Appended(host: host, attempt: attempt)
+    }
+}
+
 @_cdecl("cmdbus_plugin_v1")
 public func cmdbusPluginV1() -> UnsafeRawPointer {
     Plugin(name: "fixture", version: "0.1.0", priority: 5, handlers: [
-        SleepHandler(), FailHandler(), SleepViaHandler(), WhoAmIHandler(),
+        SleepHandler(), FailHandler(), SleepViaHandler(), WhoAmIHandler(), AppendHandler(),
     ]).export()
 }

@@ -1,0 +1,55 @@
+import CommandBusHost
+import CommandBusLoading
+import CommandBusPostgres
+import CommandBusSupport
+
+/// `cmdbus bus status`: the shared bus's schema version, live hosts, queue depth per command
+/// name and the age of the oldest pending command.
+enum BusCommand {
+    static let spec = ArgumentSpec(command: "bus", options: [.bus, .json, .help])
+
+    static let help = """
+        Usage: cmdbus bus status [--bus URL] [--json]
+
+        Shows the shared bus in PostgreSQL (--bus URL, else $CMDBUS_BUS): its schema version,
+        each host with its last heartbeat, the commands it handles and runs now, and per command
+        name the pending commands and the age of the oldest. Passwords in URLs are never shown.
+
+        Options:
+        \\(spec.optionsHelp)
+        """
+
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        try await Verb.dispatch(["status": Verb(run: status)], command: "bus", arguments, console)
+    }
+
+    /// `cmdbus bus status` (and `cmdbus status --bus`).
+    static func status(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.isEmpty else { throw .usage("'cmdbus bus status' takes no operands") }
+        guard let url = try ConnectionOptions(arguments).bus else {
+            throw .usage("'cmdbus bus status' needs the bus: --bus postgres://… or $CMDBUS_BUS")
+        }
+        let client = try PostgresBusClient(url: url)
+        let status = try await client.status().objectValue ?? [:]
+        await client.close()
+        if arguments.has("json") { return console.out(JSONValue.object(status).text) }
+        let hosts = status["hosts"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        let live = hosts.filter { $0["live"] == .bool(true) }
+        console.out("bus \(client.redactedURL), schema version \(status["schemaVersion"]?.text ?? "?"), "
+            + "\(live.count) live host(s), \(status["running"]?.text ?? "0") running")
+        for host in hosts {
+            let commands = host["commands"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? ""
+            let silent = host["secondsSinceHeartbeat"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
+            console.out("  host \(host["id"]?.stringValue ?? "?") \(quotedLine(host["hostname"]?.stringValue ?? "?")) pid \(host["pid"]?.text ?? "?"): "
+                + "\(host["live"] == .bool(true) ? "live" : "silent"), heartbeat \((silent * 10).rounded() / 10) s ago, "
+                + "running \(host["running"]?.text ?? "0"); handles \(quotedLine(commands))")
+        }
+        let queues = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        if queues.isEmpty { console.out("  no pending commands") }
+        for queue in queues {
+            let oldest = queue["oldestPendingSeconds"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
+            console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?")): \(queue["pending"]?.text ?? "0") pending, "
+                + "oldest \((oldest * 10).rounded() / 10) s")
+        }
+    }
+}

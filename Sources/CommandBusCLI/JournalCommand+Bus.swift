@@ -1,0 +1,81 @@
+import CommandBus
+import CommandBusHost
+import CommandBusPostgres
+import CommandBusSQLite
+import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `cmdbus journal … --bus`: the shared bus's commands are its journal.
+extension JournalCommand {
+    static let busVerbs: [String: Verb] = [
+        "list": Verb(run: busList), "show": Verb(run: busShow), "retry": Verb(run: busRetry), "import": Verb(run: busImport),
+        "replay": Verb(run: notOnTheBus), "undo": Verb(run: notOnTheBus),
+    ]
+
+    private static func busJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> BusJournal {
+        guard let url = try ConnectionOptions(arguments).bus else { throw .usage("the bus needs --bus URL or $CMDBUS_BUS") }
+        do { return try BusJournal(url: url) } catch { throw PostgresBusClient.failure(error) }
+    }
+
+    private static func busList(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.isEmpty else { throw .usage("'cmdbus journal list' takes no operands") }
+        let query = try listQuery(arguments)
+        let journal = try busJournal(arguments)
+        let records: [JournalRecord]
+        do { records = try journal.records(query) } catch { throw PostgresBusClient.failure(error) }
+        try printList(records, arguments, console)
+    }
+
+    private static func busShow(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let record = try busFind(operands, in: try busJournal(arguments), verb: "show")
+        console.out(json(record).text)
+    }
+
+    private static func busRetry(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let journal = try busJournal(arguments)
+        let record = try busFind(operands, in: journal, verb: "retry")
+        guard [.failed, .cancelled, .timedOut].contains(record.state) else {
+            throw HostFailure(.entryNotApplicable, "entry \(record.envelope.id) ('\(record.envelope.commandName)') is \(record.state.rawValue); only failed, cancelled or timed-out entries are retried", command: record.envelope.commandName)
+        }
+        let row: BusCommandRow
+        do { row = try await journal.retry(record.envelope.id) } catch { throw PostgresBusClient.failure(error) }
+        do {
+            console.out(String(decoding: try row.outcome(), as: UTF8.self))
+        } catch {
+            throw HostFailure.bus(error, command: row.name)
+        }
+    }
+
+    private static func busImport(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.count == 1 else { throw .usage("'cmdbus journal import' takes one journal file") }
+        let other: SQLiteJournal
+        do { other = try SQLiteJournal(path: operands[0], durability: .synced, create: false, readOnly: true) } catch { throw .journal(error) }
+        let records: [JournalRecord]
+        do { records = try await other.records(JournalQuery()) } catch { throw .journal(error) }
+        let counts: (added: Int, present: Int)
+        let journal = try busJournal(arguments)
+        do { counts = try journal.importHistory(records) } catch { throw PostgresBusClient.failure(error) }
+        if arguments.has("json") {
+            console.out(JSONValue.object(["new": .integer(Int64(counts.added)), "present": .integer(Int64(counts.present)), "failed": .integer(0)]).text)
+        } else {
+            console.out("imported \(counts.added) new, \(counts.present) already present, 0 failed (as history: nothing ran again)")
+        }
+    }
+
+    private static func notOnTheBus(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        throw .usage("'cmdbus journal replay' and 'undo' work on a local journal only: state lives in each host's plugins; drop --bus")
+    }
+
+    private static func busFind(_ operands: [String], in journal: BusJournal, verb: String) throws(HostFailure) -> JournalRecord {
+        guard operands.count == 1 else { throw .usage("'cmdbus journal \(verb)' takes one entry id") }
+        guard let id = UUID(uuidString: operands[0]) else { throw .usage("\(quoted(operands[0])) is not an entry id (a UUID)") }
+        let record: JournalRecord?
+        do { record = try journal.record(id) } catch { throw PostgresBusClient.failure(error) }
+        guard let record else { throw HostFailure(.entryNotFound, "the bus at \(journal.location) has no entry \(id)") }
+        return record
+    }
+}

@@ -1,0 +1,419 @@
+import CommandBus
+import CommandBusHost
+import CommandBusSupport
+import Glibc
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A `cmdbus serve --bus` host: claims, from the shared bus, the commands its plugins handle,
+/// runs them on its own bus, and finishes them under its lease.
+///
+/// Three threads, each with its own connection:
+/// - the **claimer** listens for `cmdbus_new` (and `cmdbus_cancel`), claims up to its free
+///   capacity per round trip, and polls once a second besides, so a lost notification only delays;
+/// - the **finisher** writes completions, declines and events in batches: each completion is
+///   fenced on this host's lease and the attempt, so a late result from a host that lost its
+///   lease is discarded, never recorded;
+/// - the **heartbeat** renews the lease every third of it and takes back the commands of hosts
+///   whose lease ran out. A host that cannot renew its lease stops claiming at once.
+package final class BusHost: Sendable {
+    /// How a host behaves.
+    package struct Settings: Sendable {
+        /// The bus.
+        package var url: String
+        /// How long a silent host keeps its commands before another takes them.
+        package var lease: Duration = .seconds(15)
+        /// Commands running here at once.
+        package var capacity = 64
+        /// How often the claimer looks for work without a notification.
+        package var pollInterval: Duration = .seconds(1)
+
+        package init(url: String) { self.url = url }
+    }
+
+    private struct State {
+        var running: [UUID: CommandTicket<Data>] = [:]
+        /// Claimed commands not finished here yet (running or being checked).
+        var inFlight = 0
+        var correlations: [UUID: Int] = [:]
+        var pending: [Finish] = []
+        var events: [JSONValue] = []
+        /// The lease was lost: what ran here was cancelled; no claiming until it is renewed.
+        var fenced = false
+        /// A heartbeat failed: no claiming until one succeeds.
+        var paused = false
+        var draining = false
+        var stopped = false
+        var lastHeartbeat = ContinuousClock.now
+        var drained: [UnsafeContinuation<Void, Never>] = []
+    }
+
+    /// What the finisher writes.
+    private enum Finish {
+        case complete(id: UUID, attempt: Int, state: CommandState, result: Data?, code: String?, message: String?, retryAfter: Duration?)
+        case decline(id: UUID, attempt: Int)
+    }
+
+    /// This host's id (its lease owner).
+    package let id = UUID()
+    private let settings: Settings
+    private let bus: CommandBus
+    private let commands: [String]
+    private let catalog: JSONValue
+    private let log: @Sendable (LogLevel, String) -> Void
+    private let state = Mutex(State())
+    private let claimWake = WakeSignal()
+    private let finishWake = WakeSignal()
+    private let heartbeatWake = WakeSignal()
+    private let label: String
+
+    /// A host that runs, on `bus`, the `commands` its plugins handle.
+    package init(settings: Settings, bus: CommandBus, commands: [String], catalog: JSONValue, log: @escaping @Sendable (LogLevel, String) -> Void) {
+        self.settings = settings
+        self.bus = bus
+        self.commands = commands
+        self.catalog = catalog
+        self.log = log
+        label = "\(Self.hostname()):\(getpid())"
+    }
+
+    /// Registers the host and starts its threads.
+    /// - Throws: ``PGError`` if the bus cannot be reached or its schema cannot be used.
+    package func start() throws(PGError) {
+        let connection = try PGConnection(url: settings.url)
+        try BusSchema.migrate(connection)
+        try register(on: connection)
+        forwardEvents()
+        DetachedThread.start { [self] in claimLoop() }
+        DetachedThread.start { [self] in finishLoop() }
+        DetachedThread.start { [self] in heartbeatLoop() }
+        log(.info, "joined the bus at \(connection.redactedURL) as host \(id) (\(label)); handles \(commands.joined(separator: ", "))")
+    }
+
+    private func register(on connection: PGConnection) throws(PGError) {
+        try connection.execute(BusSQL.registerHost, [
+            .uuid(id), .text(Self.hostname()), .integer(Int(getpid())), .textArray(commands), .text(catalog.text),
+            .integer(settings.lease.milliseconds),
+        ])
+    }
+
+    /// This machine's name.
+    static func hostname() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count)
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Commands claimed here and not finished.
+    package var inFlight: Int { state.withLock { $0.inFlight } }
+
+    /// Stops claiming, waits up to `drain` for the commands running here, hands back the rest, and leaves the bus.
+    package func drain(for drain: Duration) async {
+        state.withLock { $0.draining = true }
+        claimWake.signal()
+        log(.info, "draining \(inFlight) command(s) for up to \(drain)")
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                await withUnsafeContinuation { continuation in
+                    let done = state.withLock { state -> Bool in
+                        if state.inFlight == 0 { return true }
+                        state.drained.append(continuation)
+                        return false
+                    }
+                    if done { continuation.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: drain) }
+            await group.next()
+            group.cancelAll()
+        }
+        // Wake a drain waiter still parked, so the group can end.
+        for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.drained = [] }; return state.drained }) {
+            waiter.resume()
+        }
+        await flushFinishes()
+        state.withLock { $0.stopped = true }
+        claimWake.signal()
+        finishWake.signal()
+        heartbeatWake.signal()
+        do {
+            let connection = try PGConnection(url: settings.url)
+            let back = try connection.execute(BusSQL.handBack, [.uuid(id)])
+            try connection.execute("DELETE FROM cmdbus.hosts WHERE id = $1", [.uuid(id)])
+            let count = back.count > 0 ? back[row: 0].integer("back") ?? 0 : 0
+            log(.info, "left the bus; handed back \(count) unfinished command(s)")
+        } catch {
+            log(.warning, "could not hand back this host's commands (\(error.message)); other hosts take them when its lease runs out")
+        }
+    }
+
+    // MARK: Claiming
+
+    private func claimLoop() {
+        let session = PGSession(url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel"])
+        var dirty = true
+        var lastClaim = ContinuousClock.now
+        while true {
+            let (stopped, blocked, capacity) = state.withLock { state in
+                (state.stopped, state.fenced || state.paused || state.draining, settings.capacity - state.inFlight)
+            }
+            if stopped { return }
+            do {
+                if !blocked, capacity > 0, dirty || ContinuousClock.now - lastClaim >= settings.pollInterval {
+                    lastClaim = .now
+                    let rows = try session.run { connection throws(PGError) in
+                        try connection.execute(BusSQL.claim, [.textArray(commands), .uuid(id), .integer(capacity), .text(label)])
+                    }.all.compactMap(BusCommandRow.init)
+                    dirty = rows.count == capacity
+                    for row in rows { start(row) }
+                }
+                let wait: Duration = dirty && !blocked && capacity > 0 ? .zero : settings.pollInterval
+                for notification in try session.notifications(waitingUpTo: wait, wake: claimWake) {
+                    switch notification.channel {
+                    case "cmdbus_new": if commands.contains(notification.payload) { dirty = true }
+                    case "cmdbus_cancel": if let id = UUID(uuidString: notification.payload) { cancelLocally(id) }
+                    default: break
+                    }
+                }
+            } catch {
+                log(.warning, "claiming: \(error.message); reconnecting")
+                session.backOff(wake: claimWake)
+                dirty = true
+            }
+        }
+    }
+
+    /// Runs one claimed command here: declines it if no handler here would take it now.
+    private func start(_ row: BusCommandRow) {
+        state.withLock { state in
+            state.inFlight += 1
+            state.correlations[row.correlationID, default: 0] += 1
+        }
+        if row.cancelRequested {
+            return finish(row, .complete(id: row.id, attempt: row.attempt, state: .cancelled, result: nil, code: "cancelled",
+                                         message: "command '\(row.name)' was cancelled", retryAfter: nil))
+        }
+        let takes: Bool
+        do {
+            takes = try bus.canHandleLocally(name: row.name, payload: row.payload)
+        } catch {
+            return finish(row, .complete(id: row.id, attempt: row.attempt, state: .failed, result: nil,
+                                         code: HostFailure.Code(error).name, message: error.message, retryAfter: nil))
+        }
+        guard takes else { return finish(row, .decline(id: row.id, attempt: row.attempt)) }
+        if row.isProbe {
+            return finish(row, .complete(id: row.id, attempt: row.attempt, state: .succeeded, result: Data(#"{"canHandle":true}"#.utf8),
+                                         code: nil, message: nil, retryAfter: nil))
+        }
+        // The handler may see which attempt this is, and where it runs.
+        var record = row.record
+        record.envelope.metadata["cmdbus.attempt"] = String(row.attempt)
+        record.envelope.metadata["cmdbus.host"] = label
+        let ticket = bus.resubmit(record, timeout: row.timeout)
+        state.withLock { $0.running[row.id] = ticket }
+        Task { [self] in
+            let outcome: Finish
+            do throws(CommandBusError) {
+                let result = try await ticket.result
+                outcome = .complete(id: row.id, attempt: row.attempt, state: .succeeded, result: result, code: nil, message: nil, retryAfter: nil)
+            } catch {
+                let retry: Duration? = error.isRetryable && row.attempt < row.maxAttempts ? Self.backoff(attempt: row.attempt) : nil
+                let ended = ticket.state.isTerminal ? ticket.state : .failed
+                outcome = .complete(id: row.id, attempt: row.attempt, state: ended, result: nil,
+                                    code: HostFailure.Code(error).name, message: error.message, retryAfter: retry)
+            }
+            state.withLock { _ = $0.running.removeValue(forKey: row.id) }
+            finish(row, outcome)
+        }
+    }
+
+    /// Exponential backoff with jitter for a retryable failure: 100 ms doubling, at most 30 s.
+    static func backoff(attempt: Int) -> Duration {
+        let base = min(100.0 * pow(2.0, Double(max(0, attempt - 1))), 30_000)
+        return .milliseconds(Int64(base * Double.random(in: 0.5...1.0)))
+    }
+
+    private func finish(_ row: BusCommandRow, _ outcome: Finish) {
+        let drained = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
+            state.pending.append(outcome)
+            state.inFlight -= 1
+            if let count = state.correlations[row.correlationID] {
+                state.correlations[row.correlationID] = count > 1 ? count - 1 : nil
+            }
+            guard state.inFlight == 0 else { return [] }
+            defer { state.drained = [] }
+            return state.drained
+        }
+        finishWake.signal()
+        claimWake.signal()
+        for waiter in drained { waiter.resume() }
+    }
+
+    private func cancelLocally(_ id: UUID) {
+        state.withLock { $0.running[id] }?.cancel()
+    }
+
+    // MARK: Finishing
+
+    /// Sends the events of commands running here (and their local subcommands) to the bus.
+    private func forwardEvents() {
+        let stream = bus.events(bufferingPolicy: .unbounded)
+        Task { [self] in
+            for await event in stream {
+                switch event.kind {
+                case .emitted, .log, .progress: break
+                default: continue
+                }
+                let queued = state.withLock { state -> Bool in
+                    guard state.correlations[event.correlationID] != nil else { return false }
+                    state.events.append(.object([
+                        "command": .string(event.commandID.uuidString), "correlation": .string(event.correlationID.uuidString),
+                        "event": event.json,
+                    ]))
+                    return true
+                }
+                if queued { finishWake.signal() }
+            }
+        }
+    }
+
+    private func finishLoop() {
+        let session = PGSession(url: settings.url)
+        while true {
+            let (work, events, stopped) = state.withLock { state -> ([Finish], [JSONValue], Bool) in
+                defer { state.pending = []; state.events = [] }
+                return (state.pending, state.events, state.stopped)
+            }
+            if work.isEmpty && events.isEmpty {
+                if stopped { return }
+                finishWake.wait(upTo: .seconds(1))
+                continue
+            }
+            var unwritten = work
+            var unsentEvents = events
+            while !unwritten.isEmpty || !unsentEvents.isEmpty {
+                do {
+                    try session.run { connection throws(PGError) in
+                        if !unsentEvents.isEmpty {
+                            try connection.execute(BusSQL.appendEvents, [.text(JSONValue.array(unsentEvents).text)])
+                            unsentEvents = []
+                        }
+                        try write(unwritten, on: connection)
+                        unwritten = []
+                    }
+                } catch {
+                    log(.warning, "finishing \(unwritten.count) command(s): \(error.message); retrying")
+                    session.backOff()
+                    if state.withLock({ $0.stopped }) && !error.isConnectionProblem { break }
+                }
+            }
+            finishedBatch()
+        }
+    }
+
+    private func write(_ work: [Finish], on connection: PGConnection) throws(PGError) {
+        var completions: [JSONValue] = []
+        var expected: Set<UUID> = []
+        for item in work {
+            switch item {
+            case .complete(let id, let attempt, let state, let result, let code, let message, let retryAfter):
+                var fields: [String: JSONValue] = [
+                    "id": .string(id.uuidString), "attempt": .integer(Int64(attempt)), "state": .string(state.rawValue),
+                ]
+                if let result { fields["result"] = .string(result.base64EncodedString()) }
+                if let code { fields["code"] = .string(code) }
+                if let message { fields["message"] = .string(message) }
+                if let retryAfter { fields["retryAfterMs"] = .integer(retryAfter.milliseconds) }
+                completions.append(.object(fields))
+                expected.insert(id)
+            case .decline(let id, let attempt):
+                try connection.execute(BusSQL.decline, [.uuid(id), .uuid(self.id), .integer(attempt), .text(label)])
+            }
+        }
+        for chunk in stride(from: 0, to: completions.count, by: 500) {
+            let slice = Array(completions[chunk..<min(chunk + 500, completions.count)])
+            let done = try connection.execute(BusSQL.complete, [.text(JSONValue.array(slice).text), .uuid(id)])
+            for row in done.all { if let id = row.uuid("id") { expected.remove(id) } }
+        }
+        for lost in expected {
+            log(.warning, "discarded the result of \(lost): this host no longer holds its lease (another host runs it, or ran it)")
+        }
+    }
+
+    private let flushed = Mutex<[UnsafeContinuation<Void, Never>]>([])
+
+    private func finishedBatch() {
+        let waiters = flushed.withLock { waiters -> [UnsafeContinuation<Void, Never>] in defer { waiters = [] }; return waiters }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits until the finisher has written what is queued now.
+    private func flushFinishes() async {
+        guard state.withLock({ !$0.pending.isEmpty || !$0.events.isEmpty }) else { return }
+        await withUnsafeContinuation { continuation in
+            flushed.withLock { $0.append(continuation) }
+            finishWake.signal()
+        }
+    }
+
+    // MARK: Heartbeat
+
+    private func heartbeatLoop() {
+        let session = PGSession(url: settings.url)
+        let interval = settings.lease / 3
+        var beats = 0
+        while !state.withLock({ $0.stopped }) {
+            do {
+                let alive = try session.run { connection throws(PGError) -> Bool in
+                    try connection.execute(BusSQL.heartbeat, [.uuid(id)]).count > 0
+                }
+                if alive {
+                    let wasFenced = state.withLock { state -> Bool in
+                        defer { state.fenced = false; state.paused = false; state.lastHeartbeat = .now }
+                        return state.fenced || state.paused
+                    }
+                    if wasFenced { log(.info, "renewed the lease; claiming again"); claimWake.signal() }
+                } else {
+                    fence("the bus declared this host dead (its lease ran out)")
+                    try session.run { connection throws(PGError) in try register(on: connection) }
+                    state.withLock { $0.fenced = false; $0.paused = false; $0.lastHeartbeat = .now }
+                    log(.info, "joined the bus again as host \(id)")
+                    claimWake.signal()
+                }
+                beats += 1
+                if beats % 2 == 0 {
+                    let rescued = try session.run { connection throws(PGError) in try connection.execute(BusSQL.rescue) }
+                    if rescued.count > 0, let count = rescued[row: 0].integer("rescued"), count > 0 {
+                        log(.warning, "took back \(count) command(s) from hosts whose lease ran out")
+                    }
+                }
+            } catch {
+                let silent = state.withLock { ContinuousClock.now - $0.lastHeartbeat }
+                if silent >= settings.lease {
+                    fence("cannot renew the lease for \(silent) (\(error.message))")
+                } else {
+                    state.withLock { $0.paused = true }
+                    log(.warning, "heartbeat failed (\(error.message)); not claiming until it succeeds")
+                }
+                session.backOff()
+                continue
+            }
+            heartbeatWake.wait(upTo: interval)
+        }
+    }
+
+    /// Stops claiming and cancels what runs here: its results would be discarded by the fence anyway.
+    private func fence(_ reason: String) {
+        let tickets = state.withLock { state -> [CommandTicket<Data>] in
+            let first = !state.fenced
+            state.fenced = true
+            return first ? Array(state.running.values) : []
+        }
+        log(.warning, "fenced: \(reason); stopped claiming and cancelled \(tickets.count) command(s) running here")
+        for ticket in tickets { ticket.cancel() }
+    }
+}

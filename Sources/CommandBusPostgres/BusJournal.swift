@@ -1,0 +1,99 @@
+import CommandBus
+import CommandBusSupport
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The shared bus as a journal: its commands are the entries `cmdbus journal … --bus` lists,
+/// shows, retries and imports into.
+package final class BusJournal: Sendable {
+    private let connections: PGConnectionPool
+    private let waiter: ResultWaiter
+    /// The bus's URL without its password, for messages.
+    package let location: String
+
+    /// The journal of the bus at `url` (its schema created or checked first).
+    package init(url: String) throws(PGError) {
+        connections = PGConnectionPool(url: url)
+        location = PGURL.redacted(url)
+        try connections.with { connection throws(PGError) in try BusSchema.migrate(connection) }
+        waiter = ResultWaiter(url: url)
+    }
+
+    deinit { waiter.stop() }
+
+    /// Commands matching `query`, oldest first (probes from `can` are not entries).
+    package func records(_ query: JournalQuery) throws(PGError) -> [JournalRecord] {
+        let states = query.states.map(\.rawValue)
+        let rows = try connections.with { connection throws(PGError) in
+            try connection.execute("""
+                SELECT \(BusSQL.commandColumns) FROM cmdbus.commands c
+                WHERE c.kind = 'command' AND (cardinality($1::text[]) = 0 OR c.state = ANY($1::text[]))
+                    AND ($2::text IS NULL OR c.name = $2) ORDER BY c.seq
+                """, [.textArray(states), query.commandName.map(PGValue.text)])
+        }
+        return rows.all.compactMap(BusCommandRow.init).map(\.record)
+    }
+
+    /// One command, by id.
+    package func record(_ id: UUID) throws(PGError) -> JournalRecord? {
+        try connections.with { connection throws(PGError) in try connection.execute(BusSQL.read, [.uuid(id)]) }
+            .all.compactMap(BusCommandRow.init).first?.record
+    }
+
+    /// Runs a failed, cancelled or timed-out command again, under its id, on whichever host takes
+    /// it, and waits for it to end again.
+    package func retry(_ id: UUID) async throws(PGError) -> BusCommandRow {
+        let failure = Mutex<PGError?>(nil)
+        let row: BusCommandRow? = await withUnsafeContinuation { continuation in
+            waiter.watch(id) { row in continuation.resume(returning: row) }
+            do throws(PGError) {
+                _ = try connections.with { connection throws(PGError) in
+                    try connection.execute("""
+                        WITH again AS (
+                            UPDATE cmdbus.commands SET state = 'pending', finalized_at = NULL, result = NULL, error_code = NULL,
+                                error_message = NULL, attempt = 0, declined_by = '{}', cancel_requested = false, run_at = now()
+                            WHERE id = $1 AND state IN ('failed', 'cancelled', 'timedOut') RETURNING name
+                        )
+                        SELECT count(pg_notify('cmdbus_new', name)) AS notified FROM again
+                        """, [.uuid(id)])
+                }
+            } catch {
+                waiter.forget(id)
+                failure.withLock { $0 = error }
+                continuation.resume(returning: nil)
+            }
+        }
+        if let row { return row }
+        throw failure.withLock { $0 } ?? PGError(.connectionLost, "cannot reach the bus at \(location)")
+    }
+
+    /// Adds another journal's entries to the bus as history, in order and under their ids:
+    /// they are not run again. Returns how many were new and how many the bus already had.
+    package func importHistory(_ records: [JournalRecord]) throws(PGError) -> (added: Int, present: Int) {
+        var added = 0
+        for record in records {
+            let metadata = String(decoding: (try? JSONEncoder().encode(record.envelope.metadata)) ?? Data("{}".utf8), as: UTF8.self)
+            let rows = try connections.with { connection throws(PGError) in
+                try connection.execute("""
+                    INSERT INTO cmdbus.commands (id, name, payload, metadata, parent_id, correlation_id, state, created_at,
+                        finalized_at, attempt, result, error_code, error_message, undo_of, undone_by)
+                    VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, to_timestamp($8::float8), to_timestamp($9::float8), $10::int4,
+                        $11, $12, $13, $14, $15)
+                    ON CONFLICT DO NOTHING RETURNING id
+                    """, [
+                        .uuid(record.envelope.id), .text(record.envelope.commandName), .bytes(record.payload), .text(metadata),
+                        record.envelope.parentID.map(PGValue.uuid), .uuid(record.envelope.correlationID), .text(record.state.rawValue),
+                        .text(String(record.envelope.createdAt.timeIntervalSince1970)), .text(String(record.updatedAt.timeIntervalSince1970)),
+                        .integer(record.attempts), record.result.map(PGValue.bytes), record.errorCode.map(PGValue.text),
+                        record.errorMessage.map(PGValue.text), record.undoOf.map(PGValue.uuid), record.undoneBy.map(PGValue.uuid),
+                    ])
+            }
+            added += rows.count
+        }
+        return (added, records.count - added)
+    }
+}

@@ -1,0 +1,209 @@
+/// The statements the bus runs, in one place. Every value is a parameter; times are the
+/// database's clock (`now()`), never a host's.
+enum BusSQL {
+    /// A live host: one whose last heartbeat is within its lease.
+    static let liveHost = "h.heartbeat_at > now() - h.lease_ms * interval '1 millisecond'"
+
+    /// The columns a claimed or read command comes back with.
+    static let commandColumns = """
+        c.id, c.seq, c.name, c.payload, c.metadata::text AS metadata, c.parent_id, c.correlation_id, c.kind, c.state,
+        c.attempt::int8 AS attempt, c.max_attempts::int8 AS max_attempts, c.timeout_ms, c.created_at, c.finalized_at,
+        c.cancel_requested, c.result, c.error_code, c.error_message, c.lease_owner, c.undo_of, c.undone_by,
+        array_to_string(c.attempted_by, ',') AS attempted_by
+        """
+
+    /// $1 id, $2 name, $3 payload, $4 metadata, $5 parent, $6 correlation, $7 idempotency key, $8 kind,
+    /// $9 priority, $10 delay (ms), $11 timeout (ms), $12 max attempts, $13 fail at once if no live host handles it.
+    /// Returns the command's id (the first one's, for a key seen before) and whether it is new.
+    /// Submitting the same id again (a retry after a lost answer) inserts nothing.
+    static let submit = """
+        WITH handled AS (
+            SELECT NOT $13::bool OR EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE \(liveHost) AND $2 = ANY(h.commands)) AS yes
+        ), inserted AS (
+            INSERT INTO cmdbus.commands AS c (id, name, payload, metadata, parent_id, correlation_id, idempotency_key, kind,
+                priority, state, run_at, timeout_ms, max_attempts, finalized_at, error_code, error_message)
+            SELECT $1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::int4,
+                CASE WHEN handled.yes THEN 'pending' ELSE 'failed' END,
+                now() + $10::int8 * interval '1 millisecond', $11, $12::int4,
+                CASE WHEN handled.yes THEN NULL ELSE now() END,
+                CASE WHEN handled.yes THEN NULL ELSE 'noHandler' END,
+                CASE WHEN handled.yes THEN NULL ELSE 'no handler for command ''' || $2
+                    || ''': no live host on the bus handles it (start a ''cmdbus serve --bus'' whose plugins do)' END
+            FROM handled
+            ON CONFLICT DO NOTHING
+            RETURNING c.id, c.name, c.state
+        ), notified AS (
+            SELECT pg_notify('cmdbus_new', name) FROM inserted WHERE state = 'pending'
+        )
+        SELECT id, true AS created, (SELECT count(*) FROM notified) AS notified FROM inserted
+        UNION ALL
+        SELECT c.id, false, 0 FROM cmdbus.commands c
+        WHERE (c.id = $1 OR ($7::text IS NOT NULL AND c.idempotency_key = $7)) AND NOT EXISTS (SELECT 1 FROM inserted)
+        """
+
+    /// $1 names, $2 host, $3 how many, $4 host label. Claims pending commands this host handles and
+    /// has not declined, highest priority first, then oldest.
+    static let claim = """
+        WITH picked AS MATERIALIZED (
+            SELECT id FROM cmdbus.commands
+            WHERE state = 'pending' AND name = ANY($1::text[]) AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by))
+            ORDER BY priority DESC, run_at, seq
+            LIMIT $3::int8
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE cmdbus.commands c
+        SET state = 'running', attempt = c.attempt + 1, lease_owner = $2, started_at = now(),
+            attempted_by = array_append(c.attempted_by, $4)
+        FROM picked WHERE c.id = picked.id
+        RETURNING \(commandColumns)
+        """
+
+    /// $1 a JSON array of {id, attempt, state, result (base64), code, message, retryAfterMs}.
+    /// Finalizes each command whose lease this host ($2) still holds at that attempt (the fence),
+    /// or sends a retryable failure back to pending; returns the ids it changed.
+    static let complete = """
+        WITH input AS (
+            SELECT * FROM jsonb_to_recordset($1::jsonb)
+                AS x(id uuid, attempt int, state text, result text, code text, message text, "retryAfterMs" int8)
+        ), done AS (
+            UPDATE cmdbus.commands c SET
+                state = CASE WHEN i."retryAfterMs" IS NOT NULL AND c.attempt < c.max_attempts THEN 'pending' ELSE i.state END,
+                run_at = CASE WHEN i."retryAfterMs" IS NOT NULL THEN now() + i."retryAfterMs" * interval '1 millisecond' ELSE c.run_at END,
+                finalized_at = CASE WHEN i."retryAfterMs" IS NOT NULL AND c.attempt < c.max_attempts THEN NULL ELSE now() END,
+                result = decode(i.result, 'base64'), error_code = i.code, error_message = i.message, lease_owner = NULL
+            FROM input i
+            WHERE c.id = i.id AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = i.attempt
+            RETURNING c.id, c.state, c.name
+        ), notified AS (
+            SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
+                             CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM done
+        )
+        SELECT id, (SELECT count(*) FROM notified) AS notified FROM done
+        """
+
+    /// $1 id, $2 host, $3 attempt, $4 host label. Hands a claimed command back because every handler
+    /// here declined; it ends `noHandler` if no other live host that handles its name is left to ask.
+    static let decline = """
+        WITH target AS (
+            SELECT c.id, c.name, EXISTS (
+                SELECT 1 FROM cmdbus.hosts h
+                WHERE \(liveHost) AND c.name = ANY(h.commands) AND h.id <> $2 AND NOT (h.id = ANY(c.declined_by))
+            ) AS others
+            FROM cmdbus.commands c
+            WHERE c.id = $1 AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = $3::int4
+        ), changed AS (
+            UPDATE cmdbus.commands c SET
+                declined_by = array_append(c.declined_by, $2), lease_owner = NULL, started_at = NULL,
+                attempt = c.attempt - 1,
+                state = CASE WHEN t.others THEN 'pending' ELSE 'failed' END,
+                finalized_at = CASE WHEN t.others THEN NULL ELSE now() END,
+                error_code = CASE WHEN t.others THEN NULL ELSE 'noHandler' END,
+                error_message = CASE WHEN t.others THEN NULL
+                    ELSE 'no handler for command ''' || c.name || ''' would take it now (every live host that handles it declined)' END
+            FROM target t WHERE c.id = t.id
+            RETURNING c.id, c.state, c.name
+        ), notified AS (
+            SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
+                             CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM changed
+        )
+        SELECT id, state, (SELECT count(*) FROM notified) AS notified FROM changed
+        """
+
+    /// $1 host, $2 hostname, $3 pid, $4 commands, $5 catalog, $6 lease (ms).
+    static let registerHost = """
+        INSERT INTO cmdbus.hosts (id, hostname, pid, commands, catalog, lease_ms)
+        VALUES ($1, $2, $3::int4, $4::text[], $5::jsonb, $6::int8)
+        ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), commands = EXCLUDED.commands, catalog = EXCLUDED.catalog
+        """
+
+    /// $1 host. Returns a row if the host is still registered (not declared dead).
+    static let heartbeat = "UPDATE cmdbus.hosts SET heartbeat_at = now() WHERE id = $1 RETURNING id"
+
+    /// Takes back the running commands of hosts whose lease ran out: pending again, the attempt
+    /// counted, or failed (a dead letter) once the attempts are spent. Any host may run it.
+    static let rescue = """
+        WITH dead AS (
+            DELETE FROM cmdbus.hosts h WHERE NOT (\(liveHost)) RETURNING h.id
+        ), orphaned AS (
+            SELECT c.id FROM cmdbus.commands c
+            WHERE c.state = 'running' AND (c.lease_owner IN (SELECT id FROM dead)
+                OR NOT EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = c.lease_owner AND \(liveHost)))
+            FOR UPDATE SKIP LOCKED
+        ), rescued AS (
+            UPDATE cmdbus.commands c SET
+                lease_owner = NULL, started_at = NULL,
+                state = CASE WHEN c.attempt >= c.max_attempts THEN 'failed' ELSE 'pending' END,
+                finalized_at = CASE WHEN c.attempt >= c.max_attempts THEN now() ELSE NULL END,
+                error_code = CASE WHEN c.attempt >= c.max_attempts THEN 'handlerFailed' ELSE c.error_code END,
+                error_message = CASE WHEN c.attempt >= c.max_attempts
+                    THEN 'command ''' || c.name || ''' failed: its host died or lost its lease on each of ' || c.attempt || ' attempts'
+                    ELSE c.error_message END,
+                run_at = now()
+            FROM orphaned o WHERE c.id = o.id
+            RETURNING c.id, c.state, c.name
+        ), notified AS (
+            SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
+                             CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM rescued
+        )
+        SELECT (SELECT count(*) FROM rescued) AS rescued, (SELECT count(*) FROM notified) AS notified
+        """
+
+    /// $1 host. Hands back everything this host holds (draining): pending again, the attempt not counted.
+    static let handBack = """
+        WITH back AS (
+            UPDATE cmdbus.commands c SET state = 'pending', lease_owner = NULL, started_at = NULL, attempt = c.attempt - 1,
+                run_at = now()
+            WHERE c.state = 'running' AND c.lease_owner = $1
+            RETURNING c.name
+        ), notified AS (SELECT pg_notify('cmdbus_new', name) FROM back)
+        SELECT (SELECT count(*) FROM back) AS back, (SELECT count(*) FROM notified) AS notified
+        """
+
+    /// $1 a JSON array of {command, correlation, event}: events from running commands.
+    static let appendEvents = """
+        WITH input AS (
+            SELECT x.command, x.correlation, x.event, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(value, n),
+                jsonb_to_record(e.value) AS x(command uuid, correlation uuid, event jsonb)
+        ), inserted AS (
+            INSERT INTO cmdbus.events (command_id, correlation_id, event)
+            SELECT command, correlation, event FROM input ORDER BY n
+            RETURNING correlation_id
+        ), notified AS (
+            SELECT pg_notify('cmdbus_events', correlation_id::text) FROM (SELECT DISTINCT correlation_id FROM inserted) d
+        )
+        SELECT (SELECT count(*) FROM notified) AS notified
+        """
+
+    /// $1 id. Asks for a command and every command below it to stop: pending ones end `cancelled`
+    /// at once; running ones are flagged, and their hosts are told.
+    static let cancel = """
+        WITH RECURSIVE tree AS (
+            SELECT id FROM cmdbus.commands WHERE id = $1
+            UNION ALL
+            SELECT c.id FROM cmdbus.commands c JOIN tree t ON c.parent_id = t.id
+        ), flagged AS (
+            UPDATE cmdbus.commands c SET
+                cancel_requested = true,
+                state = CASE WHEN c.state = 'pending' THEN 'cancelled' ELSE c.state END,
+                finalized_at = CASE WHEN c.state = 'pending' THEN now() ELSE c.finalized_at END,
+                error_code = CASE WHEN c.state = 'pending' THEN 'cancelled' ELSE c.error_code END,
+                error_message = CASE WHEN c.state = 'pending' THEN 'command ''' || c.name || ''' was cancelled' ELSE c.error_message END
+            FROM tree WHERE c.id = tree.id AND c.finalized_at IS NULL
+            RETURNING c.id, c.state
+        ), notified AS (
+            SELECT pg_notify(CASE WHEN state = 'cancelled' THEN 'cmdbus_done' ELSE 'cmdbus_cancel' END, id::text) FROM flagged
+        )
+        SELECT (SELECT count(*) FROM flagged) AS flagged, (SELECT count(*) FROM notified) AS notified
+        """
+
+    /// $1 id.
+    static let read = "SELECT \(commandColumns) FROM cmdbus.commands c WHERE c.id = $1"
+
+    /// $1 ids. The ones of them that are final.
+    static let finished = "SELECT \(commandColumns) FROM cmdbus.commands c WHERE c.id = ANY($1::uuid[]) AND c.finalized_at IS NOT NULL"
+
+    /// $1 correlation, $2 after this event seq.
+    static let events = """
+        SELECT seq, event::text AS event FROM cmdbus.events WHERE correlation_id = $1 AND seq > $2::int8 ORDER BY seq
+        """
+}

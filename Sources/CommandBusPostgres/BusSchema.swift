@@ -1,0 +1,107 @@
+/// The shared bus's tables, in a schema of their own, and their migrations.
+///
+/// Migrations run under a transaction-scoped advisory lock, so ten hosts starting at once
+/// migrate once; a database whose schema is newer than this binary is refused.
+package enum BusSchema {
+    /// The schema version this binary writes and reads.
+    package static let version = 1
+    /// The PostgreSQL schema holding the bus.
+    package static let name = "cmdbus"
+
+    /// Each version's statements; `migrations[n - 1]` takes the schema from n - 1 to n.
+    private static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE cmdbus.commands (
+                id uuid PRIMARY KEY,
+                seq bigserial UNIQUE NOT NULL,
+                name text NOT NULL,
+                payload bytea NOT NULL,
+                metadata jsonb NOT NULL DEFAULT '{}',
+                parent_id uuid,
+                correlation_id uuid NOT NULL,
+                idempotency_key text UNIQUE,
+                kind text NOT NULL DEFAULT 'command' CHECK (kind IN ('command', 'probe')),
+                priority int NOT NULL DEFAULT 0,
+                state text NOT NULL CHECK (state IN ('pending', 'running', 'succeeded', 'failed', 'cancelled', 'timedOut')),
+                run_at timestamptz NOT NULL DEFAULT now(),
+                created_at timestamptz NOT NULL DEFAULT now(),
+                started_at timestamptz,
+                finalized_at timestamptz,
+                attempt int NOT NULL DEFAULT 0,
+                max_attempts int NOT NULL DEFAULT 5,
+                lease_owner uuid,
+                attempted_by text[] NOT NULL DEFAULT '{}',
+                declined_by uuid[] NOT NULL DEFAULT '{}',
+                cancel_requested boolean NOT NULL DEFAULT false,
+                timeout_ms bigint,
+                result bytea,
+                error_code text,
+                error_message text,
+                undo_of uuid,
+                undone_by uuid,
+                CHECK ((state IN ('succeeded', 'failed', 'cancelled', 'timedOut')) = (finalized_at IS NOT NULL)),
+                CHECK ((state = 'running') = (lease_owner IS NOT NULL))
+            )
+            """,
+            // Leads with the name: a host claims only names it handles, and work it cannot run
+            // must not sit in front of work it can.
+            "CREATE INDEX commands_claim ON cmdbus.commands (name, priority DESC, run_at, seq) WHERE state = 'pending'",
+            "CREATE INDEX commands_running ON cmdbus.commands (lease_owner) WHERE state = 'running'",
+            "CREATE INDEX commands_parent ON cmdbus.commands (parent_id) WHERE parent_id IS NOT NULL",
+            """
+            CREATE UNLOGGED TABLE cmdbus.hosts (
+                id uuid PRIMARY KEY,
+                hostname text NOT NULL,
+                pid int NOT NULL,
+                commands text[] NOT NULL,
+                catalog jsonb NOT NULL DEFAULT '{}',
+                started_at timestamptz NOT NULL DEFAULT now(),
+                heartbeat_at timestamptz NOT NULL DEFAULT now(),
+                lease_ms bigint NOT NULL,
+                draining boolean NOT NULL DEFAULT false
+            )
+            """,
+            """
+            CREATE TABLE cmdbus.events (
+                seq bigserial PRIMARY KEY,
+                command_id uuid NOT NULL,
+                correlation_id uuid NOT NULL,
+                event jsonb NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            "CREATE INDEX events_correlation ON cmdbus.events (correlation_id, seq)",
+        ],
+    ]
+
+    /// Creates or migrates the schema on `connection`.
+    /// - Throws: A ``PGError`` if the database cannot be written, or its schema is newer than this binary.
+    package static func migrate(_ connection: PGConnection) throws(PGError) {
+        // The common case, without the lock: already at this version.
+        let exists = try connection.execute("SELECT to_regclass('cmdbus.schema_version') IS NOT NULL AS present")
+        if exists.count > 0, exists[row: 0].bool("present") == true {
+            let present = try connection.execute("SELECT coalesce(max(version), 0)::int8 AS version FROM cmdbus.schema_version")
+            if present.count > 0, present[row: 0].integer("version") == Int64(version) { return }
+        }
+        try connection.transaction { () throws(PGError) in
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('cmdbus.schema'))")
+            try connection.execute("CREATE SCHEMA IF NOT EXISTS cmdbus")
+            try connection.execute("CREATE TABLE IF NOT EXISTS cmdbus.schema_version (version int NOT NULL)")
+            let rows = try connection.execute("SELECT version::int8 AS version FROM cmdbus.schema_version")
+            let current = rows.count > 0 ? Int(rows[row: 0].integer("version") ?? 0) : 0
+            if current > version {
+                throw PGError(
+                    .statementFailed,
+                    "the bus at \(connection.redactedURL) has schema version \(current), newer than this cmdbus (\(version)); upgrade cmdbus"
+                )
+            }
+            guard current < version else { return }
+            for migration in migrations[current...] {
+                for statement in migration { try connection.execute(statement) }
+            }
+            try connection.execute("DELETE FROM cmdbus.schema_version")
+            try connection.execute("INSERT INTO cmdbus.schema_version (version) VALUES ($1::int4)", [.integer(version)])
+        }
+    }
+}

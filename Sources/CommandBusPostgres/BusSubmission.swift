@@ -1,0 +1,62 @@
+import CommandBus
+import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One command to put on the shared bus.
+package struct BusSubmission: Sendable {
+    package var id: UUID
+    package var name: String
+    package var payload: Data
+    package var metadata: [String: String] = [:]
+    package var parentID: UUID?
+    package var correlationID: UUID
+    /// Submitting the same key again returns the first command's id; it never runs twice.
+    package var idempotencyKey: String?
+    package var isProbe = false
+    package var priority = 0
+    package var delay: Duration = .zero
+    package var timeout: Duration?
+    package var maxAttempts = 5
+    /// End `noHandler` at once if no live host handles the name (a `send`); a `post` waits for one.
+    package var failIfUnhandled = true
+
+    /// A new root command.
+    package init(name: String, payload: Data, metadata: [String: String] = [:], id: UUID = CommandID.make()) {
+        self.id = id
+        self.name = name
+        self.payload = payload
+        self.metadata = metadata
+        correlationID = id
+        idempotencyKey = metadata["idempotency-key"]
+    }
+
+    /// A subcommand under `envelope`'s parent, with `envelope`'s own id.
+    package init(child envelope: CommandEnvelope, payload: Data) {
+        id = envelope.id
+        name = envelope.commandName
+        self.payload = payload
+        metadata = envelope.metadata
+        parentID = envelope.parentID
+        correlationID = envelope.correlationID
+    }
+
+    /// Inserts the command and notifies the hosts, in one transaction (one statement).
+    /// - Returns: The id it runs under (the first command's, for a key seen before) and whether it is new.
+    @discardableResult
+    package func submit(on connection: PGConnection) throws(PGError) -> (id: UUID, created: Bool) {
+        let metadataJSON = String(decoding: (try? JSONEncoder().encode(metadata)) ?? Data("{}".utf8), as: UTF8.self)
+        let rows = try connection.execute(BusSQL.submit, [
+            .uuid(id), .text(name), .bytes(payload), .text(metadataJSON), parentID.map(PGValue.uuid), .uuid(correlationID),
+            idempotencyKey.map(PGValue.text), .text(isProbe ? "probe" : "command"), .integer(priority), .integer(delay.milliseconds),
+            timeout.map { .integer($0.milliseconds) }, .integer(maxAttempts), .bool(failIfUnhandled),
+        ])
+        guard rows.count > 0, let id = rows[row: 0].uuid("id") else {
+            throw PGError(.statementFailed, "submitting '\(name)' returned no id")
+        }
+        return (id, rows[row: 0].bool("created") ?? true)
+    }
+}

@@ -1,0 +1,151 @@
+import CLibPQ
+import CommandBusSupport
+import Glibc
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One libpq connection, used by one thread at a time. Every statement is parameterized: values
+/// travel apart from the SQL, as text or binary, never spliced into it.
+package final class PGConnection: @unchecked Sendable {
+    private let connection: OpaquePointer
+    /// The URL with its password removed, for messages.
+    package let redactedURL: String
+
+    /// Connects to `url` (a `postgres://` URL or a libpq `key=value` string; libpq reads
+    /// `sslmode`, `PGPASSWORD` and the rest as it documents).
+    package init(url: String) throws(PGError) {
+        let redacted = PGURL.redacted(url)
+        guard let connection = PQconnectdb(url) else { throw PGError(.connectionFailed, "cannot allocate a PostgreSQL connection") }
+        // Checked before any property is set: a throwing init must not run deinit over a finished connection.
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = Self.message(of: connection)
+            PQfinish(connection)
+            throw PGError(.connectionFailed, "cannot connect to PostgreSQL at \(redacted): \(message)")
+        }
+        self.connection = connection
+        redactedURL = redacted
+        _ = PQsetnonblocking(connection, 0)
+        // Server notices (such as "already exists, skipping") are not for the user's terminal.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+    }
+
+    deinit { PQfinish(connection) }
+
+    /// Whether the connection is still usable.
+    package var isHealthy: Bool { PQstatus(connection) == CONNECTION_OK }
+
+    /// The socket, for waiting on notifications.
+    package var socket: Int32 { PQsocket(connection) }
+
+    /// Runs one statement with `parameters` (`nil` is SQL NULL) and returns its rows.
+    @discardableResult
+    package func execute(_ sql: String, _ parameters: [PGValue?] = []) throws(PGError) -> PGRows {
+        let result = withParameters(parameters) { types, values, lengths, formats in
+            PQexecParams(connection, sql, Int32(parameters.count), types, values, lengths, formats, 1)
+        }
+        guard let result else { throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection))") }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+            return PGRows(result)
+        default:
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let message = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+                ?? PQresultErrorMessage(result).map { String(cString: $0) } ?? "unknown error"
+            let oneLine = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
+            if !isHealthy { throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(oneLine)") }
+            throw PGError(PGError.Code(sqlState: state), oneLine, sqlState: state)
+        }
+    }
+
+    /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
+    package func transaction<T>(_ body: () throws(PGError) -> T) throws(PGError) -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Waits up to `timeout` for notifications, or until `wake` is signalled, and returns those
+    /// that arrived (possibly none).
+    package func notifications(waitingUpTo timeout: Duration, wake: WakeSignal? = nil) throws(PGError) -> [PGNotification] {
+        var found = drainNotifications()
+        if !found.isEmpty { return found }
+        var descriptors = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+        if let wake { descriptors.append(pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)) }
+        let ready = poll(&descriptors, nfds_t(descriptors.count), Int32(clamping: timeout.milliseconds))
+        if ready < 0 && errno != EINTR { throw PGError(.connectionLost, "cannot wait on PostgreSQL at \(redactedURL)") }
+        if descriptors.count > 1, descriptors[1].revents != 0 { wake?.clear() }
+        if ready > 0, descriptors[0].revents != 0 {
+            guard PQconsumeInput(connection) == 1 else {
+                throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(Self.message(of: connection))")
+            }
+            found = drainNotifications()
+        }
+        return found
+    }
+
+    private func drainNotifications() -> [PGNotification] {
+        var found: [PGNotification] = []
+        while let notification = PQnotifies(connection) {
+            found.append(PGNotification(
+                channel: String(cString: notification.pointee.relname), payload: String(cString: notification.pointee.extra)
+            ))
+            PQfreemem(notification)
+        }
+        return found
+    }
+
+    private static func message(of connection: OpaquePointer) -> String {
+        let text = PQerrorMessage(connection).map { String(cString: $0) } ?? "unknown error"
+        return text.split(whereSeparator: \.isNewline).map { line in
+            String(line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        }.filter { !$0.isEmpty }.joined(separator: "; ")
+    }
+
+    /// Lays the parameters out as libpq wants them: text for strings and numbers, binary for bytes.
+    private func withParameters<R>(
+        _ parameters: [PGValue?],
+        _ body: (UnsafePointer<Oid>?, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
+    ) -> R {
+        var buffers: [[UInt8]?] = parameters.map { value in value.map(\.bytes) }
+        let types: [Oid] = parameters.map { $0?.type ?? 0 }
+        let formats: [Int32] = parameters.map { $0?.isBinary == true ? 1 : 0 }
+        let lengths: [Int32] = buffers.map { Int32($0?.count ?? 0) }
+        // Text values need their NUL; binary ones are measured by length.
+        for index in buffers.indices where formats[index] == 0 { buffers[index]?.append(0) }
+        return withPointers(buffers, index: 0, collected: []) { pointers in
+            pointers.withUnsafeBufferPointer { values in
+                body(types, values.baseAddress, lengths, formats)
+            }
+        }
+    }
+
+    private func withPointers<R>(
+        _ buffers: [[UInt8]?], index: Int, collected: [UnsafePointer<CChar>?], _ body: ([UnsafePointer<CChar>?]) -> R
+    ) -> R {
+        guard index < buffers.count else { return body(collected) }
+        guard let buffer = buffers[index] else { return withPointers(buffers, index: index + 1, collected: collected + [nil], body) }
+        return buffer.withUnsafeBufferPointer { raw in
+            raw.withMemoryRebound(to: CChar.self) { chars in
+                withPointers(buffers, index: index + 1, collected: collected + [chars.baseAddress], body)
+            }
+        }
+    }
+}
+
+/// A notification a `LISTEN`ing connection received.
+package struct PGNotification: Sendable, Equatable {
+    /// The channel.
+    package let channel: String
+    /// Its payload.
+    package let payload: String
+}

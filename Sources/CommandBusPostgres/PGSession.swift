@@ -1,0 +1,110 @@
+import CommandBusSupport
+import Glibc
+
+/// A connection that comes back: on a connection failure it reconnects with backoff (100 ms,
+/// doubling to 2 s), re-runs its `LISTEN`s, and the caller retries what failed.
+///
+/// Used by one thread at a time, like the connection under it.
+package final class PGSession {
+    private let url: String
+    private let channels: [String]
+    private var connection: PGConnection?
+    private var backoff: Duration = .milliseconds(100)
+    /// The URL without its password.
+    package let redactedURL: String
+
+    /// A session on `url` that listens on `channels`; connects on first use.
+    package init(url: String, listening channels: [String] = []) {
+        self.url = url
+        self.channels = channels
+        redactedURL = PGURL.redacted(url)
+    }
+
+    /// The connection, (re)connecting first if needed.
+    package func connected() throws(PGError) -> PGConnection {
+        if let connection, connection.isHealthy { return connection }
+        connection = nil
+        let fresh = try PGConnection(url: url)
+        for channel in channels { try fresh.execute("LISTEN \(channel)") }
+        connection = fresh
+        backoff = .milliseconds(100)
+        return fresh
+    }
+
+    /// Runs `body` on the connection; on a connection problem drops it, so the next call reconnects.
+    package func run<T>(_ body: (PGConnection) throws(PGError) -> T) throws(PGError) -> T {
+        do {
+            return try body(try connected())
+        } catch {
+            if error.isConnectionProblem { connection = nil }
+            throw error
+        }
+    }
+
+    /// Waits out the current backoff (or until `wake` is signalled) and doubles it, up to 2 s:
+    /// call after a connection problem.
+    package func backOff(wake: WakeSignal? = nil) {
+        let delay = backoff
+        backoff = min(backoff * 2, .seconds(2))
+        (wake ?? pause).wait(upTo: delay)
+    }
+    private let pause = WakeSignal()
+
+    /// Waits up to `timeout` for notifications, or until `wake` is signalled.
+    package func notifications(waitingUpTo timeout: Duration, wake: WakeSignal? = nil) throws(PGError) -> [PGNotification] {
+        try run { connection throws(PGError) in try connection.notifications(waitingUpTo: timeout, wake: wake) }
+    }
+
+    /// Drops the connection (it closes when released).
+    package func close() { connection = nil }
+}
+
+/// A pipe a thread can wait on beside its connection: another thread signals it to say
+/// "there is work" or "stop".
+package final class WakeSignal: Sendable {
+    /// The descriptor to wait on.
+    package let descriptor: Int32
+    private let writer: Int32
+
+    package init() {
+        var ends: [Int32] = [-1, -1]
+        _ = pipe(&ends)
+        for end in ends {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
+        descriptor = ends[0]
+        writer = ends[1]
+    }
+
+    deinit {
+        close(descriptor)
+        close(writer)
+    }
+
+    /// Wakes the waiter (a full pipe already says so).
+    package func signal() {
+        var one: UInt8 = 1
+        _ = write(writer, &one, 1)
+    }
+
+    /// Clears pending signals.
+    package func clear() {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while read(descriptor, &buffer, buffer.count) > 0 {}
+    }
+
+    /// Waits until signalled, or `timeout` passes.
+    package func wait(upTo timeout: Duration) {
+        var descriptor = pollfd(fd: self.descriptor, events: Int16(POLLIN), revents: 0)
+        _ = poll(&descriptor, 1, Int32(clamping: timeout.milliseconds))
+        clear()
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    package var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,124 @@
+import CLibPQ
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One statement parameter: its bytes, its type and whether they are binary.
+package struct PGValue: Sendable {
+    package let bytes: [UInt8]
+    package let type: Oid
+    package let isBinary: Bool
+
+    /// Text, sent as `text` (a NUL in it is refused by PostgreSQL; use ``bytes(_:)`` for arbitrary bytes).
+    package static func text(_ value: String) -> PGValue { PGValue(bytes: Array(value.utf8), type: 25, isBinary: false) }
+    /// Raw bytes, sent binary as `bytea`: any byte, NULs included, goes in and comes out unchanged.
+    package static func bytes(_ value: Data) -> PGValue { PGValue(bytes: Array(value), type: 17, isBinary: true) }
+    /// A 64-bit integer.
+    package static func integer(_ value: Int64) -> PGValue { PGValue(bytes: Array(String(value).utf8), type: 20, isBinary: false) }
+    /// A 64-bit integer.
+    package static func integer(_ value: Int) -> PGValue { .integer(Int64(value)) }
+    /// A UUID.
+    package static func uuid(_ value: UUID) -> PGValue { PGValue(bytes: Array(value.uuidString.utf8), type: 2950, isBinary: false) }
+    /// A boolean.
+    package static func bool(_ value: Bool) -> PGValue { PGValue(bytes: Array((value ? "t" : "f").utf8), type: 16, isBinary: false) }
+    /// A `text[]` array.
+    package static func textArray(_ values: [String]) -> PGValue {
+        let elements = values.map { value in
+            var escaped = "\""
+            for character in value {
+                if character == "\\" || character == "\"" { escaped.append("\\") }
+                escaped.append(character)
+            }
+            return escaped + "\""
+        }
+        return PGValue(bytes: Array("{\(elements.joined(separator: ","))}".utf8), type: 1009, isBinary: false)
+    }
+    /// A `uuid[]` array.
+    package static func uuidArray(_ values: [UUID]) -> PGValue {
+        PGValue(bytes: Array("{\(values.map(\.uuidString).joined(separator: ","))}".utf8), type: 2951, isBinary: false)
+    }
+}
+
+/// The rows of a result, read as they came: every column in binary form.
+package struct PGRows: Sendable {
+    /// Each row's columns; `nil` is SQL NULL.
+    package let rows: [[Data?]]
+    /// The column names.
+    package let columns: [String]
+
+    init(_ result: OpaquePointer) {
+        let rowCount = Int(PQntuples(result)), columnCount = Int(PQnfields(result))
+        columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
+        rows = (0..<rowCount).map { row in
+            (0..<columnCount).map { column -> Data? in
+                if PQgetisnull(result, Int32(row), Int32(column)) == 1 { return nil }
+                let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+                guard let value = PQgetvalue(result, Int32(row), Int32(column)) else { return Data() }
+                return Data(bytes: value, count: length)
+            }
+        }
+    }
+
+    /// The number of rows.
+    package var count: Int { rows.count }
+
+    /// One row, read by column name.
+    package subscript(row row: Int) -> PGRow { PGRow(values: rows[row], columns: columns) }
+
+    /// Every row.
+    package var all: [PGRow] { rows.map { PGRow(values: $0, columns: columns) } }
+}
+
+/// One row of binary column values, decoded by type on request.
+package struct PGRow: Sendable {
+    let values: [Data?]
+    let columns: [String]
+
+    private func raw(_ name: String) -> Data? {
+        guard let index = columns.firstIndex(of: name) else { return nil }
+        return values[index]
+    }
+
+    /// A `bytea` column's bytes.
+    package func bytes(_ name: String) -> Data? { raw(name) }
+
+    /// A `text` column.
+    package func text(_ name: String) -> String? { raw(name).map { String(decoding: $0, as: UTF8.self) } }
+
+    /// An `int2`, `int4` or `int8` column (binary, big-endian).
+    package func integer(_ name: String) -> Int64? {
+        guard let data = raw(name) else { return nil }
+        var value: Int64 = 0
+        for byte in data { value = value << 8 | Int64(byte) }
+        switch data.count {
+        case 2: return Int64(Int16(truncatingIfNeeded: value))
+        case 4: return Int64(Int32(truncatingIfNeeded: value))
+        default: return value
+        }
+    }
+
+    /// A `bool` column.
+    package func bool(_ name: String) -> Bool? { raw(name).map { $0.first == 1 } }
+
+    /// A `uuid` column (16 binary bytes).
+    package func uuid(_ name: String) -> UUID? {
+        guard let data = raw(name), data.count == 16 else { return nil }
+        let b = Array(data)
+        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+    }
+
+    /// A `timestamptz` column (binary: microseconds since 2000-01-01 UTC).
+    package func date(_ name: String) -> Date? {
+        integer(name).map { Date(timeIntervalSince1970: 946_684_800 + Double($0) / 1_000_000) }
+    }
+
+    /// A `float8` column.
+    package func double(_ name: String) -> Double? {
+        guard let data = raw(name), data.count == 8 else { return nil }
+        var bits: UInt64 = 0
+        for byte in data { bits = bits << 8 | UInt64(byte) }
+        return Double(bitPattern: bits)
+    }
+}

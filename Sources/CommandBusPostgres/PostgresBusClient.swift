@@ -1,0 +1,198 @@
+import CommandBus
+import CommandBusHost
+import CommandBusSupport
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The third `BusClient`: the bus is shared, in PostgreSQL, and `cmdbus serve --bus` hosts on
+/// any machine run its commands. Needs no plugins here; prints and exits as a local run does.
+package final class PostgresBusClient: BusClient {
+    private let connections: PGConnectionPool
+    private let waiter: ResultWaiter
+    /// The URL without its password.
+    package let redactedURL: String
+
+    /// Connects to the bus at `url` and makes sure its schema is there and not newer than this binary.
+    package init(url: String) throws(HostFailure) {
+        redactedURL = PGURL.redacted(url)
+        connections = PGConnectionPool(url: url)
+        do {
+            try connections.with { connection throws(PGError) in try BusSchema.migrate(connection) }
+        } catch {
+            throw Self.failure(error)
+        }
+        waiter = ResultWaiter(url: url)
+    }
+
+    /// A bus error as the host's failure: a schema from a newer binary, a refused login, a database it may not write.
+    package static func failure(_ error: PGError) -> HostFailure {
+        switch error.code {
+        case .connectionFailed, .connectionLost: HostFailure(.serverUnreachable, error.message)
+        case .permissionDenied: HostFailure(.journalFailed, "\(error.message) (the bus needs a role that may create and write schema cmdbus)")
+        default: HostFailure(.journalFailed, error.message)
+        }
+    }
+
+    /// Submits, retrying for up to 30 s while the server is unreachable (a restart): the same id
+    /// inserts once however often it is sent.
+    private func submit(_ submission: BusSubmission) throws(HostFailure) -> UUID {
+        let deadline = ContinuousClock.now + .seconds(30)
+        var delay: Duration = .milliseconds(50)
+        while true {
+            do {
+                return try connections.with { connection throws(PGError) in try submission.submit(on: connection).id }
+            } catch {
+                guard error.isConnectionProblem, ContinuousClock.now + delay < deadline else { throw Self.failure(error) }
+                WakeSignal().wait(upTo: delay)
+                delay = min(delay * 2, .seconds(1))
+            }
+        }
+    }
+
+    private static func submission(_ request: CommandRequest) -> BusSubmission {
+        var submission = BusSubmission(name: request.name, payload: request.payload, metadata: request.metadata)
+        submission.timeout = request.timeout
+        submission.delay = request.delay ?? .zero
+        return submission
+    }
+
+    package func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data {
+        let submission = Self.submission(request)
+        let row = try await run(submission, onEvent: onEvent)
+        do {
+            return try row.outcome()
+        } catch {
+            throw HostFailure.bus(error, command: request.name)
+        }
+    }
+
+    /// Submits and waits for the final row; cancelling the waiting task cancels the command on the bus.
+    private func run(_ submission: BusSubmission, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> BusCommandRow {
+        let failure = Mutex<HostFailure?>(nil)
+        let row = await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<BusCommandRow?, Never>) in
+                waiter.watch(submission.id, correlation: submission.correlationID, onEvent: onEvent) { row in continuation.resume(returning: row) }
+                do throws(HostFailure) {
+                    let id = try submit(submission)
+                    if id != submission.id {
+                        // A key seen before: follow the first command instead.
+                        waiter.forget(submission.id)
+                        waiter.watch(id, correlation: id, onEvent: onEvent) { row in continuation.resume(returning: row) }
+                    }
+                } catch {
+                    waiter.forget(submission.id)
+                    failure.withLock { $0 = error }
+                    continuation.resume(returning: nil)
+                }
+            }
+        } onCancel: {
+            _ = try? connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(submission.id)]) }
+        }
+        if let row { return row }
+        throw failure.withLock { $0 } ?? HostFailure(.serverUnreachable, "the bus at \(redactedURL) did not take '\(submission.name)'")
+    }
+
+    package func post(_ request: CommandRequest) async throws(HostFailure) -> UUID {
+        var submission = Self.submission(request)
+        submission.failIfUnhandled = false
+        return try submit(submission)
+    }
+
+    package func sendAll(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
+        let failure: HostFailure? = await withTaskGroup(of: Result<CommandOutcome, HostFailure>.self) { group in
+            var inFlight = 0
+            var failure: HostFailure?
+            func take(_ result: Result<CommandOutcome, HostFailure>) {
+                switch result {
+                case .success(let outcome): onOutcome(outcome)
+                case .failure(let error): failure = failure ?? error
+                }
+            }
+            while failure == nil, let request = next() {
+                if inFlight >= concurrency, let result = await group.next() {
+                    inFlight -= 1
+                    take(result)
+                }
+                let submission = Self.submission(request)
+                group.addTask { [self] in
+                    do throws(HostFailure) {
+                        let row = try await run(submission, onEvent: nil)
+                        var outcome = CommandOutcome(tag: request.tag, id: row.id, command: request.name, state: row.state)
+                        if row.state == .succeeded {
+                            outcome.result = row.result
+                        } else {
+                            outcome.error = (row.errorCode ?? "handlerFailed", row.errorMessage ?? "")
+                        }
+                        return .success(outcome)
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+                inFlight += 1
+            }
+            for await result in group { take(result) }
+            return failure
+        }
+        if let failure { throw failure }
+    }
+
+    package func canHandle(_ name: String, payload: Data) async throws(HostFailure) -> Bool {
+        var submission = BusSubmission(name: name, payload: payload)
+        submission.isProbe = true
+        submission.maxAttempts = 1
+        let row = try await run(submission, onEvent: nil)
+        switch (row.state, row.errorCode) {
+        case (.succeeded, _): return true
+        case (_, "noHandler"?): return false
+        default: throw HostFailure(HostFailure.Code(name: row.errorCode ?? "") ?? .handlerFailed, row.errorMessage ?? "", command: name)
+        }
+    }
+
+    package func noHandler(_ command: String) -> HostFailure {
+        HostFailure(.noHandler, "no handler for command \(quoted(command)) would take it now (no live host on the bus at \(redactedURL) takes it)", command: command)
+    }
+
+    package func cancel(_ id: UUID) async throws(HostFailure) -> Bool {
+        do {
+            let rows = try connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(id)]) }
+            return (rows.count > 0 ? rows[row: 0].integer("flagged") ?? 0 : 0) > 0
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    package func plugins() async throws(HostFailure) -> JSONValue {
+        let rows: PGRows
+        do {
+            rows = try connections.with { connection throws(PGError) in
+                try connection.execute("SELECT catalog::text AS catalog FROM cmdbus.hosts h WHERE \(BusSQL.liveHost) ORDER BY started_at")
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+        var merged: [String: [JSONValue]] = ["directories": [], "plugins": [], "commands": [], "skipped": []]
+        for row in rows.all {
+            guard let catalog = row.text("catalog").flatMap(JSONValue.parse)?.objectValue else { continue }
+            for key in merged.keys { merged[key]! += catalog[key]?.arrayValue ?? [] }
+        }
+        return .object(merged.mapValues(JSONValue.array))
+    }
+
+    package func status() async throws(HostFailure) -> JSONValue {
+        do {
+            return try connections.with { connection throws(PGError) in try BusStatus.read(on: connection) }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    package func close() async {
+        waiter.stop()
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import Testing
+
+/// The shared bus: real `cmdbus serve --bus` processes and a real PostgreSQL (the throwaway
+/// cluster scripts/test.sh starts), each test in a database of its own.
+@Suite(.serialized, .enabled(if: SharedBusDatabase.isAvailable, "needs the PostgreSQL that scripts/test.sh starts"))
+struct SharedBusTests {
+    /// `cmdbus ... --bus URL`.
+    static func bus(_ url: String, _ arguments: String...) async throws -> ProcessResult {
+        try await cmdbus(arguments + ["--bus", url])
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func threeHostsEachRunWhatTheirPluginsHandle() async throws {
+        let database = try await SharedBusDatabase()
+        let greeter = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
+        let echo = try await BusHostProcess(bus: database.url, plugins: ["libCEcho.so", "libGreetAll.so"])
+        let fixture = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        defer { Task { await greeter.stop(); await echo.stop(); await fixture.stop(); await database.drop() } }
+
+        let greet = try await Self.bus(database.url, "run", "greet", "-p", "name=Ada")
+        #expect(greet.status == 0 && greet.stdout == "{\"greeting\":\"Hello, Ada!\"}\n", "\(greet.stderr)")
+        let echoed = try await Self.bus(database.url, "run", "c.echo", "-p", "x=1")
+        #expect(echoed.status == 0 && echoed.stdout == "{\"x\":1}\n")
+        let whoami = try await Self.bus(database.url, "run", "fixture.whoami")
+        let metadata = try #require((try jsonObject(whoami.stdout))["metadata"] as? [String: String])
+        #expect(metadata["cmdbus.host"]?.hasSuffix(":\(fixture.pid)") == true && metadata["cmdbus.attempt"] == "1")
+
+        let nope = try await Self.bus(database.url, "run", "nope")
+        #expect(nope.status == 69 && nope.stderr.contains("no handler for command 'nope'"))
+        // Chain of responsibility across hosts: the only greeter declines an empty name.
+        #expect(try await Self.bus(database.url, "can", "greet", "-p", "name=Ada").status == 0)
+        let declined = try await Self.bus(database.url, "run", "greet", "-p", "name=")
+        #expect(declined.status == 69 && declined.stderr.contains("declined"), "\(declined.stderr)")
+        #expect(try await Self.bus(database.url, "can", "greet", "-p", "name=").status == 69)
+
+        // greet-all runs on the echo host; its greet subcommands cross to the greeter host,
+        // with the parent's id, and its events reach this client in order.
+        let all = try await Self.bus(database.url, "run", "greet-all", "-p", #"names=["Ada","Lin"]"#)
+        #expect(all.status == 0 && all.stdout == "{\"greetings\":[\"Hello, Ada!\",\"Hello, Lin!\"]}\n", "\(all.stderr)")
+        #expect(all.stderr.contains(#"event greet-all: greeted {"done":1,"name":"Ada","total":2}"#))
+        let order = all.stderr.split(separator: "\n").filter { $0.hasPrefix("event greet-all") }
+        #expect(order.count == 2 && order[0].contains("Ada") && order[1].contains("Lin"))
+        let children = try await database.sql("""
+            SELECT count(*) FROM cmdbus.commands c JOIN cmdbus.commands p ON c.parent_id = p.id
+            WHERE p.name = 'greet-all' AND c.name = 'greet' AND c.state = 'succeeded' AND c.correlation_id = p.id
+            """)
+        #expect(children == "2\n")
+
+        let plugins = try await Self.bus(database.url, "plugins")
+        #expect(plugins.status == 0 && ["greeter", "c-echo", "greet-all", "fixture"].allSatisfy { plugins.stdout.contains("\($0) ") })
+        let status = try await Self.bus(database.url, "bus", "status", "--json")
+        let hosts = try #require((try jsonObject(status.stdout))["hosts"] as? [[String: Any]])
+        #expect(hosts.filter { $0["live"] as? Bool == true }.count == 3)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aKilledHostsCommandRunsOnAnotherUnderTheSameID() async throws {
+        let database = try await SharedBusDatabase()
+        let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        defer { Task { await first.stop(); await second.stop(); await database.drop() } }
+        let runs = first.work.file("runs.txt")
+        async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=4000")
+        #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })
+        let owner = Self.lines(runs)[0].split(separator: " ")[2]
+        let (victim, survivor) = owner.hasSuffix(":\(first.pid)") ? (first, second) : (second, first)
+        await victim.kill9()
+        let finished = try await result
+        #expect(finished.status == 0, "\(finished.stderr)")
+        let lines = Self.lines(runs).map { $0.split(separator: " ").map(String.init) }
+        #expect(lines.count == 2 && lines[0][0] == lines[1][0], "the same command id ran again: \(lines)")
+        #expect(lines.map { $0[1] } == ["1", "2"] && lines[1][2].hasSuffix(":\(survivor.pid)"))
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aHostThatLosesItsLeaseIsFencedAndItsLateResultDiscarded() async throws {
+        let database = try await SharedBusDatabase()
+        let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        defer { Task { await first.stop(); await second.stop(); await database.drop() } }
+        let runs = first.work.file("runs.txt")
+        async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=3000")
+        #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })
+        let owner = Self.lines(runs)[0].split(separator: " ")[2]
+        let zombie = owner.hasSuffix(":\(first.pid)") ? first : second
+        zombie.signal(SIGSTOP)
+        // Past the lease (2 s), the other host takes the command over.
+        #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 2 })
+        zombie.signal(SIGCONT)
+        let finished = try await result
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(await waitUntil(.seconds(30)) { zombie.output.contains("fenced") })
+        let row = try await database.sql("SELECT state, attempt FROM cmdbus.commands WHERE name = 'fixture.append'")
+        #expect(row == "succeeded|2\n")
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func valuesGoInAndComeOutUnchangedAndAKeyRunsOnce() async throws {
+        let database = try await SharedBusDatabase()
+        let echo = try await BusHostProcess(bus: database.url, plugins: ["libCEcho.so", "libFixturePlugin.so"])
+        defer { Task { await echo.stop(); await database.drop() } }
+        let nasty = #"'; DROP TABLE cmdbus.commands; -- \" \\ \u0000 $1 ::text é 🎉"#
+        let payload = try String(decoding: JSONSerialization.data(withJSONObject: ["a": nasty]), as: UTF8.self)
+        let result = try await Self.bus(database.url, "run", "c.echo", payload, "-m", "note=\(nasty)")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try jsonObject(result.stdout)["a"] as? String == nasty)
+        // A 1 MB string of quotes and backslashes, through a batch file (too long for an argument).
+        let big = String(repeating: "x'\\\"", count: 250_000)
+        let line = try JSONSerialization.data(withJSONObject: ["command": "c.echo", "payload": ["b": big, "a": nasty]])
+        let input = echo.work.file("big.ndjson")
+        try line.write(to: input)
+        let batch = try await Self.bus(database.url, "batch", input.path)
+        #expect(batch.status == 0, "\(batch.stderr)")
+        let echoed = try #require(try jsonObject(batch.stdout)["result"] as? [String: Any])
+        #expect(echoed["b"] as? String == big && echoed["a"] as? String == nasty)
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands") == "2\n")
+        #expect(try await database.sql("SELECT metadata->>'note' FROM cmdbus.commands WHERE metadata ? 'note'") == nasty + "\n")
+
+        let runs = echo.work.file("runs.txt")
+        let key = "key '\"\\ 1"
+        let once = try await Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-m", "idempotency-key=\(key)")
+        let again = try await Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-m", "idempotency-key=\(key)")
+        #expect(once.status == 0 && again.status == 0 && once.stdout == again.stdout)
+        #expect(Self.lines(runs).count == 1)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func badURLsServersAndSchemasGetOneClearLine() async throws {
+        let malformed = try await cmdbus("run", "greet", "--bus", "not a url")
+        #expect(malformed.status == 64 && malformed.stderr.contains("--bus takes a PostgreSQL URL"))
+        let unreachable = try await cmdbus("run", "greet", "--bus", "postgres://ada:s3cret@127.0.0.1:1/nothing?connect_timeout=2")
+        #expect(unreachable.status == 1 && unreachable.stderr.split(separator: "\n").count == 1)
+        #expect(unreachable.stderr.contains("cannot connect to PostgreSQL at postgres://ada:***@127.0.0.1:1/nothing") && !unreachable.stderr.contains("s3cret"))
+
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        try await database.sql("CREATE SCHEMA cmdbus")
+        try await database.sql("CREATE TABLE cmdbus.schema_version (version int)")
+        try await database.sql("INSERT INTO cmdbus.schema_version VALUES (99)")
+        let newer = try await cmdbus("run", "greet", "--bus", database.url)
+        #expect(newer.status == 74 && newer.stderr.contains("schema version 99, newer than this cmdbus (1)"), "\(newer.stderr)")
+        let role = "reader_" + database.name.suffix(8)
+        try await database.sql("CREATE ROLE \(role) LOGIN")
+        try await database.sql("DROP SCHEMA cmdbus CASCADE")
+        try await database.sql("REVOKE CREATE ON DATABASE \(database.name) FROM PUBLIC")
+        let denied = try await cmdbus("run", "greet", "--bus", database.url.replacingOccurrences(of: "user=postgres", with: "user=\(role)"))
+        #expect(denied.status == 74 && denied.stderr.contains("permission denied"), "\(denied.stderr)")
+        await database.drop()
+        try await SharedBusDatabase.psql(SharedBusDatabase.clusterURL, "DROP ROLE \(role)")
+    }
+
+    @Test(.timeLimit(.minutes(4)))
+    func restartsAndKilledConnectionsLoseNothing() async throws {
+        let database = try await SharedBusDatabase()
+        let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        defer { Task { await first.stop(); await second.stop(); await database.drop() } }
+        let runs = first.work.file("runs.txt"), input = first.work.file("batch.ndjson")
+        let count = 1000
+        try (0..<count).map { _ in #"{"command": "fixture.append", "payload": {"file": "\#(runs.path)", "milliseconds": 150}}"# }
+            .joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
+        async let batch = Self.bus(database.url, "batch", input.path, "-c", "32")
+        #expect(await waitUntil(.seconds(60)) { Self.lines(runs).count >= 100 })
+        try await database.sql("SELECT count(pg_terminate_backend(pid)) >= 0 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        #expect(await waitUntil(.seconds(60)) { Self.lines(runs).count >= 300 })
+        try await Self.restartPostgres()
+        #expect(Self.lines(runs).count < count, "the restart came after the work: it tested nothing")
+        let finished = try await batch
+        #expect(finished.status == 0, "\(finished.stderr)")
+        let outcomes = finished.stdout.split(separator: "\n")
+        #expect(outcomes.count == count && outcomes.allSatisfy { $0.contains(#""state":"succeeded""#) })
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'succeeded'") == "\(count)\n")
+        #expect(Set(Self.lines(runs).map { $0.split(separator: " ")[0] }).count == count)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func drainingHandsBackAtOnceAndRetriesBackOff() async throws {
+        let database = try await SharedBusDatabase()
+        // A long lease: what the first host hands back must not wait for it to run out.
+        let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "60", drain: "1", extra: ["--capacity", "1"])
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let runs = scratch.file("runs.txt")
+        async let slow = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=5000")
+        #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })
+        let started = ContinuousClock.now
+        await first.stop()
+        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "60")
+        defer { Task { await second.stop(); await database.drop() } }
+        let finished = try await slow
+        #expect(finished.status == 0 && ContinuousClock.now - started < .seconds(40), "\(finished.stderr)")
+        #expect(try await database.sql("SELECT attempt FROM cmdbus.commands WHERE name = 'fixture.append'") == "1\n")
+
+        let retried = try await Self.bus(database.url, "run", "fixture.fail", "-p", "message=flaky", "-p", "retryable=true")
+        #expect(retried.status == 1 && retried.stderr.contains("flaky"))
+        #expect(try await database.sql("SELECT attempt, state FROM cmdbus.commands WHERE name = 'fixture.fail'") == "5|failed\n")
+        let delayed = try await Self.bus(database.url, "run", "fixture.whoami", "--delay", "1500ms")
+        #expect(delayed.status == 0)
+        let waited = try await database.sql(
+            "SELECT started_at - created_at >= interval '1.4 seconds' FROM cmdbus.commands WHERE name = 'fixture.whoami'"
+        )
+        #expect(waited == "t\n")
+    }
+
+    /// The lines of a file, without the empty last one.
+    static func lines(_ url: URL) -> [Substring] {
+        ((try? String(contentsOf: url, encoding: .utf8)) ?? "").split(separator: "\n")
+    }
+
+    /// `pg_ctl restart` on the test cluster, as the user it runs as.
+    static func restartPostgres() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let bin = try #require(environment["CMDBUS_TEST_POSTGRES_BIN"]), directory = try #require(environment["CMDBUS_TEST_POSTGRES_DIR"])
+        let command = ["\(bin)/pg_ctl", "-D", "\(directory)/data", "-l", "\(directory)/server.log", "-m", "fast", "-w", "restart"]
+        // With system(), which waits for its own child: Foundation's Process never saw this one end
+        // (the restarted server, in a session of its own, seems to confuse its child tracking).
+        let line = ((getuid() == 0 ? ["runuser", "-u", "postgres", "--"] : []) + command).map { "'\($0)'" }.joined(separator: " ")
+        let status = await Task.detached { system(line + " </dev/null >/dev/null 2>&1") }.value
+        try #require(status == 0, "pg_ctl restart failed with status \(status)")
+    }
+}
