@@ -203,6 +203,111 @@ struct SharedBusTests {
         #expect(waited == "t\n")
     }
 
+    @Test(.timeLimit(.minutes(3)))
+    func theJournalCommandsWorkOnTheBus() async throws {
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so", "libFixturePlugin.so"])
+        defer { Task { await host.stop(); await database.drop() } }
+        #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Ada").status == 0)
+        let failed = try await Self.bus(database.url, "run", "fixture.fail", "-p", "message=once", "--json")
+        #expect(failed.status == 1)
+        let list = try await Self.bus(database.url, "journal", "list", "--state", "failed", "--json")
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        #expect(entries.count == 1 && entries[0]["command"] as? String == "fixture.fail")
+        let id = try #require(entries[0]["id"] as? String)
+        let show = try await Self.bus(database.url, "journal", "show", id)
+        #expect(show.status == 0 && show.stdout.contains(#""message":"once""#))
+        let retry = try await Self.bus(database.url, "journal", "retry", id)
+        #expect(retry.status == 1 && retry.stderr.contains("once"))
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE id = '\(id)' AND state = 'failed'") == "1\n")
+        let missing = try await Self.bus(database.url, "journal", "show", UUID().uuidString, "--json")
+        #expect(missing.status == 1 && missing.stderr.contains("entryNotFound"))
+
+        // A user moving from one machine to many keeps their history.
+        let local = try TemporaryDirectory()
+        defer { local.remove() }
+        try local.install("libGreeter.so")
+        let journal = local.file("journal.sqlite").path
+        for name in ["Lin", "Grace"] {
+            #expect(try await cmdbus("run", "greet", "-p", "name=\(name)", "--plugins", local.path, "--journal", journal).status == 0)
+        }
+        let imported = try await Self.bus(database.url, "journal", "import", journal)
+        #expect(imported.status == 0 && imported.stdout.hasPrefix("imported 2 new, 0 already present"), "\(imported.stderr)")
+        let again = try await Self.bus(database.url, "journal", "import", journal)
+        #expect(again.stdout.hasPrefix("imported 0 new, 2 already present"))
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE name = 'greet' AND state = 'succeeded'") == "3\n")
+    }
+
+    /// Three hosts drain 20,000 commands while hosts are killed and restarted, paused past their
+    /// lease, and cut off from PostgreSQL. Every command ends exactly once, none is lost, and
+    /// every re-run is of a command whose host died or lost its lease.
+    @Test(.timeLimit(.minutes(6)))
+    func chaos() async throws {
+        let database = try await SharedBusDatabase()
+        let scratch = try TemporaryDirectory()
+        let runs = scratch.file("runs.txt")
+        let total = 20_000
+        try await database.sql("SELECT 1")
+        var hosts: [BusHostProcess] = []
+        for _ in 0..<3 { hosts.append(try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])) }
+        defer { Task { [hosts] in for host in hosts { await host.stop() }; scratch.remove(); await database.drop() } }
+        let payload = #"{"file":"\#(runs.path)","milliseconds":20}"#
+        try await database.sql("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
+            SELECT u, 'fixture.append', convert_to('\(payload)', 'UTF8'), u, 'pending'
+            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, \(total))) s
+            """)
+        try await database.sql("NOTIFY cmdbus_new, 'fixture.append'")
+        var victims: Set<String> = []
+        var faults: [String] = []
+        func finished() async throws -> Int {
+            Int(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE finalized_at IS NOT NULL")
+                .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        }
+        var round = 0
+        while try await finished() < total, round < 200 {
+            round += 1
+            try await Task.sleep(for: .milliseconds(800))
+            switch round % 3 {
+            case 1:
+                let index = Int.random(in: 0..<hosts.count)
+                victims.insert(":\(hosts[index].pid)")
+                await hosts[index].kill9()
+                hosts[index] = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+                faults.append("SIGKILL")
+            case 2:
+                let host = hosts[Int.random(in: 0..<hosts.count)]
+                victims.insert(":\(host.pid)")
+                host.signal(SIGSTOP)
+                try await Task.sleep(for: .seconds(3))
+                host.signal(SIGCONT)
+                faults.append("SIGSTOP 3 s")
+            default:
+                try await database.sql("""
+                    SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                    WHERE datname = current_database() AND pid <> pg_backend_pid()
+                    """)
+                faults.append("pg_terminate_backend")
+            }
+        }
+        #expect(try await finished() == total)
+        #expect(try await database.sql("SELECT state, count(*) FROM cmdbus.commands GROUP BY state") == "succeeded|\(total)\n")
+        let lines = Self.lines(runs).map { $0.split(separator: " ").map(String.init) }
+        var attemptsByID: [String: [(attempt: Int, host: String)]] = [:]
+        for line in lines where line.count == 3 { attemptsByID[line[0], default: []].append((Int(line[1]) ?? 0, line[2])) }
+        #expect(attemptsByID.count == total, "every command ran")
+        var reruns = 0
+        for (_, attempts) in attemptsByID where attempts.count > 1 {
+            reruns += attempts.count - 1
+            #expect(Set(attempts.map(\.attempt)).count == attempts.count, "an attempt ran twice: \(attempts)")
+            let earlier = attempts.sorted { $0.attempt < $1.attempt }.dropLast()
+            #expect(earlier.allSatisfy { run in victims.contains { run.host.hasSuffix($0) } }, "a re-run whose host neither died nor lost its lease: \(attempts)")
+        }
+        let finalAttempts = try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE attempt > 1")
+        print("chaos: \(total) commands, \(faults.count) faults (\(faults.joined(separator: ", "))), \(reruns) re-runs, "
+            + "\(finalAttempts.trimmingCharacters(in: .whitespacesAndNewlines)) commands finished on a later attempt")
+    }
+
     /// The lines of a file, without the empty last one.
     static func lines(_ url: URL) -> [Substring] {
         ((try? String(contentsOf: url, encoding: .utf8)) ?? "").split(separator: "\n")
