@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "FixturePlugin", dependencies: ["CommandBusPlugin"], path: "Tests/Fixtures/FixturePlugin"),
         .executableTarget(
             name: "CommandBusBenchmarks",
-            dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CSQLite"]
+            dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusPostgres", "CSQLite"]
         ),
         // The baseline the cold-start benchmarks compare with.
         .executableTarget(name: "HelloWorld"),

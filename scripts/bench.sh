@@ -4,8 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
+source scripts/lib/postgres.sh
 
 ensure_system_packages
 log "building the benchmarks, cmdbus, the plugins and the hello-world baseline (release)"
 swift build -c release >&2
+# A throwaway PostgreSQL for the shared-bus figures, stopped however the run ends.
+start_test_postgres
+trap stop_test_postgres EXIT
 .build/release/CommandBusBenchmarks "$@"

@@ -5,12 +5,17 @@ import Foundation
 
 let wantsJSON = CommandLine.arguments.contains("--json")
 
+// `$CMDBUS_BENCH_ONLY` (comma-separated: core, plugin, journal, server, bus) runs some groups only.
+let only = Set((ProcessInfo.processInfo.environment["CMDBUS_BENCH_ONLY"] ?? "").split(separator: ",").map(String.init))
+func wanted(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
+
 let report = try await Task.detached { () async throws -> BenchmarkReport in
     var report = BenchmarkReport()
-    try await CoreBenchmarks.run(into: &report)
-    try await PluginBenchmarks.run(into: &report)
-    try await JournalBenchmarks.run(into: &report)
-    try await ServerBenchmarks.run(into: &report)
+    if wanted("core") { try await CoreBenchmarks.run(into: &report) }
+    if wanted("plugin") { try await PluginBenchmarks.run(into: &report) }
+    if wanted("journal") { try await JournalBenchmarks.run(into: &report) }
+    if wanted("server") { try await ServerBenchmarks.run(into: &report) }
+    if wanted("bus") { try await BusBenchmarks.run(into: &report) }
     return report
 }.value
 

@@ -1,0 +1,134 @@
+import CommandBusHost
+import CommandBusPostgres
+import Foundation
+import Glibc
+
+/// The shared-bus figures of issue #12, against the throwaway PostgreSQL scripts/bench.sh starts
+/// (`$CMDBUS_TEST_POSTGRES`), with default durability. Hosts are real `cmdbus serve --bus` processes.
+enum BusBenchmarks {
+    static func run(into report: inout BenchmarkReport) async throws {
+        guard let cluster = ProcessInfo.processInfo.environment["CMDBUS_TEST_POSTGRES"], !cluster.isEmpty else {
+            throw BenchmarkFailure("no PostgreSQL: run the benchmarks through scripts/bench.sh, which starts one")
+        }
+        for hosts in [1, 2, 3] {
+            let perSecond = try await drain(hosts: hosts, cluster: cluster)
+            report.record(hosts == 3 ? "bus_drain_per_s" : "bus_drain_\(hosts)_host\(hosts == 1 ? "" : "s")_per_s", perSecond)
+        }
+        report.record("bus_submit_per_s", try await submit(cluster: cluster))
+        let (wakeup, send) = try await latencies(cluster: cluster)
+        report.record("bus_wakeup_p50_ms", wakeup)
+        report.record("bus_send_p50_ms", send)
+    }
+
+    /// A fresh database in the cluster, migrated.
+    static func database(_ cluster: String) throws -> (url: String, drop: () -> Void) {
+        let name = "bench_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let admin = try PGConnection(url: cluster)
+        try admin.execute("CREATE DATABASE \(name)")
+        let url = cluster.replacingOccurrences(of: ":///postgres?", with: ":///\(name)?")
+        try BusSchema.migrate(try PGConnection(url: url))
+        return (url, { _ = try? admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") })
+    }
+
+    /// Host processes with the C echo plugin (a no-op command: it answers with its payload).
+    static func startHosts(_ count: Int, url: String, work: Scratch) throws -> [Process] {
+        let plugins = work.path + "/plugins"
+        try FileManager.default.createDirectory(atPath: plugins, withIntermediateDirectories: true)
+        if !FileManager.default.fileExists(atPath: plugins + "/libCEcho.so") { try work.copy(product: "libCEcho.so", as: "plugins/libCEcho.so") }
+        return try (0..<count).map { _ in
+            let host = Process()
+            host.executableURL = PluginBenchmarks.productDirectory.appendingPathComponent("cmdbus")
+            host.arguments = ["serve", "--bus", url, "--plugins", plugins, "--capacity", "256", "--drain", "1"]
+            host.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.path + "/registry.json"]) { _, new in new }
+            host.standardError = FileHandle.nullDevice
+            try host.run()
+            return host
+        }
+    }
+
+    static func stop(_ hosts: [Process]) {
+        for host in hosts where host.isRunning { host.terminate() }
+        for host in hosts { host.waitUntilExit() }
+    }
+
+    /// 50,000 pending no-op commands, inserted beforehand, drained by `hosts` processes: from their start to the last completion.
+    static func drain(hosts count: Int, cluster: String) async throws -> Double {
+        let (url, drop) = try database(cluster)
+        defer { drop() }
+        let work = try Scratch("bus-drain")
+        defer { work.remove() }
+        let total = 50_000
+        let connection = try PGConnection(url: url)
+        try connection.execute("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
+            SELECT u, 'c.echo', convert_to('{}', 'UTF8'), u, 'pending' FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, \(total))) s
+            """)
+        let started = ContinuousClock.now
+        let hosts = try startHosts(count, url: url, work: work)
+        defer { stop(hosts) }
+        while true {
+            let done = try connection.execute("SELECT count(*)::int8 AS done FROM cmdbus.commands WHERE finalized_at IS NOT NULL")
+            if (done[row: 0].integer("done") ?? 0) >= total { break }
+            try await Task.sleep(for: .milliseconds(5))
+            if ContinuousClock.now - started > .seconds(600) { throw BenchmarkFailure("the drain of \(total) commands did not finish") }
+        }
+        return Double(total) / seconds(ContinuousClock.now - started)
+    }
+
+    /// 10 concurrent clients, each submitting one command per transaction, for 2 seconds.
+    static func submit(cluster: String) async throws -> Double {
+        let (url, drop) = try database(cluster)
+        defer { drop() }
+        let clients = 10
+        let deadline = ContinuousClock.now + .seconds(2)
+        let counts = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<clients {
+                group.addTask {
+                    try await Task.detached {
+                        let connection = try PGConnection(url: url)
+                        var submitted = 0
+                        while ContinuousClock.now < deadline {
+                            var submission = BusSubmission(name: "c.echo", payload: Data("{}".utf8))
+                            submission.failIfUnhandled = false
+                            try submission.submit(on: connection)
+                            submitted += 1
+                        }
+                        return submitted
+                    }.value
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        return Double(counts) / 2
+    }
+
+    /// Submit to handler start on an idle host (the database's clock at both ends), and a whole
+    /// `send` round trip through PostgreSQL, p50 of 200 each, in milliseconds.
+    static func latencies(cluster: String) async throws -> (wakeup: Double, send: Double) {
+        let (url, drop) = try database(cluster)
+        defer { drop() }
+        let work = try Scratch("bus-latency")
+        defer { work.remove() }
+        let hosts = try startHosts(1, url: url, work: work)
+        defer { stop(hosts) }
+        let client = try PostgresBusClient(url: url)
+        var ready = false
+        for _ in 0..<500 where !ready {
+            ready = (try? await client.canHandle("c.echo", payload: Data("{}".utf8))) == true
+            if !ready { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        guard ready else { throw BenchmarkFailure("the bus host never took c.echo") }
+        var sends = LatencySampler(capacity: 200)
+        for _ in 0..<200 {
+            try await sends.measure { _ = try await client.send(CommandRequest(name: "c.echo", payload: Data("{}".utf8)), onEvent: nil) }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let connection = try PGConnection(url: url)
+        let wakeups = try connection.execute("""
+            SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM started_at - created_at))::float8 * 1000 AS p50
+            FROM cmdbus.commands WHERE kind = 'command'
+            """)
+        await client.close()
+        return (wakeups[row: 0].double("p50") ?? .nan, sends.percentile(50) / 1_000_000)
+    }
+}
