@@ -1,5 +1,4 @@
 import CommandBus
-import CommandBusLoading
 
 /// A failure the host reports to a person: a one-line message, a stable ``Code`` that fixes the
 /// exit status, and the command and plugin it concerns.
@@ -75,12 +74,6 @@ package struct HostFailure: Error, Sendable {
             self = code
         }
 
-        /// The code of a bus error: the bus's codes share their names with these; a handler
-        /// failure caused by its plugin's process dying is `pluginCrashed`.
-        package init(_ error: CommandBusError) {
-            self = error.cause is PluginCrash ? .pluginCrashed : Code(name: error.code.description) ?? .handlerFailed
-        }
-
         package var description: String { name }
     }
 
@@ -109,11 +102,6 @@ package struct HostFailure: Error, Sendable {
 
     /// A journal that cannot be opened, read or written.
     package static func journal(_ error: CommandBusError) -> Self { .init(.journalFailed, error.message) }
-
-    /// A bus error, with the code (and so the exit status) its own code maps to.
-    package static func bus(_ error: CommandBusError, command: String?, plugin: String? = nil) -> Self {
-        .init(Code(error), error.message, command: command, plugin: plugin)
-    }
 }
 
 /// The exit codes `cmdbus` documents (sysexits.h values where one fits).

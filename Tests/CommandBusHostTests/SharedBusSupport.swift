@@ -41,14 +41,21 @@ final class BusHostProcess: @unchecked Sendable {
     let log: URL
 
     /// Starts a host with the named build products as its plugins; returns once it has joined the bus.
-    init(bus: String, plugins: [String], lease: String = "2", drain: String = "10", extra: [String] = []) async throws {
+    init(bus: String, plugins: [String], lease: String = "2", drain: String = "10", extra: [String] = [], inNamespace namespace: String? = nil) async throws {
         work = try TemporaryDirectory("cmdbus-bus-host")
         let directory = try work.subdirectory("plugins")
         for plugin in plugins { try directory.install(plugin) }
         log = work.file("host.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.executableURL = try TestPaths.product("cmdbus")
-        process.arguments = ["serve", "--bus", bus, "--plugins", directory.path, "--lease", lease, "--drain", drain] + extra
+        let arguments = ["serve", "--bus", bus, "--plugins", directory.path, "--lease", lease, "--drain", drain] + extra
+        if let namespace {
+            // `ip netns exec` execs the host: the process is the host itself.
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+            process.arguments = ["netns", "exec", namespace, try TestPaths.product("cmdbus").path] + arguments
+        } else {
+            process.executableURL = try TestPaths.product("cmdbus")
+            process.arguments = arguments
+        }
         process.currentDirectoryURL = work.url
         process.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { _, new in new }
         process.standardOutput = FileHandle.nullDevice
@@ -76,5 +83,87 @@ final class BusHostProcess: @unchecked Sendable {
     func kill9() async {
         signal(SIGKILL)
         _ = await waitUntil(.seconds(30)) { !self.process.isRunning }
+    }
+}
+
+/// Runs a shell command line and waits for it, with `system()` (which reaps its own child:
+/// Foundation's `Process` was seen to miss the end of commands that start servers).
+@discardableResult
+func shell(_ line: String) async -> Int32 {
+    await Task.detached { system(line + " </dev/null >/dev/null 2>&1") }.value
+}
+
+/// A network namespace joined to this one by a veth pair: `hostAddress` here, `namespaceAddress` there.
+struct NetworkNamespace {
+    let name: String
+    let hostSide: String
+    let hostAddress: String
+    let namespaceAddress: String
+
+    static var isAvailable: Bool { getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") }
+
+    init() async throws {
+        let tag = String(UInt32.random(in: 0..<0xFFFF), radix: 16)
+        let subnet = Int.random(in: 1..<250)
+        name = "cmdbus-\(tag)"
+        hostSide = "vh\(tag)"
+        hostAddress = "10.231.\(subnet).1"
+        namespaceAddress = "10.231.\(subnet).2"
+        let namespaceSide = "vn\(tag)"
+        for command in [
+            "ip netns add \(name)", "ip link add \(hostSide) type veth peer name \(namespaceSide)",
+            "ip link set \(namespaceSide) netns \(name)", "ip addr add \(hostAddress)/24 dev \(hostSide)", "ip link set \(hostSide) up",
+            "ip netns exec \(name) ip addr add \(namespaceAddress)/24 dev \(namespaceSide)",
+            "ip netns exec \(name) ip link set \(namespaceSide) up", "ip netns exec \(name) ip link set lo up",
+        ] {
+            let status = await shell(command)
+            try #require(status == 0, "'\(command)' failed")
+        }
+    }
+
+    /// Cuts (or restores) the link.
+    func link(up: Bool) async { await shell("ip link set \(hostSide) \(up ? "up" : "down")") }
+
+    func remove() async {
+        await shell("ip link del \(hostSide)")
+        await shell("ip netns del \(name)")
+    }
+}
+
+/// A PostgreSQL of its own that listens on TCP at `address` and wants a password (scram-sha-256)
+/// from there: for the test that puts a host across a real network.
+struct PasswordCluster {
+    let directory: TemporaryDirectory
+    let port: Int
+    let bin: String
+    let address: String
+
+    init(listeningOn address: String, role: String, password: String) async throws {
+        let environment = ProcessInfo.processInfo.environment
+        bin = try #require(environment["CMDBUS_TEST_POSTGRES_BIN"])
+        directory = try TemporaryDirectory("cmdbus-pg-tcp")
+        self.address = address
+        port = Int.random(in: 20_000..<40_000)
+        let data = directory.file("data").path, socket = directory.path
+        let asPostgres = getuid() == 0 ? "runuser -u postgres -- " : ""
+        await shell("chmod 755 \(socket); chown postgres \(socket)")
+        var status = await shell("\(asPostgres)\(bin)/initdb -D \(data) -A trust -U postgres --no-sync")
+        try #require(status == 0, "initdb failed")
+        let hba = "local all all trust\nhost all \(role) \(address.split(separator: ".").prefix(3).joined(separator: ".")).0/24 scram-sha-256\n"
+        try hba.write(toFile: data + "/pg_hba.conf", atomically: true, encoding: .utf8)
+        await shell("chown postgres \(data)/pg_hba.conf")
+        status = await shell("\(asPostgres)\(bin)/pg_ctl -D \(data) -l \(socket)/server.log -w "
+            + "-o \"-k \(socket) -p \(port) -c listen_addresses=\(address) -c password_encryption=scram-sha-256\" start")
+        try #require(status == 0, "the TCP cluster did not start")
+        _ = try await SharedBusDatabase.psql(localURL, "CREATE ROLE \(role) LOGIN SUPERUSER PASSWORD '\(password)'")
+    }
+
+    /// The cluster over its Unix socket, as the superuser.
+    var localURL: String { "postgresql:///postgres?host=\(directory.path)&port=\(port)&user=postgres" }
+
+    func stop() async {
+        let asPostgres = getuid() == 0 ? "runuser -u postgres -- " : ""
+        await shell("\(asPostgres)\(bin)/pg_ctl -D \(directory.file("data").path) -m immediate stop")
+        directory.remove()
     }
 }

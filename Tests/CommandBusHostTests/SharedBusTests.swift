@@ -238,6 +238,37 @@ struct SharedBusTests {
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE name = 'greet' AND state = 'succeeded'") == "3\n")
     }
 
+    /// A host in a network namespace of its own reaches PostgreSQL over TCP, with a password, on a
+    /// veth pair: it works across that network, and when the link is cut for longer than the lease
+    /// its command runs on another host and it fences itself.
+    @Test(.timeLimit(.minutes(3)), .enabled(if: NetworkNamespace.isAvailable, "needs root and ip(8) for a network namespace"))
+    func aHostAcrossARealNetworkIsFencedWhenTheLinkIsCut() async throws {
+        let namespace = try await NetworkNamespace()
+        let cluster = try await PasswordCluster(listeningOn: namespace.hostAddress, role: "busnet", password: "n3t-s3cret")
+        defer { Task { await cluster.stop(); await namespace.remove() } }
+        let overTCP = "postgres://busnet:n3t-s3cret@\(namespace.hostAddress):\(cluster.port)/postgres?connect_timeout=3"
+        let wrong = try await cmdbus("run", "greet", "--bus", overTCP.replacingOccurrences(of: "n3t-s3cret", with: "wrong"))
+        #expect(wrong.status == 1 && wrong.stderr.contains("password authentication failed") && !wrong.stderr.contains("wrong@"), "\(wrong.stderr)")
+
+        let remote = try await BusHostProcess(bus: overTCP, plugins: ["libFixturePlugin.so"], inNamespace: namespace.name)
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let runs = scratch.file("runs.txt")
+        let first = try await Self.bus(overTCP, "run", "fixture.append", "-p", "file=\(runs.path)")
+        #expect(first.status == 0 && first.stdout.contains(":\(remote.pid)"), "ran across the veth pair: \(first.stderr)")
+
+        async let slow = Self.bus(overTCP, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=4000")
+        #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 2 })
+        let local = try await BusHostProcess(bus: cluster.localURL, plugins: ["libFixturePlugin.so"])
+        await namespace.link(up: false)
+        let finished = try await slow
+        #expect(finished.status == 0 && finished.stdout.contains(":\(local.pid)"), "\(finished.stderr)")
+        await namespace.link(up: true)
+        #expect(await waitUntil(.seconds(60)) { remote.output.contains("fenced") }, "\(remote.output)")
+        await remote.stop()
+        await local.stop()
+    }
+
     /// Three hosts drain 20,000 commands while hosts are killed and restarted, paused past their
     /// lease, and cut off from PostgreSQL. Every command ends exactly once, none is lost, and
     /// every re-run is of a command whose host died or lost its lease.
