@@ -19,6 +19,6 @@ fi
 export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
 # A throwaway PostgreSQL for the shared-bus tests, stopped however the run ends.
 start_test_postgres
-trap stop_test_postgres EXIT
+trap 'stop_test_postgres; remove_test_namespaces' EXIT
 log "running the tests"
 swift test "$@"

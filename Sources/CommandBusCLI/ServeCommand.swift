@@ -82,8 +82,10 @@ enum ServeCommand {
         let remote = RemoteCommandHandler(connections: PGConnectionPool(url: url), waiter: ResultWaiter(url: url))
         var journal = try JournalOptions(arguments)
         journal.enabled = false
+        let ledger = LocalSubcommandLedger()
         let session = try await HostSession.start(
-            plugins: try PluginOptions(arguments), journal: journal, console: console, reportSkipped: true, fallback: remote
+            plugins: try PluginOptions(arguments), journal: journal, console: console, reportSkipped: true, fallback: remote,
+            busJournal: ledger
         )
         session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
         var settings = BusHost.Settings(url: url)
@@ -93,6 +95,7 @@ enum ServeCommand {
             settings: settings, bus: session.bus, commands: session.catalog.routes.map(\.command), catalog: session.catalog.json,
             log: { level, message in log(level, message) }
         )
+        ledger.attach(host, bus: session.bus)
         do {
             try host.start()
         } catch {

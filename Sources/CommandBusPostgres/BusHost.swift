@@ -56,6 +56,8 @@ package final class BusHost: Sendable {
     private enum Finish {
         case complete(id: UUID, attempt: Int, state: CommandState, result: Data?, code: String?, message: String?, retryAfter: Duration?)
         case decline(id: UUID, attempt: Int)
+        /// A subcommand that runs here: recorded as a row this host holds, finished like any other.
+        case record(envelope: CommandEnvelope, payload: Data)
     }
 
     /// This host's id (its lease owner).
@@ -253,6 +255,27 @@ package final class BusHost: Sendable {
         for waiter in drained { waiter.resume() }
     }
 
+    /// Whether commands of this correlation (a command claimed here, and its subcommands) run here.
+    package func runsCorrelation(_ correlation: UUID) -> Bool {
+        state.withLock { $0.correlations[correlation] != nil }
+    }
+
+    /// Records a subcommand that runs here (``LocalSubcommandLedger``).
+    package func recordLocalSubcommand(_ envelope: CommandEnvelope, payload: Data) {
+        state.withLock { $0.pending.append(.record(envelope: envelope, payload: payload)) }
+        finishWake.signal()
+    }
+
+    /// Finishes a recorded local subcommand, fenced like any other command.
+    package func finishLocalSubcommand(_ update: JournalUpdate) {
+        let outcome = Finish.complete(
+            id: update.id, attempt: 1, state: update.state, result: update.result, code: update.errorCode, message: update.errorMessage,
+            retryAfter: nil
+        )
+        state.withLock { $0.pending.append(outcome) }
+        finishWake.signal()
+    }
+
     private func cancelLocally(_ id: UUID) {
         state.withLock { $0.running[id] }?.cancel()
     }
@@ -318,8 +341,23 @@ package final class BusHost: Sendable {
     private func write(_ work: [Finish], on connection: PGConnection) throws(PGError) {
         var completions: [JSONValue] = []
         var expected: Set<UUID> = []
+        // Rows of local subcommands first: a subcommand's completion may be in the same batch.
+        for case .record(let envelope, let payload) in work {
+            let metadata = String(decoding: (try? JSONEncoder().encode(envelope.metadata)) ?? Data("{}".utf8), as: UTF8.self)
+            try connection.execute("""
+                INSERT INTO cmdbus.commands (id, name, payload, metadata, parent_id, correlation_id, state, attempt, lease_owner,
+                    started_at, attempted_by)
+                VALUES ($1, $2, $3, $4::jsonb, $5, $6, 'running', 1, $7, now(), ARRAY[$8::text])
+                ON CONFLICT DO NOTHING
+                """, [
+                    .uuid(envelope.id), .text(envelope.commandName), .bytes(payload), .text(metadata),
+                    envelope.parentID.map(PGValue.uuid), .uuid(envelope.correlationID), .uuid(id), .text(label),
+                ])
+        }
         for item in work {
             switch item {
+            case .record:
+                continue
             case .complete(let id, let attempt, let state, let result, let code, let message, let retryAfter):
                 var fields: [String: JSONValue] = [
                     "id": .string(id.uuidString), "attempt": .integer(Int64(attempt)), "state": .string(state.rawValue),

@@ -46,6 +46,15 @@ struct SharedBusTests {
             WHERE p.name = 'greet-all' AND c.name = 'greet' AND c.state = 'succeeded' AND c.correlation_id = p.id
             """)
         #expect(children == "2\n")
+        // A subcommand that runs on its parent's own host is recorded the same way.
+        let via = try await Self.bus(database.url, "run", "fixture.sleep-via", "-p", "milliseconds=1")
+        #expect(via.status == 0, "\(via.stderr)")
+        #expect(await waitUntil(.seconds(10)) {
+            (try? Self.psqlNow(database.url, """
+                SELECT count(*) FROM cmdbus.commands c JOIN cmdbus.commands p ON c.parent_id = p.id
+                WHERE p.name = 'fixture.sleep-via' AND c.name = 'fixture.sleep' AND c.state = 'succeeded' AND c.attempted_by[1] LIKE '%:\(fixture.pid)'
+                """)) == "1\n"
+        })
 
         let plugins = try await Self.bus(database.url, "plugins")
         #expect(plugins.status == 0 && ["greeter", "c-echo", "greet-all", "fixture"].allSatisfy { plugins.stdout.contains("\($0) ") })
@@ -244,8 +253,23 @@ struct SharedBusTests {
     @Test(.timeLimit(.minutes(3)), .enabled(if: NetworkNamespace.isAvailable, "needs root and ip(8) for a network namespace"))
     func aHostAcrossARealNetworkIsFencedWhenTheLinkIsCut() async throws {
         let namespace = try await NetworkNamespace()
-        let cluster = try await PasswordCluster(listeningOn: namespace.hostAddress, role: "busnet", password: "n3t-s3cret")
-        defer { Task { await cluster.stop(); await namespace.remove() } }
+        do {
+            let cluster = try await PasswordCluster(listeningOn: namespace.hostAddress, role: "busnet", password: "n3t-s3cret")
+            do {
+                try await crossTheNetwork(namespace, cluster)
+            } catch {
+                await cluster.stop()
+                throw error
+            }
+            await cluster.stop()
+        } catch {
+            await namespace.remove()
+            throw error
+        }
+        await namespace.remove()
+    }
+
+    private func crossTheNetwork(_ namespace: NetworkNamespace, _ cluster: PasswordCluster) async throws {
         let overTCP = "postgres://busnet:n3t-s3cret@\(namespace.hostAddress):\(cluster.port)/postgres?connect_timeout=3"
         let wrong = try await cmdbus("run", "greet", "--bus", overTCP.replacingOccurrences(of: "n3t-s3cret", with: "wrong"))
         #expect(wrong.status == 1 && wrong.stderr.contains("password authentication failed") && !wrong.stderr.contains("wrong@"), "\(wrong.stderr)")
@@ -337,6 +361,20 @@ struct SharedBusTests {
         let finalAttempts = try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE attempt > 1")
         print("chaos: \(total) commands, \(faults.count) faults (\(faults.joined(separator: ", "))), \(reruns) re-runs, "
             + "\(finalAttempts.trimmingCharacters(in: .whitespacesAndNewlines)) commands finished on a later attempt")
+    }
+
+    /// Runs SQL with psql synchronously (for polling in `waitUntil`).
+    static func psqlNow(_ url: String, _ sql: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["psql", url, "-At", "-c", sql]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// The lines of a file, without the empty last one.

@@ -35,3 +35,9 @@ stop_test_postgres() {
     as_postgres "$CMDBUS_TEST_POSTGRES_BIN/pg_ctl" -D "$CMDBUS_TEST_POSTGRES_DIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$CMDBUS_TEST_POSTGRES_DIR"
 }
+
+# Network namespaces a killed test run may have left (the shared-bus network test makes cmdbus-*).
+remove_test_namespaces() {
+    command -v ip >/dev/null 2>&1 || return 0
+    ip netns list 2>/dev/null | awk '/^cmdbus-/ {print $1}' | while read -r name; do ip netns del "$name" 2>/dev/null || true; done
+}
