@@ -13,10 +13,10 @@ import Foundation
 extension JournalCommand {
     static let busVerbs: [String: Verb] = [
         "list": Verb(run: busList), "show": Verb(run: busShow), "retry": Verb(run: busRetry), "import": Verb(run: busImport),
-        "replay": Verb(run: notOnTheBus), "undo": Verb(run: notOnTheBus),
+        "replay": Verb(run: replay), "undo": Verb(run: undo),
     ]
 
-    private static func busJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> BusJournal {
+    static func busJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> BusJournal {
         guard let url = try ConnectionOptions(arguments).bus else { throw .usage("the bus needs --bus URL or $CMDBUS_BUS") }
         do { return try BusJournal(url: url) } catch { throw PostgresBusClient.failure(error) }
     }
@@ -26,7 +26,7 @@ extension JournalCommand {
         let query = try listQuery(arguments)
         let journal = try busJournal(arguments)
         let records: [JournalRecord]
-        do { records = try journal.records(query) } catch { throw PostgresBusClient.failure(error) }
+        do { records = try journal.rows(query) } catch { throw PostgresBusClient.failure(error) }
         try printList(records, arguments, console)
     }
 
@@ -66,15 +66,11 @@ extension JournalCommand {
         }
     }
 
-    private static func notOnTheBus(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        throw .usage("'cmdbus journal replay' and 'undo' work on a local journal only: state lives in each host's plugins; drop --bus")
-    }
-
     private static func busFind(_ operands: [String], in journal: BusJournal, verb: String) throws(HostFailure) -> JournalRecord {
         guard operands.count == 1 else { throw .usage("'cmdbus journal \(verb)' takes one entry id") }
         guard let id = UUID(uuidString: operands[0]) else { throw .usage("\(quoted(operands[0])) is not an entry id (a UUID)") }
         let record: JournalRecord?
-        do { record = try journal.record(id) } catch { throw PostgresBusClient.failure(error) }
+        do { record = try journal.row(id) } catch { throw PostgresBusClient.failure(error) }
         guard let record else { throw HostFailure(.entryNotFound, "the bus at \(journal.location) has no entry \(id)") }
         return record
     }

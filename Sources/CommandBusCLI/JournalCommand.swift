@@ -1,6 +1,7 @@
 import CommandBusSupport
 import CommandBusSQLite
 import CommandBusHost
+import CommandBusPostgres
 import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -52,6 +53,16 @@ enum JournalCommand {
     private static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {
         let options = try JournalOptions(arguments)
         return try HostSession.openJournal(options.path, durability: options.durability, create: false)
+    }
+
+    /// The journal replay and undo read: the bus with `--bus`, else the local file; and how to name it.
+    private static func readableJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> (journal: any Journal, location: String) {
+        if try ConnectionOptions(arguments).bus != nil {
+            let bus = try busJournal(arguments)
+            return (bus, "the bus at \(bus.location)")
+        }
+        let file = try existingJournal(arguments)
+        return (file, "journal \(file.path)")
     }
 
     /// A session with the plugins and the journal the options name.
@@ -124,15 +135,15 @@ enum JournalCommand {
         }
     }
 
-    private static func replay(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+    static func replay(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus journal replay' takes no operands; use --since and --until") }
-        let journal = try existingJournal(arguments)
+        let (journal, location) = try readableJournal(arguments)
         // A replay starts from fresh state: load the plugins, but neither replay nor recover on start.
         var noJournal = try JournalOptions(arguments)
         noJournal.enabled = false
         let session = try await HostSession.start(plugins: try PluginOptions(arguments), journal: noJournal, console: console, reportSkipped: true)
-        let since = try await bound(arguments.value("since"), in: journal, option: "--since")
-        let until = try await bound(arguments.value("until"), in: journal, option: "--until")
+        let since = try await bound(arguments.value("since"), in: journal, location: location, option: "--since")
+        let until = try await bound(arguments.value("until"), in: journal, location: location, option: "--until")
         let report: JournalReplayer.Report
         do {
             report = try await JournalReplayer(bus: session.bus, journal: journal).replay(
@@ -150,9 +161,21 @@ enum JournalCommand {
         }
     }
 
-    private static func undo(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        let session = try await session(arguments, console: console)
-        guard let journal = session.journal else { throw .usage("'cmdbus journal undo' needs a journal; drop --no-journal") }
+    static func undo(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let onTheBus = try ConnectionOptions(arguments).bus != nil
+        // On the bus, the local plugins only name the inverse; the bus runs it.
+        var journalOptions = try JournalOptions(arguments)
+        if onTheBus { journalOptions.enabled = false }
+        let session = try await HostSession.start(
+            plugins: try PluginOptions(arguments), journal: journalOptions, console: console, reportSkipped: true
+        )
+        let journal: any Journal, location: String
+        if onTheBus {
+            (journal, location) = try readableJournal(arguments)
+        } else {
+            guard let file = session.journal else { throw .usage("'cmdbus journal undo' needs a journal; drop --no-journal") }
+            (journal, location) = (file, "journal \(file.path)")
+        }
         let record: JournalRecord
         if operands.isEmpty {
             let candidates = (try? await journal.records(JournalQuery(states: [.succeeded]))) ?? []
@@ -161,7 +184,7 @@ enum JournalCommand {
             }
             record = latest
         } else {
-            record = try await find(operands, in: journal, verb: "undo")
+            record = try await find(operands, in: journal, location: location, verb: "undo")
         }
         let name = record.envelope.commandName, id = record.envelope.id
         if let undoneBy = record.undoneBy {
@@ -182,6 +205,17 @@ enum JournalCommand {
                 .entryNotApplicable, "entry \(id) ('\(name)') cannot be undone: the command declares no inverse (use --rebuild to drop it from the log's replay)",
                 command: name
             )
+        }
+        if onTheBus, let url = try ConnectionOptions(arguments).bus {
+            let client = try PostgresBusClient(url: url)
+            let (undoID, result) = try await client.sendReturningID(
+                CommandRequest(name: inverse.name, payload: inverse.payload, metadata: ["cmdbus.undo-of": id.uuidString])
+            )
+            await client.close()
+            do { try await journal.linkUndo(undoID, of: id) } catch { throw .journal(error) }
+            console.err("cmdbus: undid \(id) ('\(name)') with \(undoID) ('\(inverse.name)') on the bus")
+            console.out(String(decoding: result, as: UTF8.self))
+            return
         }
         let ticket = session.bus.post(name: inverse.name, payload: inverse.payload, metadata: ["cmdbus.undo-of": id.uuidString])
         do {
@@ -229,21 +263,27 @@ enum JournalCommand {
 
     /// The entry named by the one operand.
     private static func find(_ operands: [String], in journal: SQLiteJournal, verb: String) async throws(HostFailure) -> JournalRecord {
+        try await find(operands, in: journal, location: "journal \(journal.path)", verb: verb)
+    }
+
+    private static func find(_ operands: [String], in journal: any Journal, location: String, verb: String) async throws(HostFailure) -> JournalRecord {
         guard operands.count == 1 else { throw .usage("'cmdbus journal \(verb)' takes one entry id") }
         guard let id = UUID(uuidString: operands[0]) else { throw .usage("\(quoted(operands[0])) is not an entry id (a UUID)") }
         let record: JournalRecord?
         do { record = try await journal.record(id) } catch { throw .journal(error) }
         guard let record else {
-            throw HostFailure(.entryNotFound, "journal \(journal.path) has no entry \(id)")
+            throw HostFailure(.entryNotFound, "\(location) has no entry \(id)")
         }
         return record
     }
 
     /// A `--since`/`--until` bound: an entry id (its sequence) or a time.
-    private static func bound(_ text: String?, in journal: SQLiteJournal, option: String) async throws(HostFailure) -> (sequence: Int64?, time: Date?)? {
+    private static func bound(
+        _ text: String?, in journal: any Journal, location: String, option: String
+    ) async throws(HostFailure) -> (sequence: Int64?, time: Date?)? {
         guard let text else { return nil }
         if let id = UUID(uuidString: text) {
-            let record = try await find([id.uuidString], in: journal, verb: "replay \(option)")
+            let record = try await find([id.uuidString], in: journal, location: location, verb: "replay \(option)")
             return (record.sequence, nil)
         }
         if let seconds = Double(text) { return (nil, Date(timeIntervalSince1970: seconds)) }

@@ -26,20 +26,25 @@ package final class BusJournal: Sendable {
     deinit { waiter.stop() }
 
     /// Commands matching `query`, oldest first (probes from `can` are not entries).
-    package func records(_ query: JournalQuery) throws(PGError) -> [JournalRecord] {
+    package func rows(_ query: JournalQuery) throws(PGError) -> [JournalRecord] {
         let states = query.states.map(\.rawValue)
         let rows = try connections.with { connection throws(PGError) in
             try connection.execute("""
                 SELECT \(BusSQL.commandColumns) FROM cmdbus.commands c
                 WHERE c.kind = 'command' AND (cardinality($1::text[]) = 0 OR c.state = ANY($1::text[]))
-                    AND ($2::text IS NULL OR c.name = $2) ORDER BY c.seq
-                """, [.textArray(states), query.commandName.map(PGValue.text)])
+                    AND ($2::text IS NULL OR c.name = $2) AND c.seq > coalesce($3::int8, 0)
+                    AND c.seq <= coalesce($4::int8, 9223372036854775807)
+                ORDER BY c.seq LIMIT coalesce($5::int8, 9223372036854775807)
+                """, [
+                    .textArray(states), query.commandName.map(PGValue.text), query.afterSequence.map(PGValue.integer),
+                    query.throughSequence.map(PGValue.integer), query.limit.map(PGValue.integer),
+                ])
         }
         return rows.all.compactMap(BusCommandRow.init).map(\.record)
     }
 
     /// One command, by id.
-    package func record(_ id: UUID) throws(PGError) -> JournalRecord? {
+    package func row(_ id: UUID) throws(PGError) -> JournalRecord? {
         try connections.with { connection throws(PGError) in try connection.execute(BusSQL.read, [.uuid(id)]) }
             .all.compactMap(BusCommandRow.init).first?.record
     }
@@ -95,5 +100,53 @@ package final class BusJournal: Sendable {
             added += rows.count
         }
         return (added, records.count - added)
+    }
+}
+
+/// The bus read as a `Journal`, so `journal replay --bus` and `undo --bus` share the local code.
+/// Hosts write it; this side only reads it, marks stale entries and links undos.
+extension BusJournal: Journal {
+    private func journalError(_ error: PGError) -> CommandBusError { .journalFailed(location, error.message) }
+
+    package func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) {
+        throw .journalFailed(location, "the bus is written by its hosts; submit commands with --bus instead")
+    }
+
+    package func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError) {
+        throw .journalFailed(location, "the bus is written by its hosts")
+    }
+
+    package func record(_ id: UUID) async throws(CommandBusError) -> JournalRecord? {
+        do { return try row(id) } catch { throw journalError(error) }
+    }
+
+    package func records(_ query: JournalQuery) async throws(CommandBusError) -> [JournalRecord] {
+        do { return try rows(query) } catch { throw journalError(error) }
+    }
+
+    package func unfinished() async throws(CommandBusError) -> [JournalRecord] { [] }
+
+    package func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError) {
+        do {
+            _ = try connections.with { connection throws(PGError) in
+                try connection.execute("""
+                    UPDATE cmdbus.commands SET state = 'failed', error_code = $2, error_message = $3, finalized_at = coalesce(finalized_at, now())
+                    WHERE id = $1 AND state <> 'running'
+                    """, [.uuid(id), .text(error.code.description), .text(error.message)])
+            }
+        } catch { throw journalError(error) }
+    }
+
+    package func linkUndo(_ undo: UUID, of original: UUID) async throws(CommandBusError) {
+        do {
+            _ = try connections.with { connection throws(PGError) in
+                try connection.execute("UPDATE cmdbus.commands SET undone_by = $1 WHERE id = $2", [.uuid(undo), .uuid(original)])
+                try connection.execute("UPDATE cmdbus.commands SET undo_of = $2 WHERE id = $1", [.uuid(undo), .uuid(original)])
+            }
+        } catch { throw journalError(error) }
+    }
+
+    package func setExcluded(_ id: UUID, _ excluded: Bool) async throws(CommandBusError) {
+        throw .journalFailed(location, "undo --rebuild drops an entry from a local journal's replay; on the bus, undo it with its inverse")
     }
 }

@@ -70,6 +70,16 @@ package final class PostgresBusClient: BusClient {
         }
     }
 
+    /// Runs one command and returns its id with its result (an undo links the two).
+    package func sendReturningID(_ request: CommandRequest) async throws(HostFailure) -> (id: UUID, result: Data) {
+        let row = try await run(Self.submission(request), onEvent: nil)
+        do {
+            return (row.id, try row.outcome())
+        } catch {
+            throw HostFailure.bus(error, command: request.name)
+        }
+    }
+
     /// Submits and waits for the final row; cancelling the waiting task cancels the command on the bus.
     private func run(_ submission: BusSubmission, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> BusCommandRow {
         let failure = Mutex<HostFailure?>(nil)

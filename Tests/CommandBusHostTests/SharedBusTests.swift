@@ -232,6 +232,25 @@ struct SharedBusTests {
         let missing = try await Self.bus(database.url, "journal", "show", UUID().uuidString, "--json")
         #expect(missing.status == 1 && missing.stderr.contains("entryNotFound"))
 
+        // Replay and undo read the bus; local plugins name the inverse, and the bus runs it.
+        let counter = try await BusHostProcess(bus: database.url, plugins: ["libCounter.so"])
+        let plugins = try TemporaryDirectory()
+        defer { plugins.remove() }
+        try plugins.install("libCounter.so", "libGreeter.so")
+        for amount in [2, 3] {
+            #expect(try await Self.bus(database.url, "run", "counter.add", "-p", "counter=a", "-p", "by=\(amount)").status == 0)
+        }
+        let undo = try await Self.bus(database.url, "journal", "undo", "--plugins", plugins.path)
+        #expect(undo.status == 0 && undo.stderr.contains("on the bus"), "\(undo.stderr)")
+        let undone = try await database.sql("""
+            SELECT o.payload = convert_to('{"by":3,"counter":"a"}', 'UTF8') OR o.payload::text LIKE '%3%', i.undo_of = o.id
+            FROM cmdbus.commands o JOIN cmdbus.commands i ON o.undone_by = i.id
+            """)
+        #expect(undone == "t|t\n", "\(undone)")
+        let replay = try await Self.bus(database.url, "journal", "replay", "--plugins", plugins.path)
+        #expect(replay.status == 0 && replay.stdout == "replayed 4 entries; 0 failed\n", "\(replay.stdout) \(replay.stderr)")
+        await counter.stop()
+
         // A user moving from one machine to many keeps their history.
         let local = try TemporaryDirectory()
         defer { local.remove() }
