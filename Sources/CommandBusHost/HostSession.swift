@@ -90,8 +90,13 @@ package struct HostSession: Sendable {
 
     /// A bus error as a CLI failure, naming the plugin that handles the command where there is one.
     package func failure(_ error: CommandBusError, command: String) -> HostFailure {
-        let plugin = catalog.routes.first { $0.command == command }?.plugins.first?.name
+        let route = catalog.routes.first { $0.command == command }?.plugins.first
+        let plugin = route?.name
         var message = error.message
+        // A timeout or cancellation names the plugin and its file, as every other error does.
+        if [.timedOut, .cancelled].contains(error.code), let route, !message.contains("plugin '") {
+            message += " in plugin \(quoted(route.name)) (\(FileSystem.lastComponent(route.path)))"
+        }
         if error.code == .noHandler {
             let loaded = catalog.plugins.map(\.name)
             message += loaded.isEmpty

@@ -122,7 +122,9 @@ package struct LocalBusClient: BusClient {
         statistics.summary(uptime: .now - started, plugins: session.catalog.plugins.count)
     }
 
+    /// Waits for the journal, and stops this session's worker processes: a one-shot host leaves none behind.
     package func close() async {
         await session.close()
+        session.catalog.stopWorkers()
     }
 }

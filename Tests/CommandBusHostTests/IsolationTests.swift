@@ -94,6 +94,36 @@ struct IsolationTests {
         #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
     }
 
+    /// No worker outlives its host: a one-shot run whose spinning handler times out leaves no
+    /// worker behind, and the timeout names the plugin; a killed server's workers end too.
+    @Test(.timeLimit(.minutes(2)))
+    func noWorkerOutlivesItsHost() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let plugin = try await compileFixture("misbehave", into: directory)
+        @Sendable func workers() -> [String] {
+            let listing = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            return listing.compactMap { pid -> String? in
+                guard Int(pid) != nil, let raw = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+                let line = String(decoding: raw.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+                return line.contains("--cmdbus-worker \(plugin.path)") ? pid : nil
+            }
+        }
+        let run = try await cmdbus("run", "bad.loop", "--isolate", "--timeout", "1", "--no-journal", "--plugins", directory.path)
+        #expect(run.status == 75 && run.stderr.contains("timed out after 1.0 seconds in plugin 'misbehave' (misbehave.so)"), "\(run.stderr)")
+        #expect(await waitUntil(.seconds(10)) { workers().isEmpty }, "a worker outlived its host: \(workers())")
+
+        let server = Process()
+        server.executableURL = try TestPaths.product("cmdbus")
+        server.arguments = ["serve", "--isolate", "--no-journal", "--plugins", directory.path, "--socket", directory.file("s.sock").path]
+        server.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": directory.file("registry.json").path]) { _, new in new }
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        #expect(await waitUntil(.seconds(30)) { !workers().isEmpty })
+        kill(server.processIdentifier, SIGKILL)
+        #expect(await waitUntil(.seconds(10)) { workers().isEmpty }, "a killed server's worker lived on: \(workers())")
+    }
+
     /// A plugin that completes each call's handle again during the next call: before call ids, the
     /// next call reused the freed address and got the stale answer. In process and isolated, every
     /// command now gets its own result, and the misuse is reported once, naming the plugin.

@@ -25,6 +25,7 @@ package enum PluginWorker {
         setrlimit(Int32(RLIMIT_AS.rawValue), &limit)
         let channel = FrameChannel(descriptor: channelDescriptor)
         WorkerSession.channel.withLock { $0 = channel }
+        exitWithHost()
         let plugin: LoadedPlugin
         switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer, log: .standardError()) {
         case .success(let loaded): plugin = loaded
@@ -60,6 +61,25 @@ package enum PluginWorker {
             }
         }
         _exit(0)
+    }
+}
+
+extension PluginWorker {
+    /// No worker outlives its host: a thread of its own waits for the host's end of the channel to
+    /// close (the host exited, or was killed) and ends the worker, even while a handler spins.
+    /// (Not `PR_SET_PDEATHSIG`: it fires when the thread that started the worker ends, and the host
+    /// starts workers again from short-lived threads.)
+    static func exitWithHost() {
+        DetachedThread.start {
+            // POLLRDHUP (Linux): Glibc's module map leaves it out without _GNU_SOURCE.
+            let peerClosed: Int16 = 0x2000
+            var watch = pollfd(fd: channelDescriptor, events: peerClosed, revents: 0)
+            while true {
+                let ready = poll(&watch, 1, -1)
+                if ready < 0 && errno == EINTR { continue }
+                if ready < 0 || watch.revents & (peerClosed | Int16(POLLHUP | POLLERR | POLLNVAL)) != 0 { _exit(0) }
+            }
+        }
     }
 }
 
