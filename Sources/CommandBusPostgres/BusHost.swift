@@ -39,6 +39,8 @@ package final class BusHost: Sendable {
         var running: [UUID: CommandTicket<Data>] = [:]
         /// Claimed commands not finished here yet (running or being checked).
         var inFlight = 0
+        /// A command finished since the claimer last looked: it may claim again at once.
+        var freed = false
         var correlations: [UUID: Int] = [:]
         var pending: [Finish] = []
         var events: [JSONValue] = []
@@ -174,7 +176,9 @@ package final class BusHost: Sendable {
                     for row in rows { start(row) }
                 }
                 let wait: Duration = dirty && !blocked && capacity > 0 ? .zero : settings.pollInterval
-                for notification in try session.notifications(waitingUpTo: wait, wake: claimWake) {
+                let notifications = try session.notifications(waitingUpTo: wait, wake: claimWake)
+                if state.withLock({ state -> Bool in defer { state.freed = false }; return state.freed }) { dirty = true }
+                for notification in notifications {
                     switch notification.channel {
                     case "cmdbus_new": if commands.contains(notification.payload) { dirty = true }
                     case "cmdbus_cancel": if let id = UUID(uuidString: notification.payload) { cancelLocally(id) }
@@ -243,6 +247,7 @@ package final class BusHost: Sendable {
         let drained = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             state.pending.append(outcome)
             state.inFlight -= 1
+            state.freed = true
             if let count = state.correlations[row.correlationID] {
                 state.correlations[row.correlationID] = count > 1 ? count - 1 : nil
             }

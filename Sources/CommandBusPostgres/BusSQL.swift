@@ -33,7 +33,13 @@ enum BusSQL {
             ON CONFLICT DO NOTHING
             RETURNING c.id, c.name, c.state
         ), notified AS (
-            SELECT pg_notify('cmdbus_new', name) FROM inserted WHERE state = 'pending'
+            -- NOTIFY serializes commits, so it is sent only when it can matter: when no other command
+            -- of this name is ready to claim. Otherwise a host is already at it, and a host that
+            -- finishes a command claims again at once.
+            SELECT pg_notify('cmdbus_new', i.name) FROM inserted i
+            WHERE i.state = 'pending' AND $10::int8 = 0 AND NOT EXISTS (
+                SELECT 1 FROM cmdbus.commands c WHERE c.state = 'pending' AND c.name = $2 AND c.run_at <= now() AND c.id <> $1
+            )
         )
         SELECT id, true AS created, (SELECT count(*) FROM notified) AS notified FROM inserted
         UNION ALL

@@ -40,11 +40,21 @@ package final class PGConnection: @unchecked Sendable {
     /// The socket, for waiting on notifications.
     package var socket: Int32 { PQsocket(connection) }
 
-    /// Runs one statement with `parameters` (`nil` is SQL NULL) and returns its rows.
+    /// Statements prepared on this connection, by their SQL: planning one of the bus's statements
+    /// costs more than running it, so each is planned once per connection.
+    private var prepared: [String: String] = [:]
+
+    /// Runs one statement with `parameters` (`nil` is SQL NULL) and returns its rows. A statement
+    /// with parameters is prepared on first use and reused after.
     @discardableResult
     package func execute(_ sql: String, _ parameters: [PGValue?] = []) throws(PGError) -> PGRows {
+        let name = parameters.isEmpty ? nil : try preparedName(sql, parameters)
         let result = withParameters(parameters) { types, values, lengths, formats in
-            PQexecParams(connection, sql, Int32(parameters.count), types, values, lengths, formats, 1)
+            if let name {
+                PQexecPrepared(connection, name, Int32(parameters.count), values, lengths, formats, 1)
+            } else {
+                PQexecParams(connection, sql, Int32(parameters.count), types, values, lengths, formats, 1)
+            }
         }
         guard let result else { throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection))") }
         defer { PQclear(result) }
@@ -59,6 +69,24 @@ package final class PGConnection: @unchecked Sendable {
             if !isHealthy { throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(oneLine)") }
             throw PGError(PGError.Code(sqlState: state), oneLine, sqlState: state)
         }
+    }
+
+    private func preparedName(_ sql: String, _ parameters: [PGValue?]) throws(PGError) -> String {
+        if let name = prepared[sql] { return name }
+        let name = "cmdbus_\(prepared.count)"
+        let types: [Oid] = parameters.map { $0?.type ?? 0 }
+        guard let result = PQprepare(connection, name, sql, Int32(types.count), types) else {
+            throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection))")
+        }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let message = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) } ?? "cannot prepare a statement"
+            if !isHealthy { throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(message)") }
+            throw PGError(PGError.Code(sqlState: state), message, sqlState: state)
+        }
+        prepared[sql] = name
+        return name
     }
 
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
