@@ -47,10 +47,13 @@ package struct PGRows: Sendable {
     package let rows: [[Data?]]
     /// The column names.
     package let columns: [String]
+    /// Each column's index by name, built once for every row to share.
+    private let index: [String: Int]
 
     init(_ result: OpaquePointer) {
         let rowCount = Int(PQntuples(result)), columnCount = Int(PQnfields(result))
         columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
+        index = Dictionary(columns.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         rows = (0..<rowCount).map { row in
             (0..<columnCount).map { column -> Data? in
                 if PQgetisnull(result, Int32(row), Int32(column)) == 1 { return nil }
@@ -65,20 +68,20 @@ package struct PGRows: Sendable {
     package var count: Int { rows.count }
 
     /// One row, read by column name.
-    package subscript(row row: Int) -> PGRow { PGRow(values: rows[row], columns: columns) }
+    package subscript(row row: Int) -> PGRow { PGRow(values: rows[row], index: index) }
 
     /// Every row.
-    package var all: [PGRow] { rows.map { PGRow(values: $0, columns: columns) } }
+    package var all: [PGRow] { rows.map { PGRow(values: $0, index: index) } }
 }
 
 /// One row of binary column values, decoded by type on request.
 package struct PGRow: Sendable {
     let values: [Data?]
-    let columns: [String]
+    let index: [String: Int]
 
     private func raw(_ name: String) -> Data? {
-        guard let index = columns.firstIndex(of: name) else { return nil }
-        return values[index]
+        guard let position = index[name] else { return nil }
+        return values[position]
     }
 
     /// A `bytea` column's bytes.
