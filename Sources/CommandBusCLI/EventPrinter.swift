@@ -1,3 +1,4 @@
+import CommandBusLoading
 import CommandBusSupport
 import Synchronization
 
@@ -19,10 +20,11 @@ final class EventPrinter: Sendable {
             switch event["kind"]?.stringValue {
             case "emitted":
                 if showing { console.status("") }
-                console.err("event \(name): \(event["name"]?.stringValue ?? "") \((event["payload"] ?? .null).text)")
+                console.err("event \(quotedLine(name)): \(quotedLine(event["name"]?.stringValue ?? "")) \((event["payload"] ?? .null).text)")
             case "log":
                 if showing { console.status("") }
-                console.err("\(event["level"]?.stringValue ?? "info") \(name): \(event["message"]?.stringValue ?? "")")
+                // A plugin's text, escaped: it cannot move the cursor or forge a line of its own.
+                console.err("\(quotedLine(event["level"]?.stringValue ?? "info")) \(quotedLine(name)): \(quotedLine(event["message"]?.stringValue ?? ""))")
             case "progress" where console.stderrIsTerminal && event["parentId"] == nil:
                 console.status("\(name): \(event["completed"]?.text ?? "?")/\(event["total"]?.text ?? "?") subcommands done")
                 showing = true

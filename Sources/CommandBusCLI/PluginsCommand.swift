@@ -104,10 +104,11 @@ enum PluginsCommand {
 
     /// One plugin's line, from its JSON (`PluginCatalog.json`).
     static func pluginLine(_ plugin: [String: JSONValue]) -> String {
-        func text(_ key: String) -> String { plugin[key]?.stringValue ?? "?" }
-        let built = [plugin["sdkVersion"]?.stringValue.map { "SDK \($0)" }, plugin["swiftVersion"]?.stringValue.map { "Swift \($0)" } ?? "C"]
+        // Everything here came from a plugin's descriptor: escaped for the terminal.
+        func text(_ key: String) -> String { quotedLine(plugin[key]?.stringValue ?? "?") }
+        let built = [plugin["sdkVersion"]?.stringValue.map { "SDK \(quotedLine($0))" }, plugin["swiftVersion"]?.stringValue.map { "Swift \(quotedLine($0))" } ?? "C"]
             .compactMap { $0 }
-        let commands = plugin["commands"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let commands = plugin["commands"]?.arrayValue?.compactMap(\.stringValue).map(quotedLine) ?? []
         return "\(text("name")) \(text("version")) (\(text("path"))): ABI \(text("abi")), \(built.joined(separator: ", ")), "
             + "priority \(plugin["priority"]?.text ?? "?"), commands: \(commands.joined(separator: ", "))"
     }
@@ -142,7 +143,7 @@ enum PluginsCommand {
         }
         lines.append("")
         lines.append("Skipped (\(skipped.count)):")
-        for file in skipped { lines.append("  \(file["path"]?.stringValue ?? "?"): \(file["reason"]?.stringValue ?? "?")") }
+        for file in skipped { lines.append("  \(quotedLine(file["path"]?.stringValue ?? "?")): \(quotedLine(file["reason"]?.stringValue ?? "?"))") }
         return lines.joined(separator: "\n")
     }
 }

@@ -4,6 +4,7 @@ import Foundation
 enum BadPluginFile: String, CaseIterable, Sendable {
     case textFile, emptyFile, randomBytes, truncatedPlugin, sharedLibraryNotAPlugin, systemLibrary
     case entryReturnsNull, otherABIEntryPoint, otherABIInDescriptor, missingName, directory, danglingSymlink
+    case controlCharactersInAName, overlongName, duplicateCommand, noInit, hugeStructSize, tooManyCommands
 
     /// Creates the bad file in `directory`; returns its path and a phrase its skip reason must contain.
     func create(in directory: TemporaryDirectory) async throws -> (path: String, reason: String) {
@@ -44,6 +45,24 @@ enum BadPluginFile: String, CaseIterable, Sendable {
             let url = directory.file("y.so")
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
             return (url.path, "is a directory")
+        case .controlCharactersInAName:
+            return (try await compileFixture("bad_descriptor", into: directory, as: "control.so", defines: ["CONTROL_NAME"]).path,
+                    #"command #0 of 'bad' has a name with a control character ('evil\u{1b}[31m.red\nnext'); names and versions are printable"#)
+        case .overlongName:
+            return (try await compileFixture("bad_descriptor", into: directory, as: "long.so", defines: ["LONG_NAME"]).path,
+                    "command #0 of 'bad' has a name longer than 255 bytes")
+        case .duplicateCommand:
+            return (try await compileFixture("bad_descriptor", into: directory, as: "duplicate.so", defines: ["DUPLICATE"]).path,
+                    "'bad' declares command 'ok.echo' twice")
+        case .noInit:
+            return (try await compileFixture("bad_descriptor", into: directory, as: "noinit.so", defines: ["NO_INIT"]).path,
+                    "descriptor of 'bad' has no init function")
+        case .hugeStructSize:
+            return (try await compileFixture("bad_descriptor", into: directory, as: "huge.so", defines: ["HUGE_SIZE"]).path,
+                    "descriptor claims 1073741824 bytes, more than the 65536 allowed")
+        case .tooManyCommands:
+            return (try await compileFixture("bad_descriptor", into: directory, as: "many.so", defines: ["TOO_MANY"]).path,
+                    "'bad' declares 100000 commands, more than the 1000 allowed")
         case .danglingSymlink:
             let url = directory.file("dangling.so")
             try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "/nonexistent/plugin.so")

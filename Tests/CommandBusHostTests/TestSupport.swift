@@ -57,10 +57,13 @@ struct TemporaryDirectory {
 
 /// Compiles `Tests/Fixtures/BadPlugins/<name>.c` into `<directory>/<output>` with the system C compiler.
 @discardableResult
-func compileFixture(_ name: String, into directory: TemporaryDirectory, as output: String? = nil) async throws -> URL {
+func compileFixture(
+    _ name: String, into directory: TemporaryDirectory, as output: String? = nil, defines: [String] = []
+) async throws -> URL {
     let target = directory.file(output ?? "\(name).so")
     let result = try await runProcess("/usr/bin/env", [
         "cc", "-shared", "-fPIC", "-O1", "-I", TestPaths.headerDirectory.path,
+    ] + defines.map { "-D\($0)" } + [
         "-o", target.path, TestPaths.badPluginSources.appendingPathComponent("\(name).c").path,
     ])
     try #require(result.status == 0, "cc failed for \(name).c: \(result.stderr)")

@@ -1,3 +1,4 @@
+import CommandBusSupport
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -43,9 +44,13 @@ package struct PluginDescriptor: @unchecked Sendable {
     /// The ABI this host speaks.
     package static let hostABI = (major: UInt32(CMDBUS_ABI_VERSION_MAJOR), minor: UInt32(CMDBUS_ABI_VERSION_MINOR))
     /// The most commands a descriptor may declare; more means garbage.
-    package static let maxCommands: UInt32 = 10_000
-    /// The longest string read from a descriptor.
-    package static let maxStringLength = 4096
+    package static let maxCommands: UInt32 = 1_000
+    /// The largest `struct_size` believed: a descriptor is a few hundred bytes.
+    package static let maxStructSize: UInt32 = 65_536
+    /// The longest plugin name, version and command name, in bytes.
+    package static let maxNameLength = 128, maxVersionLength = 64, maxCommandNameLength = 255
+    /// The longest other string read from a descriptor (SDK and Swift versions).
+    package static let maxStringLength = 256
 
     /// Reads and validates `raw`. Only fields are read; no plugin code runs.
     package init(reading raw: UnsafePointer<cmdbus_plugin_descriptor>) throws(PluginLoadFailure) {
@@ -65,26 +70,35 @@ package struct PluginDescriptor: @unchecked Sendable {
         guard Int(fields.struct_size) >= minimumSize else {
             throw .init("descriptor is \(fields.struct_size) bytes, smaller than ABI v\(fields.abi_major).\(fields.abi_minor)'s \(minimumSize)")
         }
-        guard let name = Self.string(fields.name), !name.isEmpty else { throw .init("descriptor is missing its name") }
-        guard let version = Self.string(fields.version), !version.isEmpty else {
-            throw .init("descriptor of '\(name)' is missing its version")
+        guard fields.struct_size <= Self.maxStructSize else {
+            throw .init("descriptor claims \(fields.struct_size) bytes, more than the \(Self.maxStructSize) allowed")
         }
+        let name = try Self.name(fields.name, limit: Self.maxNameLength, what: "the plugin", missing: "descriptor is missing its name")
+        let version = try Self.name(
+            fields.version, limit: Self.maxVersionLength, what: "'\(name)'", missing: "descriptor of '\(name)' is missing its version",
+            noun: "a version", allowsSpaces: true
+        )
         let swiftVersion = Self.string(fields.swift_version)
         if let swiftVersion, swiftVersion != hostSwiftCompilerVersion {
             throw .init("'\(name)' was built with Swift \(swiftVersion); this host was built with Swift \(hostSwiftCompilerVersion) (rebuild the plugin)")
         }
         guard fields.handle != nil else { throw .init("descriptor of '\(name)' has no handle function") }
+        guard fields.`init` != nil else {
+            throw .init("descriptor of '\(name)' has no init function: handle() can only answer through the host table init() receives")
+        }
         guard fields.command_count > 0, let table = fields.commands else { throw .init("'\(name)' declares no commands") }
         guard fields.command_count <= Self.maxCommands else {
             throw .init("'\(name)' declares \(fields.command_count) commands, more than the \(Self.maxCommands) allowed")
         }
         let flagTable = fields.abi_minor >= 1 ? fields.command_flags : nil
         var commands: [Command] = []
+        var seen: Set<String> = []
         for index in 0..<fields.command_count {
             let entry = table[Int(index)]
-            guard let commandName = Self.string(entry.name), !commandName.isEmpty else {
-                throw .init("command #\(index) of '\(name)' has no name")
-            }
+            let commandName = try Self.name(
+                entry.name, limit: Self.maxCommandNameLength, what: "command #\(index) of '\(name)'", missing: "command #\(index) of '\(name)' has no name"
+            )
+            guard seen.insert(commandName).inserted else { throw .init("'\(name)' declares command '\(commandName)' twice") }
             commands.append(Command(
                 index: index, name: commandName, maxConcurrency: entry.max_concurrency > 0 ? Int(entry.max_concurrency) : nil,
                 flags: flagTable?[Int(index)] ?? 0
@@ -98,6 +112,24 @@ package struct PluginDescriptor: @unchecked Sendable {
         self.swiftVersion = swiftVersion
         self.priority = fields.priority
         self.commands = commands
+    }
+
+    /// A name from the descriptor: present, no longer than `limit` bytes (read no further), and
+    /// printable: no control characters, and no whitespace unless `allowsSpaces`.
+    private static func name(
+        _ pointer: UnsafePointer<CChar>?, limit: Int, what: String, missing: String, noun: String = "a name", allowsSpaces: Bool = false
+    ) throws(PluginLoadFailure) -> String {
+        guard let pointer, strnlen(pointer, limit + 1) > 0 else { throw .init(missing) }
+        guard strnlen(pointer, limit + 1) <= limit else { throw .init("\(what) has \(noun) longer than \(limit) bytes") }
+        let text = string(pointer) ?? ""
+        if text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format
+            || $0.properties.generalCategory == .lineSeparator || $0.properties.generalCategory == .paragraphSeparator }) {
+            throw .init("\(what) has \(noun) with a control character (\(quoted(text))); names and versions are printable")
+        }
+        if !allowsSpaces, text.contains(where: \.isWhitespace) {
+            throw .init("\(what) has \(noun) with whitespace (\(quoted(text))); names are one word")
+        }
+        return text
     }
 
     /// A NUL-terminated UTF-8 string from the descriptor, read no further than `maxStringLength`.
