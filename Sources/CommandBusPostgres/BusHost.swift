@@ -50,7 +50,6 @@ package final class BusHost: Sendable {
         var paused = false
         var draining = false
         var stopped = false
-        var lastHeartbeat = ContinuousClock.now
         var drained: [UnsafeContinuation<Void, Never>] = []
     }
 
@@ -62,8 +61,10 @@ package final class BusHost: Sendable {
         case record(envelope: CommandEnvelope, payload: Data)
     }
 
-    /// This host's id (its lease owner).
-    package let id = UUID()
+    /// This host's id (its lease owner). A host the bus declared dead joins again under a new
+    /// one, so nothing it held under the old id can be finished by it.
+    package var id: UUID { hostID.withLock { $0 } }
+    private let hostID = Mutex(UUID())
     private let settings: Settings
     private let bus: CommandBus
     private let commands: [String]
@@ -416,14 +417,15 @@ package final class BusHost: Sendable {
                 }
                 if alive {
                     let wasFenced = state.withLock { state -> Bool in
-                        defer { state.fenced = false; state.paused = false; state.lastHeartbeat = .now }
+                        defer { state.fenced = false; state.paused = false }
                         return state.fenced || state.paused
                     }
                     if wasFenced { log(.info, "renewed the lease; claiming again"); claimWake.signal() }
                 } else {
                     fence("the bus declared this host dead (its lease ran out)")
+                    hostID.withLock { $0 = UUID() }
                     try session.run { connection throws(PGError) in try register(on: connection) }
-                    state.withLock { $0.fenced = false; $0.paused = false; $0.lastHeartbeat = .now }
+                    state.withLock { $0.fenced = false; $0.paused = false }
                     log(.info, "joined the bus again as host \(id)")
                     claimWake.signal()
                 }
@@ -435,13 +437,10 @@ package final class BusHost: Sendable {
                     }
                 }
             } catch {
-                let silent = state.withLock { ContinuousClock.now - $0.lastHeartbeat }
-                if silent >= settings.lease {
-                    fence("cannot renew the lease for \(silent) (\(error.message))")
-                } else {
-                    state.withLock { $0.paused = true }
-                    log(.warning, "heartbeat failed (\(error.message)); not claiming until it succeeds")
-                }
+                // Not claiming until a heartbeat succeeds; what runs here goes on: if the lease is
+                // lost meanwhile, the fence discards its results, and if not, they count.
+                state.withLock { $0.paused = true }
+                log(.warning, "heartbeat failed (\(error.message)); not claiming until it succeeds")
                 session.backOff()
                 continue
             }

@@ -365,7 +365,8 @@ struct SharedBusTests {
             }
         }
         #expect(try await finished() == total)
-        #expect(try await database.sql("SELECT state, count(*) FROM cmdbus.commands GROUP BY state") == "succeeded|\(total)\n")
+        let states = try await database.sql("SELECT state, count(*) FROM cmdbus.commands GROUP BY state")
+        #expect(states == "succeeded|\(total)\n", "final states: \(states)")
         let lines = Self.lines(runs).map { $0.split(separator: " ").map(String.init) }
         var attemptsByID: [String: [(attempt: Int, host: String)]] = [:]
         for line in lines where line.count == 3 { attemptsByID[line[0], default: []].append((Int(line[1]) ?? 0, line[2])) }
