@@ -94,6 +94,19 @@ struct IsolationTests {
         #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
     }
 
+    /// A handler that blocks its thread until its own subcommand's reply arrives works isolated as
+    /// it does in process: the worker reads the host's messages on a thread that never runs plugin code.
+    @Test(.timeLimit(.minutes(2)), arguments: [false, true])
+    func aHandlerMayWaitForItsOwnSubcommand(isolated: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await compileFixture("sync_subcommand", into: directory)
+        let result = try await cmdbus(
+            ["run", "sync.via", #"{"n":7}"#, "--timeout", "20", "--no-journal", "--plugins", directory.path] + (isolated ? ["--isolate"] : [])
+        )
+        #expect(result.status == 0 && result.stdout == "{\"n\":7}\n", "\(result.stderr)")
+    }
+
     /// No worker outlives its host: a one-shot run whose spinning handler times out leaves no
     /// worker behind, and the timeout names the plugin; a killed server's workers end too.
     @Test(.timeLimit(.minutes(2)))

@@ -42,7 +42,10 @@ package enum PluginWorker {
             case .handle:
                 let call = WorkerCall(id: frame.id, payload: frame.body, envelope: Array(frame.name.utf8))
                 WorkerSession.register(call)
-                descriptor.handle?(state, UInt32(bitPattern: frame.status), call.payloadBytes, call.handle)
+                // Plugin code never runs on the reader: a handler may wait for its own subcommand's
+                // reply (which this thread reads), and can_handle is answered while handlers run.
+                let job = HandleJob(function: descriptor.handle, state: state, index: UInt32(bitPattern: frame.status), call: call)
+                DetachedThread.start { job.run() }
             case .canHandle:
                 let probe = WorkerCall(id: 0, payload: frame.body)
                 WorkerSession.register(probe)
@@ -62,6 +65,17 @@ package enum PluginWorker {
         }
         _exit(0)
     }
+}
+
+/// One `handle()` call, run on a thread of its own. (Unchecked `Sendable`: the plugin's state
+/// pointer and function are the plugin's, which promises they may be used from any thread.)
+private struct HandleJob: @unchecked Sendable {
+    let function: (@convention(c) (UnsafeMutableRawPointer?, UInt32, cmdbus_bytes, OpaquePointer?) -> Void)?
+    let state: UnsafeMutableRawPointer?
+    let index: UInt32
+    let call: WorkerCall
+
+    func run() { function?(state, index, call.payloadBytes, call.handle) }
 }
 
 extension PluginWorker {
