@@ -6,6 +6,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Synchronization
+import Dispatch
 import Glibc
 
 /// The worker side of isolated mode: `cmdbus plugins worker FILE` loads one plugin and serves
@@ -37,6 +38,7 @@ package enum PluginWorker {
         channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
         let descriptor = plugin.descriptor!.raw.pointee
         let state = plugin.state.pointer
+        let handlers = HandlerThreads()
         while let frame = channel.receive() {
             switch frame.kind {
             case .handle:
@@ -44,8 +46,7 @@ package enum PluginWorker {
                 WorkerSession.register(call)
                 // Plugin code never runs on the reader: a handler may wait for its own subcommand's
                 // reply (which this thread reads), and can_handle is answered while handlers run.
-                let job = HandleJob(function: descriptor.handle, state: state, index: UInt32(bitPattern: frame.status), call: call)
-                DetachedThread.start { job.run() }
+                handlers.submit(HandleJob(function: descriptor.handle, state: state, index: UInt32(bitPattern: frame.status), call: call))
             case .canHandle:
                 let probe = WorkerCall(id: 0, payload: frame.body)
                 WorkerSession.register(probe)
@@ -76,6 +77,36 @@ private struct HandleJob: @unchecked Sendable {
     let call: WorkerCall
 
     func run() { function?(state, index, call.payloadBytes, call.handle) }
+}
+
+/// The threads `handle()` calls run on: an idle one takes the next call, and a new one starts
+/// when none is idle (a handler may block), so the reader never waits for plugin code and a
+/// thread is not started per call.
+private final class HandlerThreads: @unchecked Sendable {
+    // The jobs and the idle count are under the lock; each idle thread waits on the semaphore.
+    private let state = Mutex<(jobs: [HandleJob], idle: Int)>(([], 0))
+    private let wake = DispatchSemaphore(value: 0)
+
+    func submit(_ job: HandleJob) {
+        let reuse = state.withLock { state -> Bool in
+            state.jobs.append(job)
+            guard state.idle > 0 else { return false }
+            state.idle -= 1
+            return true
+        }
+        if reuse { wake.signal() } else { DetachedThread.start { [self] in work() } }
+    }
+
+    private func work() {
+        while true {
+            if let job = state.withLock({ $0.jobs.isEmpty ? nil : $0.jobs.removeFirst() }) {
+                job.run()
+                continue
+            }
+            state.withLock { $0.idle += 1 }
+            wake.wait()
+        }
+    }
 }
 
 extension PluginWorker {
