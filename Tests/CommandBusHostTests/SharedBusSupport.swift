@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// A database of its own in the throwaway PostgreSQL cluster scripts/test.sh starts
@@ -61,6 +62,7 @@ final class BusHostProcess: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: log)
         try process.run()
+        Self.started.withLock { $0.append(self) }
         let joined = await waitUntil(.seconds(60)) { self.output.contains("joined the bus") || !self.process.isRunning }
         try #require(joined && process.isRunning, "the host did not join the bus: \(output)")
     }
@@ -71,6 +73,15 @@ final class BusHostProcess: @unchecked Sendable {
     var pid: Int32 { process.processIdentifier }
 
     func signal(_ number: Int32) { kill(pid, number) }
+
+    /// Every host a test started and has not stopped: a test stops them all before it ends, so
+    /// none outlives the test process (a deferred stop may not run before it exits).
+    private static let started = Mutex<[BusHostProcess]>([])
+
+    /// Stops every host still running.
+    static func stopAll() async {
+        for host in started.withLock({ hosts -> [BusHostProcess] in defer { hosts = [] }; return hosts }) { await host.stop() }
+    }
 
     /// SIGTERM, then waits for it to leave.
     func stop() async {

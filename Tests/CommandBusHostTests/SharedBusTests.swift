@@ -12,6 +12,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(3)))
     func threeHostsEachRunWhatTheirPluginsHandle() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         let greeter = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
         let echo = try await BusHostProcess(bus: database.url, plugins: ["libCEcho.so", "libGreetAll.so"])
@@ -65,6 +66,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(3)))
     func aKilledHostsCommandRunsOnAnotherUnderTheSameID() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
         let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
@@ -84,6 +86,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(3)))
     func aHostThatLosesItsLeaseIsFencedAndItsLateResultDiscarded() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
         let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
@@ -106,6 +109,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(3)))
     func valuesGoInAndComeOutUnchangedAndAKeyRunsOnce() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         let echo = try await BusHostProcess(bus: database.url, plugins: ["libCEcho.so", "libFixturePlugin.so"])
         defer { Task { await echo.stop(); await database.drop() } }
@@ -136,6 +140,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(2)))
     func badURLsServersAndSchemasGetOneClearLine() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let malformed = try await cmdbus("run", "greet", "--bus", "not a url")
         #expect(malformed.status == 64 && malformed.stderr.contains("--bus takes a PostgreSQL URL"))
         let unreachable = try await cmdbus("run", "greet", "--bus", "postgres://ada:s3cret@127.0.0.1:1/nothing?connect_timeout=2")
@@ -161,6 +166,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(4)))
     func restartsAndKilledConnectionsLoseNothing() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
         let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
@@ -185,6 +191,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(3)))
     func drainingHandsBackAtOnceAndRetriesBackOff() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         // A long lease: what the first host hands back must not wait for it to run out.
         let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "60", drain: "1", extra: ["--capacity", "1"])
@@ -214,6 +221,7 @@ struct SharedBusTests {
 
     @Test(.timeLimit(.minutes(3)))
     func theJournalCommandsWorkOnTheBus() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so", "libFixturePlugin.so"])
         defer { Task { await host.stop(); await database.drop() } }
@@ -271,6 +279,7 @@ struct SharedBusTests {
     /// its command runs on another host and it fences itself.
     @Test(.timeLimit(.minutes(3)), .enabled(if: NetworkNamespace.isAvailable, "needs root and ip(8) for a network namespace"))
     func aHostAcrossARealNetworkIsFencedWhenTheLinkIsCut() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let namespace = try await NetworkNamespace()
         do {
             let cluster = try await PasswordCluster(listeningOn: namespace.hostAddress, role: "busnet", password: "n3t-s3cret")
@@ -317,6 +326,7 @@ struct SharedBusTests {
     /// every re-run is of a command whose host died or lost its lease.
     @Test(.timeLimit(.minutes(6)))
     func chaos() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
         let scratch = try TemporaryDirectory()
         let runs = scratch.file("runs.txt")

@@ -32,6 +32,8 @@ start_test_postgres() {
 
 stop_test_postgres() {
     [ -n "${CMDBUS_TEST_POSTGRES_DIR:-}" ] || return 0
+    # Bus hosts a failed or interrupted test left behind: they would retry this cluster forever.
+    pkill -KILL -f "cmdbus serve --bus .*host=$CMDBUS_TEST_POSTGRES_DIR" 2>/dev/null || true
     as_postgres "$CMDBUS_TEST_POSTGRES_BIN/pg_ctl" -D "$CMDBUS_TEST_POSTGRES_DIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$CMDBUS_TEST_POSTGRES_DIR"
 }
