@@ -15,6 +15,8 @@ package final class BusStatistics: CommandObserver {
         package var failed = 0
         /// The latest latencies (ms) per command name, at most `window` each.
         package var latencies: [String: [Double]] = [:]
+        /// Waiting for nothing to be in flight.
+        var idleWaiters: [UnsafeContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
 
@@ -28,8 +30,8 @@ package final class BusStatistics: CommandObserver {
 
     package func commandFinished(_ envelope: CommandEnvelope, state ended: CommandState, error: CommandBusError?) {
         let now = ContinuousClock.now
-        state.withLock { state in
-            guard let start = state.started.removeValue(forKey: envelope.id) else { return }
+        let idle = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
+            guard let start = state.started.removeValue(forKey: envelope.id) else { return [] }
             if ended == .succeeded { state.completed += 1 } else { state.failed += 1 }
             let elapsed = now - start
             let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
@@ -37,6 +39,29 @@ package final class BusStatistics: CommandObserver {
             list.append(ms)
             if list.count > Self.window { list.removeFirst(list.count - Self.window) }
             state.latencies[envelope.commandName] = list
+            guard state.started.isEmpty else { return [] }
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters
+        }
+        for waiter in idle { waiter.resume() }
+    }
+
+    /// Returns once no command is in flight (at once if none is).
+    package func waitUntilIdle() async {
+        await withUnsafeContinuation { continuation in
+            let idle = state.withLock { state -> Bool in
+                if state.started.isEmpty { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
+    }
+
+    /// Resumes whoever waits for idleness now (a drain that gave up waiting).
+    package func releaseIdleWaiters() {
+        for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.idleWaiters = [] }; return state.idleWaiters }) {
+            waiter.resume()
         }
     }
 

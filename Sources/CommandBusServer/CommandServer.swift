@@ -89,9 +89,13 @@ package final class CommandServer: Sendable {
         socket.close()
         log(.info, "draining \(statistics.inFlight) command(s) for up to \(drain)")
         Task { [self] in
-            let deadline = ContinuousClock.now + drain
-            while statistics.inFlight > 0 && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(10))
+            // The last command's end, or the drain deadline, whichever comes first: no polling.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { [statistics] in await statistics.waitUntilIdle() }
+                group.addTask { [drain] in try? await Task.sleep(for: drain) }
+                await group.next()
+                statistics.releaseIdleWaiters()
+                group.cancelAll()
             }
             await session.close()
             for plugin in plugins { plugin.worker?.stop() }

@@ -44,18 +44,32 @@ package struct ChildProcess {
         let end = ContinuousClock.now + deadline
         var status: Int32 = 0
         var ending: Ending?
+        var watch = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
+        var open = true
+        // Waits on the child's stdout until it closes (the child is done), or the deadline.
         while ending == nil {
-            let got = buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
-            if got > 0 { output += buffer[..<got]; if output.count < 1 << 20 { continue } }
-            let waited = waitpid(pid, &status, WNOHANG)
-            if waited == pid {
-                ending = Self.ending(status)
-            } else if ContinuousClock.now > end {
+            let remaining = end - ContinuousClock.now
+            if remaining <= .zero {
                 kill(pid, SIGKILL)
                 waitpid(pid, &status, 0)
                 ending = .killedAtDeadline
-            } else {
-                usleep(1_000)
+                break
+            }
+            if open {
+                let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+                if poll(&watch, 1, milliseconds) < 0 && errno != EINTR { open = false }
+                let got = buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
+                if got > 0 { if output.count < 1 << 20 { output += buffer[..<got] }; continue }
+                if got == 0 { open = false }
+                if got < 0 && errno == EAGAIN { continue }
+            }
+            if waitpid(pid, &status, WNOHANG) == pid {
+                ending = Self.ending(status)
+            } else if !open {
+                // Its stdout closed, so it is exiting; only a child that closed stdout and lives
+                // on waits here longer than a moment (still bounded by the deadline).
+                var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+                nanosleep(&pause, nil)
             }
         }
         while true {

@@ -180,8 +180,9 @@ public final class IsolatedPlugin: Sendable {
         guard let pending else { return }
         guard cancellable else { return killWorker(pending.pid) }
         channel?.send(WorkerFrame(kind: .cancel, id: id))
-        DetachedThread.start { [self] in
-            usleep(UInt32(Self.cancelGrace.components.seconds * 1_000_000))
+        // A timer, not a thread asleep: the grace period spends nothing while it runs.
+        Task { [self] in
+            try? await Task.sleep(for: Self.cancelGrace)
             if state.withLock({ $0.pending[id] != nil }) { killWorker(pending.pid) }
         }
     }
