@@ -25,8 +25,9 @@ let package = Package(
         .target(name: "CommandBusPlugin", dependencies: ["CCommandBusABI"]),
         // SQLite from the system (libsqlite3-dev), for the journal: no package dependency.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // libpq from the system (libpq-dev), for the shared bus: no package dependency.
-        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // libpq's header from the system (libpq-dev), for the shared bus: no package dependency. Not
+        // linked: CommandBusPostgres loads libpq.so.5 when the bus is first used (LibPQ.swift).
+        .systemLibrary(name: "CLibPQ", providers: [.apt(["libpq-dev"])]),
         // The host, as modules the compiler keeps apart (README: "Architecture"). Each may use only
         // the modules listed here, and scripts/check-layering.sh fails the tests if one imports more.
         // Small shared pieces: JSON values, quoting, files, child processes, threads, the console.

@@ -11,6 +11,7 @@ import Foundation
 /// travel apart from the SQL, as text or binary, never spliced into it.
 package final class PGConnection: @unchecked Sendable {
     private let connection: OpaquePointer
+    private let pq: LibPQ
     /// The URL with its password removed, for messages.
     package let redactedURL: String
 
@@ -18,27 +19,29 @@ package final class PGConnection: @unchecked Sendable {
     /// `sslmode`, `PGPASSWORD` and the rest as it documents).
     package init(url: String) throws(PGError) {
         let redacted = PGURL.redacted(url)
-        guard let connection = PQconnectdb(url) else { throw PGError(.connectionFailed, "cannot allocate a PostgreSQL connection") }
+        let pq = try LibPQ.get()
+        guard let connection = pq.connectdb(url) else { throw PGError(.connectionFailed, "cannot allocate a PostgreSQL connection") }
         // Checked before any property is set: a throwing init must not run deinit over a finished connection.
-        guard PQstatus(connection) == CONNECTION_OK else {
-            let message = Self.message(of: connection)
-            PQfinish(connection)
+        guard pq.status(connection) == CONNECTION_OK else {
+            let message = Self.message(of: connection, pq)
+            pq.finish(connection)
             throw PGError(.connectionFailed, "cannot connect to PostgreSQL at \(redacted): \(message)")
         }
         self.connection = connection
+        self.pq = pq
         redactedURL = redacted
-        _ = PQsetnonblocking(connection, 0)
+        _ = pq.setnonblocking(connection, 0)
         // Server notices (such as "already exists, skipping") are not for the user's terminal.
-        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        _ = pq.setNoticeProcessor(connection, { _, _ in }, nil)
     }
 
-    deinit { PQfinish(connection) }
+    deinit { pq.finish(connection) }
 
     /// Whether the connection is still usable.
-    package var isHealthy: Bool { PQstatus(connection) == CONNECTION_OK }
+    package var isHealthy: Bool { pq.status(connection) == CONNECTION_OK }
 
     /// The socket, for waiting on notifications.
-    package var socket: Int32 { PQsocket(connection) }
+    package var socket: Int32 { pq.socket(connection) }
 
     /// Statements prepared on this connection, by their SQL: planning one of the bus's statements
     /// costs more than running it, so each is planned once per connection.
@@ -51,20 +54,20 @@ package final class PGConnection: @unchecked Sendable {
         let name = parameters.isEmpty ? nil : try preparedName(sql, parameters)
         let result = withParameters(parameters) { types, values, lengths, formats in
             if let name {
-                PQexecPrepared(connection, name, Int32(parameters.count), values, lengths, formats, 1)
+                pq.execPrepared(connection, name, Int32(parameters.count), values, lengths, formats, 1)
             } else {
-                PQexecParams(connection, sql, Int32(parameters.count), types, values, lengths, formats, 1)
+                pq.execParams(connection, sql, Int32(parameters.count), types, values, lengths, formats, 1)
             }
         }
-        guard let result else { throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection))") }
-        defer { PQclear(result) }
-        switch PQresultStatus(result) {
+        guard let result else { throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection, pq))") }
+        defer { pq.clear(result) }
+        switch pq.resultStatus(result) {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
-            return PGRows(result)
+            return PGRows(result, pq)
         default:
-            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            let message = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
-                ?? PQresultErrorMessage(result).map { String(cString: $0) } ?? "unknown error"
+            let state = pq.resultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let message = pq.resultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+                ?? pq.resultErrorMessage(result).map { String(cString: $0) } ?? "unknown error"
             let oneLine = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
             if !isHealthy { throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(oneLine)") }
             throw PGError(PGError.Code(sqlState: state), oneLine, sqlState: state)
@@ -75,13 +78,13 @@ package final class PGConnection: @unchecked Sendable {
         if let name = prepared[sql] { return name }
         let name = "cmdbus_\(prepared.count)"
         let types: [Oid] = parameters.map { $0?.type ?? 0 }
-        guard let result = PQprepare(connection, name, sql, Int32(types.count), types) else {
-            throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection))")
+        guard let result = pq.prepare(connection, name, sql, Int32(types.count), types) else {
+            throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection, pq))")
         }
-        defer { PQclear(result) }
-        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
-            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            let message = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) } ?? "cannot prepare a statement"
+        defer { pq.clear(result) }
+        guard pq.resultStatus(result) == PGRES_COMMAND_OK else {
+            let state = pq.resultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let message = pq.resultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) } ?? "cannot prepare a statement"
             if !isHealthy { throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(message)") }
             throw PGError(PGError.Code(sqlState: state), message, sqlState: state)
         }
@@ -113,8 +116,8 @@ package final class PGConnection: @unchecked Sendable {
         if ready < 0 && errno != EINTR { throw PGError(.connectionLost, "cannot wait on PostgreSQL at \(redactedURL)") }
         if descriptors.count > 1, descriptors[1].revents != 0 { wake?.clear() }
         if ready > 0, descriptors[0].revents != 0 {
-            guard PQconsumeInput(connection) == 1 else {
-                throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(Self.message(of: connection))")
+            guard pq.consumeInput(connection) == 1 else {
+                throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(Self.message(of: connection, pq))")
             }
             found = drainNotifications()
         }
@@ -123,17 +126,17 @@ package final class PGConnection: @unchecked Sendable {
 
     private func drainNotifications() -> [PGNotification] {
         var found: [PGNotification] = []
-        while let notification = PQnotifies(connection) {
+        while let notification = pq.notifies(connection) {
             found.append(PGNotification(
                 channel: String(cString: notification.pointee.relname), payload: String(cString: notification.pointee.extra)
             ))
-            PQfreemem(notification)
+            pq.freemem(notification)
         }
         return found
     }
 
-    private static func message(of connection: OpaquePointer) -> String {
-        let text = PQerrorMessage(connection).map { String(cString: $0) } ?? "unknown error"
+    private static func message(of connection: OpaquePointer, _ pq: LibPQ) -> String {
+        let text = pq.errorMessage(connection).map { String(cString: $0) } ?? "unknown error"
         return text.split(whereSeparator: \.isNewline).map { line in
             String(line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
         }.filter { !$0.isEmpty }.joined(separator: "; ")

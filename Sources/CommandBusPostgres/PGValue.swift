@@ -50,15 +50,15 @@ package struct PGRows: Sendable {
     /// Each column's index by name, built once for every row to share.
     private let index: [String: Int]
 
-    init(_ result: OpaquePointer) {
-        let rowCount = Int(PQntuples(result)), columnCount = Int(PQnfields(result))
-        columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
+    init(_ result: OpaquePointer, _ pq: LibPQ) {
+        let rowCount = Int(pq.ntuples(result)), columnCount = Int(pq.nfields(result))
+        columns = (0..<columnCount).map { pq.fname(result, Int32($0)).map { String(cString: $0) } ?? "" }
         index = Dictionary(columns.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         rows = (0..<rowCount).map { row in
             (0..<columnCount).map { column -> Data? in
-                if PQgetisnull(result, Int32(row), Int32(column)) == 1 { return nil }
-                let length = Int(PQgetlength(result, Int32(row), Int32(column)))
-                guard let value = PQgetvalue(result, Int32(row), Int32(column)) else { return Data() }
+                if pq.getisnull(result, Int32(row), Int32(column)) == 1 { return nil }
+                let length = Int(pq.getlength(result, Int32(row), Int32(column)))
+                guard let value = pq.getvalue(result, Int32(row), Int32(column)) else { return Data() }
                 return Data(bytes: value, count: length)
             }
         }
