@@ -3,6 +3,8 @@ import CommandBusLoading
 import CommandBusHost
 import CCommandBusABI
 import CommandBus
+import Glibc
+import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -41,13 +43,33 @@ public enum CommandLineTool {
     public static func run(_ arguments: [String]) async -> Int32 {
         let console = Console()
         let wantsJSON = arguments.contains("--json")
-        do {
-            try await dispatch(arguments, console: console)
-            return ExitCode.ok.rawValue
-        } catch {
-            console.report(error, json: wantsJSON)
-            return error.exitCode.rawValue
+        // Ctrl-C means cancel: the first SIGINT or SIGTERM cancels the commands of a one-shot
+        // subcommand (cooperatively, down to their subcommands, recorded `cancelled`) and it exits
+        // 130; a second exits at once. `serve` drains on its own terms.
+        let interrupted = Atomic<Bool>(false)
+        let work = Task {
+            do throws(HostFailure) {
+                try await dispatch(arguments, console: console)
+                return ExitCode.ok.rawValue
+            } catch {
+                if interrupted.load(ordering: .acquiring) {
+                    console.report(HostFailure(.interrupted, "interrupted: \(error.message)", command: error.command, plugin: error.plugin), json: wantsJSON)
+                    return ExitCode.interrupted.rawValue
+                }
+                console.report(error, json: wantsJSON)
+                return error.exitCode.rawValue
+            }
         }
+        let signals = arguments.first == "serve" ? nil : ShutdownSignals(first: {
+            interrupted.store(true, ordering: .releasing)
+            work.cancel()
+        }, second: {
+            fflush(nil)
+            _exit(ExitCode.interrupted.rawValue)
+        })
+        let status = await work.value
+        withExtendedLifetime(signals) {}
+        return status
     }
 
     private static func dispatch(_ arguments: [String], console: Console) async throws(HostFailure) {

@@ -57,6 +57,8 @@ package struct HostFailure: Error, Sendable {
         package static let badResponse = Code("badResponse", .failure)
         /// Another server already listens on the socket.
         package static let socketInUse = Code("socketInUse", .noHandler)
+        /// Ctrl-C (SIGINT or SIGTERM): the commands were cancelled.
+        package static let interrupted = Code("interrupted", .interrupted)
         /// Some commands of a batch did not succeed.
         package static let someFailed = Code("someFailed", .failure)
         /// The server could not listen on its socket.
@@ -65,7 +67,7 @@ package struct HostFailure: Error, Sendable {
         private static let all: [Code] = [
             .usage, .badConfiguration, .noInput, .decodingFailed, .payloadTooLarge, .noHandler, .handlerFailed, .childFailed,
             .encodingFailed, .cancelled, .timedOut, .journalFailed, .entryNotFound, .entryNotApplicable, .pluginFailed, .pluginCrashed,
-            .serverUnreachable, .serverShuttingDown, .badResponse, .socketInUse, .someFailed, .socketFailed,
+            .serverUnreachable, .serverShuttingDown, .badResponse, .socketInUse, .someFailed, .socketFailed, .interrupted,
         ]
 
         /// Looks a code up by its stable name (a server's answer); `nil` if unknown.
@@ -122,4 +124,6 @@ package enum ExitCode: Int32, Sendable {
     case journalFailed = 74
     /// The command ran past its deadline.
     case timedOut = 75
+    /// Interrupted by SIGINT or SIGTERM (128 + SIGINT, as shells report it).
+    case interrupted = 130
 }

@@ -50,12 +50,31 @@ package struct LocalBusClient: BusClient {
             }
         }
         let result: Result<Data, CommandBusError>
-        do { result = .success(try await ticket.result) } catch { result = .failure(error) }
+        do {
+            // Cancelling the caller (Ctrl-C) cancels the command and, through it, its subcommands.
+            result = .success(try await Self.result(of: ticket))
+        } catch {
+            result = .failure(error)
+        }
         await forwarding?.value
         switch result {
         case .success(let data): return data
         case .failure(let error): throw session.failure(error, command: request.name)
         }
+    }
+
+    /// The ticket's result; cancelling the waiting task cancels the command.
+    private static func result(of ticket: CommandTicket<Data>) async throws(CommandBusError) -> Data {
+        let outcome: Result<Data, CommandBusError> = await withTaskCancellationHandler {
+            do throws(CommandBusError) {
+                return .success(try await ticket.result)
+            } catch {
+                return .failure(error)
+            }
+        } onCancel: {
+            ticket.cancel()
+        }
+        return try outcome.get()
     }
 
     package func post(_ request: CommandRequest) async throws(HostFailure) -> UUID {
@@ -74,7 +93,7 @@ package struct LocalBusClient: BusClient {
         let bus = session.bus
         await withTaskGroup(of: CommandOutcome.self) { group in
             var inFlight = 0
-            while let request = next() {
+            while !Task.isCancelled, let request = next() {
                 if inFlight >= concurrency, let outcome = await group.next() {
                     inFlight -= 1
                     onOutcome(outcome)
@@ -83,7 +102,7 @@ package struct LocalBusClient: BusClient {
                     let ticket = bus.post(name: request.name, payload: request.payload, metadata: request.metadata, timeout: request.timeout)
                     var outcome = CommandOutcome(tag: request.tag, id: ticket.id, command: request.name, state: .succeeded)
                     do throws(CommandBusError) {
-                        outcome.result = try await ticket.result
+                        outcome.result = try await Self.result(of: ticket)
                     } catch {
                         outcome.error = (HostFailure.Code(error).name, error.message)
                     }

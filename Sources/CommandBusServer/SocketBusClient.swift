@@ -26,6 +26,8 @@ package struct SocketBusClient: BusClient {
         if let delay = request.delay { try? await Task.sleep(for: delay) }
         var fields = Self.fields(of: request, op: "send")
         fields["events"] = .bool(onEvent != nil)
+        // Ctrl-C ends this process, which closes the connection: the server cancels the command then.
+        fields["cancelOnDisconnect"] = .bool(true)
         let response = try self.request(fields) { event in onEvent?(event) }
         guard response["ok"] == .bool(true), let result = response["result"] else { throw Self.failure(response, command: request.name) }
         return Data(result.text.utf8)

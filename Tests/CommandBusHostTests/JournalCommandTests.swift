@@ -59,6 +59,48 @@ struct JournalCommandTests {
         #expect(Array(targetIDs.suffix(3)) == sourceIDs)
     }
 
+    /// Ctrl-C means cancel: the first SIGINT cancels a one-shot run's (or batch's) commands, which the
+    /// journal records `cancelled` (so the next run does not run them again), and it exits 130.
+    @Test(.timeLimit(.minutes(2)), arguments: ["run", "batch"])
+    func ctrlCCancelsAndRecordsTheCommands(subcommand: String) async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let input = setup.work.file("sleeps.ndjson")
+        try (0..<3).map { _ in #"{"command": "fixture.sleep", "payload": {"milliseconds": 60000}}"# }
+            .joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = try TestPaths.product("cmdbus")
+        process.arguments = (subcommand == "run" ? ["run", "fixture.sleep", "-p", "milliseconds=60000"] : ["batch", input.path])
+            + ["--plugins", setup.plugins.path, "--journal", setup.journal, "--no-probe"]
+        process.currentDirectoryURL = setup.work.url
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let expected = subcommand == "run" ? 1 : 3
+        #expect(await waitUntil(.seconds(30)) {
+            (try? Self.states(setup)).map { $0.filter { $0 == "running" }.count == expected } ?? false
+        })
+        kill(process.processIdentifier, SIGINT)
+        #expect(await waitUntil(.seconds(30)) { !process.isRunning })
+        #expect(process.terminationStatus == 130)
+        #expect(try Self.states(setup) == Array(repeating: "cancelled", count: expected))
+    }
+
+    /// The states of the journal's entries, through `cmdbus journal list --json`.
+    static func states(_ setup: Setup) throws -> [String] {
+        let process = Process()
+        process.executableURL = try TestPaths.product("cmdbus")
+        process.arguments = ["journal", "list", "--json", "--journal", setup.journal]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let entries = (try? JSONSerialization.jsonObject(with: data) as? [[String: Any]]) ?? []
+        return entries.compactMap { $0["state"] as? String }
+    }
+
     @Test func deadLettersAreListedAndRetried() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
