@@ -53,7 +53,8 @@ public enum CommandLineTool {
                 return ExitCode.ok.rawValue
             } catch {
                 if interrupted.load(ordering: .acquiring) {
-                    console.report(HostFailure(.interrupted, "interrupted: \(error.message)", command: error.command, plugin: error.plugin), json: wantsJSON)
+                    let what = error.command.map { "command \(quoted($0)) was cancelled" } ?? "the commands in flight were cancelled"
+                    console.report(HostFailure(.interrupted, "interrupted: \(what)", command: error.command, plugin: error.plugin), json: wantsJSON)
                     return ExitCode.interrupted.rawValue
                 }
                 console.report(error, json: wantsJSON)

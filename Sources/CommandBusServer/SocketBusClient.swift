@@ -28,13 +28,13 @@ package struct SocketBusClient: BusClient {
         fields["events"] = .bool(onEvent != nil)
         // Ctrl-C ends this process, which closes the connection: the server cancels the command then.
         fields["cancelOnDisconnect"] = .bool(true)
-        let response = try self.request(fields) { event in onEvent?(event) }
+        let response = try await self.request(fields) { event in onEvent?(event) }
         guard response["ok"] == .bool(true), let result = response["result"] else { throw Self.failure(response, command: request.name) }
         return Data(result.text.utf8)
     }
 
     package func post(_ request: CommandRequest) async throws(HostFailure) -> UUID {
-        let response = try self.request(Self.fields(of: request, op: "post"))
+        let response = try await self.request(Self.fields(of: request, op: "post"))
         guard response["ok"] == .bool(true), let id = response["commandId"]?.stringValue.flatMap(UUID.init(uuidString:)) else {
             throw Self.failure(response, command: request.name)
         }
@@ -73,7 +73,7 @@ package struct SocketBusClient: BusClient {
     }
 
     package func canHandle(_ name: String, payload: Data) async throws(HostFailure) -> Bool {
-        let response = try request(["op": .string("can"), "command": .string(name), "payload": Self.json(payload)])
+        let response = try await request(["op": .string("can"), "command": .string(name), "payload": Self.json(payload)])
         guard response["ok"] == .bool(true) else { throw Self.failure(response, command: name) }
         return response["canHandle"] == .bool(true)
     }
@@ -83,19 +83,19 @@ package struct SocketBusClient: BusClient {
     }
 
     package func cancel(_ id: UUID) async throws(HostFailure) -> Bool {
-        let response = try request(["op": .string("cancel"), "commandId": .string(id.uuidString)])
+        let response = try await request(["op": .string("cancel"), "commandId": .string(id.uuidString)])
         guard response["ok"] == .bool(true) else { throw Self.failure(response, command: nil) }
         return response["cancelled"] == .bool(true)
     }
 
     package func plugins() async throws(HostFailure) -> JSONValue {
-        let response = try request(["op": .string("plugins")])
+        let response = try await request(["op": .string("plugins")])
         guard response["ok"] == .bool(true), let catalog = response["catalog"] else { throw Self.failure(response, command: nil) }
         return catalog
     }
 
     package func status() async throws(HostFailure) -> JSONValue {
-        let response = try request(["op": .string("status")])
+        let response = try await request(["op": .string("status")])
         guard response["ok"] == .bool(true), let status = response["status"] else { throw Self.failure(response, command: nil) }
         return status
     }
@@ -104,17 +104,28 @@ package struct SocketBusClient: BusClient {
 
     /// Sends one request (an `id` is added) and returns the response's fields; event lines that
     /// carry the request's id go to `onEvent` on the way.
+    /// Cancelling the waiting task (Ctrl-C) shuts the connection, which ends the wait; the server
+    /// then cancels a `send` that asked for `cancelOnDisconnect`.
     private func request(
         _ request: [String: JSONValue], onEvent: ([String: JSONValue]) -> Void = { _ in }
-    ) throws(HostFailure) -> [String: JSONValue] {
+    ) async throws(HostFailure) -> [String: JSONValue] {
         let connection = try ServerConnection(socket)
-        try connection.send(.object(request.merging(["id": .integer(1)]) { _, new in new }))
-        while true {
-            let fields = try connection.receive()
-            guard fields["id"] == .integer(1) else { continue }
-            if case .object(let event)? = fields["event"] { onEvent(event); continue }
-            return fields
+        let outcome: Result<[String: JSONValue], HostFailure> = await withTaskCancellationHandler {
+            do throws(HostFailure) {
+                try connection.send(.object(request.merging(["id": .integer(1)]) { _, new in new }))
+                while true {
+                    let fields = try connection.receive()
+                    guard fields["id"] == .integer(1) else { continue }
+                    if case .object(let event)? = fields["event"] { onEvent(event); continue }
+                    return .success(fields)
+                }
+            } catch {
+                return .failure(error)
+            }
+        } onCancel: {
+            connection.shutDown()
         }
+        return try outcome.get()
     }
 
     private static func fields(of request: CommandRequest, op: String) -> [String: JSONValue] {
@@ -139,7 +150,8 @@ package struct SocketBusClient: BusClient {
 }
 
 /// A connection to a running server for many requests: write some, read their answers as they come.
-package final class ServerConnection {
+/// (Unchecked `Sendable`: one task uses it; another may only `shutDown()` it.)
+package final class ServerConnection: @unchecked Sendable {
     private let descriptor: Int32
     private let reader: LineSocketReader
     package let socket: String
@@ -156,6 +168,10 @@ package final class ServerConnection {
     }
 
     deinit { close(descriptor) }
+
+    /// Ends the connection both ways from any thread, waking a blocked read (unlike `close`,
+    /// which must wait for the reader to be done with the descriptor).
+    package func shutDown() { _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR)) }
 
     package func send(_ request: JSONValue) throws(HostFailure) {
         guard sendAll(descriptor, Array((request.text + "\n").utf8)) else {

@@ -199,6 +199,47 @@ struct ServerTests {
         }.first
     }
 
+    /// Ctrl-C on `run --connect` cancels the command on the server: the client exits 130 and the
+    /// server's journal records the command `cancelled`.
+    @Test(.timeLimit(.minutes(2)))
+    func ctrlCOnAConnectedRunCancelsOnTheServer() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let client = Process()
+        client.executableURL = try TestPaths.product("cmdbus")
+        client.arguments = ["run", "fixture.sleep", "-p", "milliseconds=60000", "--connect=\(server.socket)"]
+        client.standardOutput = FileHandle.nullDevice
+        client.standardError = FileHandle.nullDevice
+        try client.run()
+        let socket = server.socket
+        #expect(await waitUntil(.seconds(30)) {
+            Self.inFlight(socket) == 1
+        })
+        kill(client.processIdentifier, SIGINT)
+        #expect(await waitUntil(.seconds(30)) { !client.isRunning })
+        #expect(client.terminationStatus == 130)
+        #expect(await waitUntil(.seconds(30)) { Self.inFlight(socket) == 0 })
+        let listing = try await cmdbus(["journal", "list", "--json", "--journal", server.journal])
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]])
+        #expect(entries.map { $0["state"] as? String } == ["cancelled"])
+        await server.stop()
+    }
+
+    /// Commands in flight on the server at `socket`, from `cmdbus status --json`; -1 if it cannot say.
+    static func inFlight(_ socket: String) -> Int {
+        guard let cmdbus = try? TestPaths.product("cmdbus") else { return -1 }
+        let process = Process()
+        process.executableURL = cmdbus
+        process.arguments = ["status", "--json", "--connect=\(socket)"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any])?["inFlight"] as? Int ?? -1
+    }
+
     @Test func clientModeGivesTheSameOutputAndExitCodes() async throws {
         let server = try await Server()
         defer { server.work.remove() }
