@@ -7,14 +7,22 @@ import Synchronization
 /// stderr is a terminal.
 final class EventPrinter: Sendable {
     private let console: Console
+    private let json: Bool
     private let showingProgress = Mutex(false)
 
-    init(console: Console) {
+    /// A printer on `console`'s stderr; with `json`, each event is one NDJSON line (the form every
+    /// `BusClient` hands out), for `--json` runs that a program reads.
+    init(console: Console, json: Bool = false) {
         self.console = console
+        self.json = json
     }
 
     /// Prints one event, in the JSON form every `BusClient` hands out.
     func print(_ event: [String: JSONValue]) {
+        if json {
+            if ["emitted", "log", "progress"].contains(event["kind"]?.stringValue ?? "") { console.err(JSONValue.object(["event": .object(event)]).text) }
+            return
+        }
         let name = event["command"]?.stringValue ?? "?"
         showingProgress.withLock { showing in
             switch event["kind"]?.stringValue {

@@ -63,6 +63,18 @@ enum PluginsCommand {
         )
         let catalog = try await client.plugins()
         console.out(arguments.has("json") ? catalog.text : catalogText(catalog))
+        // A plugin directory that is not there is an error here, not just a skipped line: the
+        // listing is what a person checks their setup with.
+        let fields = catalog.objectValue ?? [:]
+        let directories = Set(fields["directories"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        let missing = (fields["skipped"]?.arrayValue ?? []).compactMap(\.objectValue).compactMap { skipped -> String? in
+            guard let path = skipped["path"]?.stringValue, directories.contains(path),
+                  skipped["reason"]?.stringValue == "plugin directory does not exist" else { return nil }
+            return path
+        }
+        if let first = missing.first {
+            throw HostFailure(.noInput, "plugin directory \(quoted(first)) does not exist; create it, or name another with --plugins DIR or $CMDBUS_PLUGINS")
+        }
     }
 
     private static let noJournal: JournalOptions = {

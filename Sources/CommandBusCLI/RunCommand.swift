@@ -49,7 +49,7 @@ enum RunCommand {
         let client = try await BusClientFactory.client(
             connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
         )
-        let printer = EventPrinter(console: console)
+        let printer = EventPrinter(console: console, json: arguments.has("json"))
         let result: Result<Data, HostFailure>
         do {
             result = .success(try await client.send(request, onEvent: printer.print))

@@ -132,6 +132,21 @@ struct CommandLineTests {
         #expect(probe.status == 64 && probe.stderr.contains("--probe-timeout"))
     }
 
+    /// With `--json`, a run's events are NDJSON on stderr, so a program can read them; and
+    /// `plugins` exits 66 naming a plugin directory that does not exist.
+    @Test func jsonEventsAndAMissingPluginDirectory() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        let run = try await cmdbus("run", "greet-all", "-p", #"names=["Ada","Lin"]"#, "--json", "--no-journal", "--plugins", plugins.path)
+        #expect(run.status == 0)
+        let events = try run.stderr.split(separator: "\n").map { try jsonObject(String($0)) }
+        #expect(events.count >= 3 && events.allSatisfy { $0["event"] is [String: Any] })
+        #expect(events.contains { ($0["event"] as? [String: Any])?["kind"] as? String == "emitted" })
+        let missing = try await cmdbus("plugins", "--plugins", plugins.path, "--plugins", "/nonexistent/cmdbus-plugins")
+        #expect(missing.status == 66 && missing.stderr.contains("plugin directory '/nonexistent/cmdbus-plugins' does not exist"))
+        #expect(missing.stdout.contains("greeter 1.0.0"))
+    }
+
     @Test func canAnswersWithItsExitCode() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
