@@ -12,6 +12,18 @@ import Foundation
 /// anything else is a string. Pairs are set on top of the JSON object, if one was given.
 enum PayloadBuilder {
     static func build(command: String, json: String?, pairs: [String]) throws(HostFailure) -> Data {
+        // `-p key value` first: its value then stands where the JSON would, and is not the problem.
+        for pair in pairs {
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                throw .usage("-p takes key=value, got \(quoted(pair)); write it as one argument: -p \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
+            }
+        }
+        if let json, JSONValue.parse(json) == nil {
+            // `run cmd path=/etc/hosts`: a forgotten -p.
+            if let equals = json.firstIndex(of: "="), equals != json.startIndex, !json.hasPrefix("{") {
+                throw malformed(command, "is not valid JSON: \(quoted(json)) looks like a field; set fields with -p \(quoted(json))")
+            }
+        }
         guard !pairs.isEmpty else { return Data((json ?? "{}").utf8) }
         var object: [String: JSONValue] = [:]
         if let json {
@@ -21,12 +33,30 @@ enum PayloadBuilder {
         }
         for pair in pairs {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw .usage("-p takes key=value, got \(quoted(pair))")
+                throw .usage("-p takes key=value, got \(quoted(pair)); write it as one argument: -p \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
             }
             let text = String(pair[pair.index(after: equals)...])
             object[String(pair[..<equals])] = JSONValue.parse(text) ?? .string(text)
         }
         return Data(JSONValue.object(object).text.utf8)
+    }
+
+    /// The `-p` fields whose value was read as a number, boolean, array, object or null rather
+    /// than a string, with that value: a hint for when the command wanted a string.
+    static func nonStringFields(_ pairs: [String]) -> [(key: String, value: String, kind: String)] {
+        pairs.compactMap { pair in
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else { return nil }
+            let text = String(pair[pair.index(after: equals)...])
+            let kind: String? = switch JSONValue.parse(text) {
+            case .integer?, .number?: "a number"
+            case .bool?: "a boolean"
+            case .array?: "an array"
+            case .object?: "an object"
+            case .null?: "null"
+            default: nil
+            }
+            return kind.map { (String(pair[..<equals]), text, $0) }
+        }
     }
 
     private static func malformed(_ command: String, _ problem: String) -> HostFailure {

@@ -58,6 +58,20 @@ enum RunCommand {
         }
         await client.close()
         printer.finish()
-        console.out(String(decoding: try result.get(), as: UTF8.self))
+        do {
+            console.out(String(decoding: try result.get(), as: UTF8.self))
+        } catch {
+            throw hinted(error, pairs: arguments.all("param"))
+        }
+    }
+
+    /// A payload that did not decode, with a hint when a `-p` value was read as a non-string.
+    private static func hinted(_ failure: HostFailure, pairs: [String]) -> HostFailure {
+        guard failure.code == .decodingFailed else { return failure }
+        for field in PayloadBuilder.nonStringFields(pairs) where failure.message.contains("'\(field.key)'") {
+            let hint = " (-p read \(field.key)=\(field.value) as \(field.kind); for a string, quote it: -p '\(field.key)=\"\(field.value)\"')"
+            return HostFailure(failure.code, failure.message + hint, command: failure.command, plugin: failure.plugin)
+        }
+        return failure
     }
 }

@@ -88,6 +88,23 @@ package struct HostSession: Sendable {
         try? await journal?.flush()
     }
 
+    /// The command name nearest `name` (at most two edits away, and not `name` itself), if any.
+    static func nearest(_ name: String, among names: [String]) -> String? {
+        func distance(_ a: [Character], _ b: [Character]) -> Int {
+            var previous = Array(0...b.count)
+            for (i, x) in a.enumerated() {
+                var current = [i + 1] + Array(repeating: 0, count: b.count)
+                for (j, y) in b.enumerated() {
+                    current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+                }
+                previous = current
+            }
+            return previous[b.count]
+        }
+        let target = Array(name)
+        return names.filter { $0 != name }.map { ($0, distance(target, Array($0))) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
+    }
+
     /// A bus error as a CLI failure, naming the plugin that handles the command where there is one.
     package func failure(_ error: CommandBusError, command: String) -> HostFailure {
         let route = catalog.routes.first { $0.command == command }?.plugins.first
@@ -97,7 +114,9 @@ package struct HostSession: Sendable {
         if [.timedOut, .cancelled].contains(error.code), let route, !message.contains("plugin '") {
             message += " in plugin \(quoted(route.name)) (\(FileSystem.lastComponent(route.path)))"
         }
-        if error.code == .noHandler {
+        if error.code == .noHandler, let nearest = Self.nearest(command, among: catalog.routes.map(\.command)) {
+            message += "; did you mean \(quoted(nearest))?"
+        } else if error.code == .noHandler {
             let loaded = catalog.plugins.map(\.name)
             message += loaded.isEmpty
                 ? " (no plugins loaded from \(catalog.directories.joined(separator: ", ")))"

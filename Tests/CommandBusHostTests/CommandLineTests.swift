@@ -147,6 +147,22 @@ struct CommandLineTests {
         #expect(missing.stdout.contains("greeter 1.0.0"))
     }
 
+    /// Errors that say what to do next: a misspelt command, a forgotten -p, a -p without its =,
+    /// and a -p value read as a number where the command wants a string.
+    @Test func errorsSayWhatToDoNext() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        let common = ["--no-journal", "--plugins", plugins.path]
+        let typo = try await cmdbus(["run", "gret", "-p", "name=Ada"] + common)
+        #expect(typo.status == 69 && typo.stderr.contains("did you mean 'greet'?"), "\(typo.stderr)")
+        let forgotten = try await cmdbus(["run", "greet", "name=Ada"] + common)
+        #expect(forgotten.status == 65 && forgotten.stderr.contains("set fields with -p 'name=Ada'"), "\(forgotten.stderr)")
+        let split = try await cmdbus(["run", "greet", "-p", "name", "Ada"] + common)
+        #expect(split.status == 64 && split.stderr.contains("write it as one argument: -p name=VALUE"), "\(split.stderr)")
+        let number = try await cmdbus(["run", "greet", "-p", "name=2024"] + common)
+        #expect(number.status == 65 && number.stderr.contains(#"-p read name=2024 as a number; for a string, quote it: -p 'name="2024"'"#), "\(number.stderr)")
+    }
+
     @Test func canAnswersWithItsExitCode() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }
