@@ -349,14 +349,13 @@ package final class BusHost: Sendable {
         var expected: Set<UUID> = []
         // Rows of local subcommands first: a subcommand's completion may be in the same batch.
         for case .record(let envelope, let payload) in work {
-            let metadata = String(decoding: (try? JSONEncoder().encode(envelope.metadata)) ?? Data("{}".utf8), as: UTF8.self)
             try connection.execute("""
                 INSERT INTO cmdbus.commands (id, name, payload, metadata, parent_id, correlation_id, state, attempt, lease_owner,
                     started_at, attempted_by)
                 VALUES ($1, $2, $3, $4::jsonb, $5, $6, 'running', 1, $7, now(), ARRAY[$8::text])
                 ON CONFLICT DO NOTHING
                 """, [
-                    .uuid(envelope.id), .text(envelope.commandName), .bytes(payload), .text(metadata),
+                    .uuid(envelope.id), .text(envelope.commandName), .bytes(payload), .metadata(envelope.metadata),
                     envelope.parentID.map(PGValue.uuid), .uuid(envelope.correlationID), .uuid(id), .text(label),
                 ])
         }

@@ -81,7 +81,6 @@ package final class BusJournal: Sendable {
     package func importHistory(_ records: [JournalRecord]) throws(PGError) -> (added: Int, present: Int) {
         var added = 0
         for record in records {
-            let metadata = String(decoding: (try? JSONEncoder().encode(record.envelope.metadata)) ?? Data("{}".utf8), as: UTF8.self)
             let rows = try connections.with { connection throws(PGError) in
                 try connection.execute("""
                     INSERT INTO cmdbus.commands (id, name, payload, metadata, parent_id, correlation_id, state, created_at,
@@ -90,7 +89,7 @@ package final class BusJournal: Sendable {
                         $11, $12, $13, $14, $15)
                     ON CONFLICT DO NOTHING RETURNING id
                     """, [
-                        .uuid(record.envelope.id), .text(record.envelope.commandName), .bytes(record.payload), .text(metadata),
+                        .uuid(record.envelope.id), .text(record.envelope.commandName), .bytes(record.payload), .metadata(record.envelope.metadata),
                         record.envelope.parentID.map(PGValue.uuid), .uuid(record.envelope.correlationID), .text(record.state.rawValue),
                         .text(String(record.envelope.createdAt.timeIntervalSince1970)), .text(String(record.updatedAt.timeIntervalSince1970)),
                         .integer(record.attempts), record.result.map(PGValue.bytes), record.errorCode.map(PGValue.text),

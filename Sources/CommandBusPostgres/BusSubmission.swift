@@ -48,9 +48,8 @@ package struct BusSubmission: Sendable {
     /// - Returns: The id it runs under (the first command's, for a key seen before) and whether it is new.
     @discardableResult
     package func submit(on connection: PGConnection) throws(PGError) -> (id: UUID, created: Bool) {
-        let metadataJSON = String(decoding: (try? JSONEncoder().encode(metadata)) ?? Data("{}".utf8), as: UTF8.self)
         let rows = try connection.execute(BusSQL.submit, [
-            .uuid(id), .text(name), .bytes(payload), .text(metadataJSON), parentID.map(PGValue.uuid), .uuid(correlationID),
+            .uuid(id), .text(name), .bytes(payload), .metadata(metadata), parentID.map(PGValue.uuid), .uuid(correlationID),
             idempotencyKey.map(PGValue.text), .text(isProbe ? "probe" : "command"), .integer(priority), .integer(delay.milliseconds),
             timeout.map { .integer($0.milliseconds) }, .integer(maxAttempts), .bool(failIfUnhandled),
         ])

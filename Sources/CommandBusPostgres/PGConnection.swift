@@ -65,13 +65,18 @@ package final class PGConnection: @unchecked Sendable {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
             return PGRows(result, pq)
         default:
-            let state = pq.resultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            let message = pq.resultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
-                ?? pq.resultErrorMessage(result).map { String(cString: $0) } ?? "unknown error"
-            let oneLine = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
-            if !isHealthy { throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(oneLine)") }
-            throw PGError(PGError.Code(sqlState: state), oneLine, sqlState: state)
+            throw failure(of: result)
         }
+    }
+
+    /// The error a failed result reports: its SQLSTATE and first message line, or a lost connection.
+    private func failure(of result: OpaquePointer) -> PGError {
+        let state = pq.resultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+        let message = pq.resultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+            ?? pq.resultErrorMessage(result).map { String(cString: $0) } ?? "unknown error"
+        let oneLine = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
+        if !isHealthy { return PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(oneLine)") }
+        return PGError(PGError.Code(sqlState: state), oneLine, sqlState: state)
     }
 
     private func preparedName(_ sql: String, _ parameters: [PGValue?]) throws(PGError) -> String {
@@ -82,12 +87,7 @@ package final class PGConnection: @unchecked Sendable {
             throw PGError(.connectionLost, "PostgreSQL at \(redactedURL) did not answer: \(Self.message(of: connection, pq))")
         }
         defer { pq.clear(result) }
-        guard pq.resultStatus(result) == PGRES_COMMAND_OK else {
-            let state = pq.resultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            let message = pq.resultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) } ?? "cannot prepare a statement"
-            if !isHealthy { throw PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(message)") }
-            throw PGError(PGError.Code(sqlState: state), message, sqlState: state)
-        }
+        guard pq.resultStatus(result) == PGRES_COMMAND_OK else { throw failure(of: result) }
         prepared[sql] = name
         return name
     }

@@ -23,6 +23,10 @@ package struct PGValue: Sendable {
     package static func uuid(_ value: UUID) -> PGValue { PGValue(bytes: Array(value.uuidString.utf8), type: 2950, isBinary: false) }
     /// A boolean.
     package static func bool(_ value: Bool) -> PGValue { PGValue(bytes: Array((value ? "t" : "f").utf8), type: 16, isBinary: false) }
+    /// String metadata as JSON text, for a `jsonb` column.
+    package static func metadata(_ metadata: [String: String]) -> PGValue {
+        .text(String(decoding: (try? JSONEncoder().encode(metadata)) ?? Data("{}".utf8), as: UTF8.self))
+    }
     /// A `text[]` array.
     package static func textArray(_ values: [String]) -> PGValue {
         let elements = values.map { value in
