@@ -6,6 +6,17 @@ import FoundationEssentials
 import Foundation
 #endif
 
+extension AsyncStream<CommandEvent> {
+    /// Hands each event of command `id`'s tree (its correlation) to `body`, in order, and returns
+    /// once the command itself has ended. Subscribe before the command starts, so none is missed.
+    package func follow(_ id: UUID, _ body: (CommandEvent) -> Void) async {
+        for await event in self where event.correlationID == id {
+            body(event)
+            if event.commandID == id, case .stateChanged(_, let to) = event.kind, to.isTerminal { return }
+        }
+    }
+}
+
 extension CommandEvent {
     /// The event as the socket protocol and every `BusClient` carry it: `kind` (accepted, state,
     /// progress, emitted, log), the command's name, id, correlation id and parent id, and the kind's fields.

@@ -42,12 +42,7 @@ package struct LocalBusClient: BusClient {
         running.insert(ticket)
         defer { running.remove(ticket.id) }
         let forwarding = events.map { stream in
-            Task {
-                for await event in stream where event.correlationID == ticket.id {
-                    onEvent?(event.json.objectValue ?? [:])
-                    if event.commandID == ticket.id, case .stateChanged(_, let to) = event.kind, to.isTerminal { break }
-                }
-            }
+            Task { await stream.follow(ticket.id) { event in onEvent?(event.json.objectValue ?? [:]) } }
         }
         let result: Result<Data, CommandBusError>
         do {

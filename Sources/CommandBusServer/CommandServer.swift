@@ -31,8 +31,8 @@ package final class CommandServer: Sendable {
     private let started = ContinuousClock.now
     private let draining = Atomic<Bool>(false)
     /// Commands sent or posted through the socket and not finished, so `cancel` can find them.
-    /// The server's signal sources, kept for as long as it runs.
-    private let signalSources = SignalSources()
+    /// The server's SIGTERM and SIGINT handling, kept for as long as it runs.
+    private let signals = Mutex<ShutdownSignals?>(nil)
     private let running = TicketTable()
     /// The longest request line; longer ones get an error and are skipped.
     package static let maxLineBytes = 16 << 20
@@ -65,23 +65,13 @@ package final class CommandServer: Sendable {
     }
 
     private func handleSignals() {
-        let signals = Mutex(0)
-        for number in [SIGTERM, SIGINT] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [self] in
-                let count = signals.withLock { count -> Int in count += 1; return count }
-                if count > 1 {
-                    log(.warning, "second signal: exiting now; unfinished commands stay in the journal")
-                    _exit(1)
-                }
-                shutDown()
-            }
-            source.resume()
-            signalSources.keep(source)
+        signals.withLock { signals in
+            signals = ShutdownSignals(first: { [self] in shutDown() }, second: { [self] in
+                log(.warning, "second signal: exiting now; unfinished commands stay in the journal")
+                _exit(1)
+            })
         }
     }
-
 
     /// Stops accepting, waits for the commands in flight up to the drain timeout, then exits.
     private func shutDown() {
@@ -168,12 +158,7 @@ package final class CommandServer: Sendable {
             }
             if request.cancelOnDisconnect == true { owned.insert(ticket) }
             let forwarding = events.map { stream in
-                Task {
-                    for await event in stream where event.correlationID == ticket.id {
-                        connection.send(.object(["id": request.id ?? .null, "event": event.json]))
-                        if event.commandID == ticket.id, case .stateChanged(_, let to) = event.kind, to.isTerminal { break }
-                    }
-                }
+                Task { await stream.follow(ticket.id) { event in connection.send(.object(["id": request.id ?? .null, "event": event.json])) } }
             }
             Task { [running] in
                 let reply: JSONValue
@@ -237,15 +222,4 @@ package final class CommandServer: Sendable {
         return .object(fields)
     }
 
-}
-
-/// Signal sources kept alive by their server: created, resumed, then only held.
-private final class SignalSources: @unchecked Sendable {
-    // Appended under the lock; never read.
-    private var sources: [any DispatchSourceSignal] = []
-    private let lock = Mutex(())
-
-    func keep(_ source: any DispatchSourceSignal) {
-        lock.withLock { _ in sources.append(source) }
-    }
 }
