@@ -88,16 +88,8 @@ struct JournalCommandTests {
 
     /// The states of the journal's entries, through `cmdbus journal list --json`.
     static func states(_ setup: Setup) throws -> [String] {
-        let process = Process()
-        process.executableURL = try TestPaths.product("cmdbus")
-        process.arguments = ["journal", "list", "--json", "--journal", setup.journal]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let entries = (try? JSONSerialization.jsonObject(with: data) as? [[String: Any]]) ?? []
+        let listing = stdoutNow(try TestPaths.product("cmdbus"), ["journal", "list", "--json", "--journal", setup.journal]) ?? ""
+        let entries = (try? JSONSerialization.jsonObject(with: Data(listing.utf8)) as? [[String: Any]]) ?? []
         return entries.compactMap { $0["state"] as? String }
     }
 

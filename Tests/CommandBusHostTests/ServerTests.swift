@@ -227,17 +227,9 @@ struct ServerTests {
 
     /// Commands in flight on the server at `socket`, from `cmdbus status --json`; -1 if it cannot say.
     static func inFlight(_ socket: String) -> Int {
-        guard let cmdbus = try? TestPaths.product("cmdbus") else { return -1 }
-        let process = Process()
-        process.executableURL = cmdbus
-        process.arguments = ["status", "--json", "--connect=\(socket)"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return -1 }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any])?["inFlight"] as? Int ?? -1
+        guard let cmdbus = try? TestPaths.product("cmdbus"),
+              let status = stdoutNow(cmdbus, ["status", "--json", "--connect=\(socket)"]) else { return -1 }
+        return ((try? JSONSerialization.jsonObject(with: Data(status.utf8))) as? [String: Any])?["inFlight"] as? Int ?? -1
     }
 
     @Test func clientModeGivesTheSameOutputAndExitCodes() async throws {

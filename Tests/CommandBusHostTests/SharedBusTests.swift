@@ -51,7 +51,7 @@ struct SharedBusTests {
         let via = try await Self.bus(database.url, "run", "fixture.sleep-via", "-p", "milliseconds=1")
         #expect(via.status == 0, "\(via.stderr)")
         #expect(await waitUntil(.seconds(10)) {
-            (try? Self.psqlNow(database.url, """
+            (Self.psqlNow(database.url, """
                 SELECT count(*) FROM cmdbus.commands c JOIN cmdbus.commands p ON c.parent_id = p.id
                 WHERE p.name = 'fixture.sleep-via' AND c.name = 'fixture.sleep' AND c.state = 'succeeded' AND c.attempted_by[1] LIKE '%:\(fixture.pid)'
                 """)) == "1\n"
@@ -394,17 +394,8 @@ struct SharedBusTests {
     }
 
     /// Runs SQL with psql synchronously (for polling in `waitUntil`).
-    static func psqlNow(_ url: String, _ sql: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["psql", url, "-At", "-c", sql]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+    static func psqlNow(_ url: String, _ sql: String) -> String? {
+        stdoutNow(URL(fileURLWithPath: "/usr/bin/env"), ["psql", url, "-At", "-c", sql])
     }
 
     /// The lines of a file, without the empty last one.

@@ -121,6 +121,21 @@ func runProcess(
     )
 }
 
+/// Runs a program and returns its stdout, blocking: for the conditions `waitUntil` polls, which
+/// must be synchronous. `nil` if it cannot start.
+func stdoutNow(_ executable: URL, _ arguments: [String]) -> String? {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return nil }
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
 /// Runs the built `cmdbus` binary, by default in a fresh working directory (so its default
 /// journal, ./.cmdbus/journal.sqlite, is the test's own).
 func cmdbus(_ arguments: String..., environment: [String: String] = [:], directory: URL? = nil) async throws -> ProcessResult {
