@@ -9,7 +9,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `cmdbus journal list|show|retry|replay|undo|import`: reading and using the journal.
+/// `cmdbus journal list|show|retry|replay|undo|import|tree|discard`: reading and using the journal.
 enum JournalCommand {
     static let spec = ArgumentSpec(command: "journal", options: [
         .init(name: "state", short: nil, takesValue: true, help: "list: only this state (repeatable)."),
@@ -18,6 +18,7 @@ enum JournalCommand {
         .init(name: "since", short: nil, takesValue: true, help: "replay: from this entry id or time (ISO 8601 or seconds)."),
         .init(name: "until", short: nil, takesValue: true, help: "replay: up to this entry id or time."),
         .init(name: "rebuild", short: nil, takesValue: false, help: "undo: drop the entry from replay instead of sending an inverse."),
+        .init(name: "format", short: nil, takesValue: true, help: "tree: text (default), mermaid or dot."),
         .json, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
@@ -33,6 +34,12 @@ enum JournalCommand {
           undo [ID] [--rebuild]  Send the inverse of an entry (the latest by default) and link the two;
                                  --rebuild instead drops it from the log's replay.
           import OTHER.sqlite    Play, in their order, the succeeded entries this journal hasn't seen.
+          tree ID [--format text|mermaid|dot]
+                                 Print an entry and its subcommands with states and timings.
+          discard ID             Take a failed, cancelled or timed-out entry out of the dead letters
+                                 (the entry stays in the journal).
+
+        ID is an entry's id (a UUID) or its number, the first column of 'journal list'.
 
         The journal is \(JournalOptions.defaultPath) unless --journal PATH.
 
@@ -47,7 +54,7 @@ enum JournalCommand {
 
     private static let verbs: [String: Verb] = [
         "list": Verb(run: list), "show": Verb(run: show), "retry": Verb(run: retry), "replay": Verb(run: replay),
-        "undo": Verb(run: undo), "import": Verb(run: importJournal),
+        "undo": Verb(run: undo), "import": Verb(run: importJournal), "tree": Verb(run: tree), "discard": Verb(run: discard),
     ]
 
     private static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {
@@ -268,7 +275,16 @@ enum JournalCommand {
 
     private static func find(_ operands: [String], in journal: any Journal, location: String, verb: String) async throws(HostFailure) -> JournalRecord {
         guard operands.count == 1 else { throw .usage("'cmdbus journal \(verb)' takes one entry id") }
-        guard let id = UUID(uuidString: operands[0]) else { throw .usage("\(quoted(operands[0])) is not an entry id (a UUID)") }
+        // An entry's number, the first column of `journal list`, names it as well as its id.
+        if let number = Int64(operands[0]), number > 0 {
+            let rows: [JournalRecord]
+            do { rows = try await journal.records(JournalQuery(afterSequence: number - 1, throughSequence: number)) } catch { throw .journal(error) }
+            guard let record = rows.first else { throw HostFailure(.entryNotFound, "\(location) has no entry number \(number); 'cmdbus journal list' shows the numbers") }
+            return record
+        }
+        guard let id = UUID(uuidString: operands[0]) else {
+            throw .usage("\(quoted(operands[0])) is not an entry id (a UUID) or number; 'cmdbus journal list' shows both")
+        }
         let record: JournalRecord?
         do { record = try await journal.record(id) } catch { throw .journal(error) }
         guard let record else {
@@ -292,24 +308,30 @@ enum JournalCommand {
     }
 
     /// An entry as JSON, with its payload and result inline.
-    static func json(_ record: JournalRecord) -> JSONValue {
-        func inline(_ data: Data?) -> JSONValue {
-            guard let data else { return .null }
-            let text = String(decoding: data, as: UTF8.self)
-            return JSONValue.parse(text) ?? .string(text)
+    static func json(_ record: JournalRecord) -> JSONValue { record.json }
+
+    private static func tree(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let formatName = arguments.value("format") ?? "text"
+        guard let format = CommandTree.Format(rawValue: formatName) else {
+            throw .usage("--format takes text, mermaid or dot, got \(quoted(formatName))")
         }
-        var fields: [String: JSONValue] = [
-            "sequence": .integer(record.sequence), "id": .string(record.envelope.id.uuidString),
-            "command": .string(record.envelope.commandName), "correlationId": .string(record.envelope.correlationID.uuidString),
-            "createdAt": .string(record.envelope.createdAt.formatted(.iso8601)), "state": .string(record.state.rawValue),
-            "attempts": .integer(Int64(record.attempts)), "payload": inline(record.payload), "result": inline(record.result),
-            "updatedAt": .string(record.updatedAt.formatted(.iso8601)), "excluded": .bool(record.excluded),
-            "metadata": .object(record.envelope.metadata.mapValues(JSONValue.string)),
-        ]
-        fields["parentId"] = .optional(record.envelope.parentID?.uuidString)
-        fields["undoOf"] = .optional(record.undoOf?.uuidString)
-        fields["undoneBy"] = .optional(record.undoneBy?.uuidString)
-        fields["error"] = record.errorCode.map { .object(["code": .string($0), "message": .optional(record.errorMessage)]) } ?? .null
-        return .object(fields)
+        let (journal, location) = try readableJournal(arguments)
+        let record = try await find(operands, in: journal, location: location, verb: "tree")
+        let family: [JournalRecord]
+        do { family = try await journal.records(JournalQuery(correlationID: record.envelope.correlationID)) } catch { throw .journal(error) }
+        guard let tree = CommandTree(root: record.envelope.id, records: family) else {
+            throw HostFailure(.entryNotFound, "\(location) has no tree for entry \(record.envelope.id)")
+        }
+        console.out(tree.rendered(format))
+    }
+
+    private static func discard(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let journal = try existingJournal(arguments)
+        let record = try await find(operands, in: journal, verb: "discard")
+        guard record.state.isDeadLetter else {
+            throw HostFailure(.entryNotApplicable, "entry \(record.envelope.id) (\(quoted(record.envelope.commandName))) is \(record.state.rawValue); only failed, cancelled or timed-out entries are discarded")
+        }
+        do { try await journal.discard(record.envelope.id) } catch { throw .journal(error) }
+        console.out("discarded \(record.envelope.id) (\(record.envelope.commandName)); it stays in the journal")
     }
 }

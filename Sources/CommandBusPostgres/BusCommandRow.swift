@@ -74,7 +74,8 @@ package struct BusCommandRow: Sendable {
     package var record: JournalRecord {
         JournalRecord(
             sequence: sequence, envelope: envelope, payload: payload, state: state, attempts: attempt, result: result,
-            errorCode: errorCode, errorMessage: errorMessage, updatedAt: finalizedAt ?? createdAt, undoOf: undoOf, undoneBy: undoneBy
+            errorCode: errorCode, errorMessage: errorMessage, updatedAt: finalizedAt ?? createdAt, undoOf: undoOf, undoneBy: undoneBy,
+            finishedAt: finalizedAt
         )
     }
 }

@@ -34,10 +34,11 @@ package final class BusJournal: Sendable {
                 WHERE c.kind = 'command' AND (cardinality($1::text[]) = 0 OR c.state = ANY($1::text[]))
                     AND ($2::text IS NULL OR c.name = $2) AND c.seq > coalesce($3::int8, 0)
                     AND c.seq <= coalesce($4::int8, 9223372036854775807)
-                ORDER BY c.seq LIMIT coalesce($5::int8, 9223372036854775807)
+                    AND ($6::uuid IS NULL OR c.correlation_id = $6)
+                ORDER BY c.seq \(query.newestFirst ? "DESC" : "ASC") LIMIT coalesce($5::int8, 9223372036854775807)
                 """, [
                     .textArray(states), query.commandName.map(PGValue.text), query.afterSequence.map(PGValue.integer),
-                    query.throughSequence.map(PGValue.integer), query.limit.map(PGValue.integer),
+                    query.throughSequence.map(PGValue.integer), query.limit.map(PGValue.integer), query.correlationID.map(PGValue.uuid),
                 ])
         }
         return rows.all.compactMap(BusCommandRow.init).map(\.record)

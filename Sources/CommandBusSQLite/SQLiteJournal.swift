@@ -44,7 +44,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     private let owner = ProcessIdentity.current
 
     /// The schema version this code writes.
-    package static let schemaVersion: Int64 = 1
+    package static let schemaVersion: Int64 = 2
     /// `PRAGMA application_id` of a CommandBus journal: "CMDB".
     package static let applicationID: Int64 = 0x434D_4442
 
@@ -112,6 +112,13 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         guard applicationID == Self.applicationID else {
             throw .journalFailed(path, "is an SQLite database but not a CommandBus journal; it was left untouched")
         }
+        if version == 1 && mayCreate {
+            try database.execute(SQLiteJournalStatements.migrationFromVersion1 + "PRAGMA user_version = \(schemaVersion);")
+            return
+        }
+        if version == 1 {
+            throw .journalFailed(path, "has journal schema version 1; open it once with any journal command (cmdbus journal list) to upgrade it to version \(schemaVersion)")
+        }
         guard version == schemaVersion else {
             throw .journalFailed(path, "has journal schema version \(version); this cmdbus reads version \(schemaVersion)")
         }
@@ -142,6 +149,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// Takes a command out of replay, or puts it back.
     public func setExcluded(_ id: UUID, _ excluded: Bool) async throws(CommandBusError) {
         try await write(.exclude(id, excluded), waitUntilDurable: true)
+    }
+
+    /// Takes a failed, cancelled or timed-out command out of the dead letters; its record stays.
+    public func discard(_ id: UUID) async throws(CommandBusError) {
+        try await write(.discard(id), waitUntilDurable: true)
     }
 
     /// One command's record.
@@ -254,4 +266,5 @@ package enum JournalWrite: Sendable {
     case linkUndo(undo: UUID, original: UUID)
     case exclude(UUID, Bool)
     case markFailed(UUID, code: String, message: String)
+    case discard(UUID)
 }

@@ -30,10 +30,19 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             owner TEXT,
             undo_of TEXT,
             undone_by TEXT,
-            excluded INTEGER NOT NULL DEFAULT 0
+            excluded INTEGER NOT NULL DEFAULT 0,
+            discarded_at REAL
         );
         CREATE INDEX commands_unfinished ON commands(state) WHERE state IN ('pending', 'running');
         CREATE INDEX commands_name ON commands(name, seq);
+        CREATE INDEX commands_correlation ON commands(correlation_id, seq);
+
+        """
+
+    /// Brings a version-1 journal to version 2: dead letters can be discarded, trees found by correlation.
+    package static let migrationFromVersion1 = """
+        ALTER TABLE commands ADD COLUMN discarded_at REAL;
+        CREATE INDEX commands_correlation ON commands(correlation_id, seq);
 
         """
 
@@ -47,7 +56,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     /// Row ids of the commands accepted and not yet ended, so their updates find the row by integer key.
     private var rowIDs: [UUID: Int64] = [:]
 
-    package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner"
+    package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner, started_at, finished_at, discarded_at"
 
     package init(_ database: SQLiteDatabase, readOnly: Bool = false) throws(CommandBusError) {
         self.database = database
@@ -57,7 +66,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             INSERT INTO commands (id, name, parent_id, correlation_id, created_at, metadata, payload, state, accepted_at, updated_at, owner)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?8, ?9)
             ON CONFLICT(id) DO UPDATE SET state = 'pending', accepted_at = ?8, updated_at = ?8, owner = ?9,
-                result = NULL, error_code = NULL, error_message = NULL, finished_at = NULL
+                result = NULL, error_code = NULL, error_message = NULL, finished_at = NULL, discarded_at = NULL
             """)
         markRunning = try database.prepare(writes ??
             "UPDATE commands SET state = 'running', started_at = ?2, updated_at = ?2 WHERE seq = ?1 AND state = 'pending'"
@@ -152,6 +161,11 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             try run(statement)
         case .exclude(let id, let excluded):
             try database.execute("UPDATE commands SET excluded = \(excluded ? 1 : 0) WHERE id = '\(id.uuidString)'")
+        case .discard(let id):
+            let statement = try database.prepare("UPDATE commands SET discarded_at = ?2 WHERE id = ?1 AND discarded_at IS NULL")
+            statement.bind(1, id.uuidString)
+            statement.bind(2, Date().timeIntervalSince1970)
+            try run(statement)
         }
     }
 
@@ -181,18 +195,21 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         if query.commandName != nil { clauses.append("name = ?1") }
         if let after = query.afterSequence { clauses.append("seq > \(after)") }
         if let through = query.throughSequence { clauses.append("seq <= \(through)") }
+        if query.correlationID != nil { clauses.append("correlation_id = ?2") }
         var sql = "SELECT \(Self.columns) FROM commands"
         if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
-        sql += " ORDER BY seq"
+        sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
         if let limit = query.limit { sql += " LIMIT \(limit)" }
         let statement = try database.prepare(sql)
         if let name = query.commandName { statement.bind(1, name) }
+        if let correlation = query.correlationID { statement.bind(2, correlation.uuidString) }
         var records: [JournalRecord] = []
         while try statement.step() { records.append(Self.record(from: statement).record) }
         return records
     }
 
     package static func record(from row: SQLiteStatement) -> (record: JournalRecord, owner: String?) {
+        func date(_ column: Int32) -> Date? { row.isNull(column) ? nil : Date(timeIntervalSince1970: row.double(column)) }
         let id = UUID(uuidString: row.string(1) ?? "") ?? UUID()
         var envelope = CommandEnvelope(
             commandName: row.string(2) ?? "", id: id, createdAt: Date(timeIntervalSince1970: row.double(5))
@@ -208,7 +225,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             result: row.data(10), errorCode: row.string(11), errorMessage: row.string(12),
             updatedAt: Date(timeIntervalSince1970: row.double(13)),
             undoOf: row.string(14).flatMap(UUID.init(uuidString:)), undoneBy: row.string(15).flatMap(UUID.init(uuidString:)),
-            excluded: row.int64(16) != 0
+            excluded: row.int64(16) != 0, startedAt: date(18), finishedAt: date(19), discardedAt: date(20)
         )
         return (record, row.string(17))
     }

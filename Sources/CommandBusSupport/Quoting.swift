@@ -14,3 +14,10 @@ package func quoted(_ text: some StringProtocol) -> String {
     }
     return out + "'"
 }
+
+/// A plugin's or user's text for one log line: control characters escaped, so it cannot move the cursor
+/// or start a new line in a terminal.
+package func quotedLine(_ text: String) -> String {
+    let quotedText = quoted(text)
+    return String(quotedText.dropFirst().dropLast())
+}

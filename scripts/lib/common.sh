@@ -9,8 +9,10 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # libsqlite3-dev, pkg-config: the journal's SQLite (the CSQLite system-library target).
 # libpq-dev: the shared bus's client library (the CLibPQ system-library target);
 # postgresql: a throwaway server for the shared-bus tests and benchmarks;
-# iproute2: network namespaces for the test that puts a host across a real network.
-SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2)
+# iproute2: network namespaces for the test that puts a host across a real network;
+# chromium: renders the dashboard in its tests; prometheus: promtool checks /metrics;
+# graphviz: renders `journal tree --format dot` in its test.
+SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2 chromium prometheus graphviz)
 
 ensure_system_packages() {
     local missing=()

@@ -54,7 +54,8 @@ public final class InMemoryJournal: Journal {
     /// The records matching `query`, in order.
     public func records(_ query: JournalQuery) async throws(CommandBusError) -> [JournalRecord] {
         state.withLock { state in
-            let matching = state.order.compactMap { state.records[$0] }.filter(query.matches)
+            var matching = state.order.compactMap { state.records[$0] }.filter(query.matches)
+            if query.newestFirst { matching.reverse() }
             return query.limit.map { Array(matching.prefix($0)) } ?? matching
         }
     }

@@ -30,12 +30,19 @@ public struct JournalRecord: Sendable, Hashable {
     public var undoneBy: UUID?
     /// Whether the record was taken out of replay (`journal undo --rebuild`).
     public var excluded: Bool
+    /// When a handler last started it, if one did.
+    public var startedAt: Date?
+    /// When it last ended, if it has.
+    public var finishedAt: Date?
+    /// When an operator discarded it as a dead letter (it stays in the journal, out of the dead-letter list).
+    public var discardedAt: Date?
 
     /// Creates a record; journals fill in the rest as the command runs.
     public init(
         sequence: Int64, envelope: CommandEnvelope, payload: Data, state: CommandState = .pending,
         attempts: Int = 0, result: Data? = nil, errorCode: String? = nil, errorMessage: String? = nil,
-        updatedAt: Date = Date(), undoOf: UUID? = nil, undoneBy: UUID? = nil, excluded: Bool = false
+        updatedAt: Date = Date(), undoOf: UUID? = nil, undoneBy: UUID? = nil, excluded: Bool = false,
+        startedAt: Date? = nil, finishedAt: Date? = nil, discardedAt: Date? = nil
     ) {
         self.sequence = sequence
         self.envelope = envelope
@@ -49,6 +56,9 @@ public struct JournalRecord: Sendable, Hashable {
         self.undoOf = undoOf
         self.undoneBy = undoneBy
         self.excluded = excluded
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.discardedAt = discardedAt
     }
 }
 
@@ -91,19 +101,26 @@ public struct JournalQuery: Sendable, Hashable {
     public var afterSequence: Int64?
     /// Only records up to and including this sequence number.
     public var throughSequence: Int64?
-    /// At most this many, oldest first; no limit if `nil`.
+    /// Only the commands of this tree of work (a root's id is its tree's correlation id).
+    public var correlationID: UUID?
+    /// At most this many, oldest first (newest first with `newestFirst`); no limit if `nil`.
     public var limit: Int?
+    /// List the newest first, so `limit` keeps the latest.
+    public var newestFirst: Bool
 
     /// Creates a query; the defaults match every record.
     public init(
         states: Set<CommandState> = [], commandName: String? = nil,
-        afterSequence: Int64? = nil, throughSequence: Int64? = nil, limit: Int? = nil
+        afterSequence: Int64? = nil, throughSequence: Int64? = nil, limit: Int? = nil,
+        correlationID: UUID? = nil, newestFirst: Bool = false
     ) {
         self.states = states
         self.commandName = commandName
         self.afterSequence = afterSequence
         self.throughSequence = throughSequence
         self.limit = limit
+        self.correlationID = correlationID
+        self.newestFirst = newestFirst
     }
 
     /// Whether `record` matches.
@@ -112,5 +129,6 @@ public struct JournalQuery: Sendable, Hashable {
             && (commandName == nil || record.envelope.commandName == commandName)
             && (afterSequence.map { record.sequence > $0 } ?? true)
             && (throughSequence.map { record.sequence <= $0 } ?? true)
+            && (correlationID.map { record.envelope.correlationID == $0 } ?? true)
     }
 }

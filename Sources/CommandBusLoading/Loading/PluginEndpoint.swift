@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Synchronization
 
 /// One loaded plugin as the call table knows it: the source of its call ids, its log, and the

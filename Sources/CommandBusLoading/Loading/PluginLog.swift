@@ -30,10 +30,3 @@ package final class PluginLog: Sendable {
         sink.withLock { $0 }(level, message)
     }
 }
-
-/// A plugin's text for one log line: control characters escaped, so it cannot move the cursor
-/// or start a new line in a terminal.
-package func quotedLine(_ text: String) -> String {
-    let quotedText = quoted(text)
-    return String(quotedText.dropFirst().dropLast())
-}

@@ -1,0 +1,40 @@
+import CommandBusSupport
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+extension CommandState {
+    /// Whether a command that ended so is a dead letter: failed, cancelled or timed out.
+    package var isDeadLetter: Bool { self == .failed || self == .cancelled || self == .timedOut }
+}
+
+extension JournalRecord {
+    /// The entry as JSON (`journal show`, the dashboard's API), with its payload and result inline.
+    package var json: JSONValue {
+        let record = self
+        func inline(_ data: Data?) -> JSONValue {
+            guard let data else { return .null }
+            let text = String(decoding: data, as: UTF8.self)
+            return JSONValue.parse(text) ?? .string(text)
+        }
+        var fields: [String: JSONValue] = [
+            "sequence": .integer(record.sequence), "id": .string(record.envelope.id.uuidString),
+            "command": .string(record.envelope.commandName), "correlationId": .string(record.envelope.correlationID.uuidString),
+            "createdAt": .string(record.envelope.createdAt.formatted(.iso8601)), "state": .string(record.state.rawValue),
+            "attempts": .integer(Int64(record.attempts)), "payload": inline(record.payload), "result": inline(record.result),
+            "updatedAt": .string(record.updatedAt.formatted(.iso8601)), "excluded": .bool(record.excluded),
+            "metadata": .object(record.envelope.metadata.mapValues(JSONValue.string)),
+        ]
+        fields["parentId"] = .optional(record.envelope.parentID?.uuidString)
+        fields["undoOf"] = .optional(record.undoOf?.uuidString)
+        fields["undoneBy"] = .optional(record.undoneBy?.uuidString)
+        fields["startedAt"] = .optional(record.startedAt?.formatted(.iso8601))
+        fields["finishedAt"] = .optional(record.finishedAt?.formatted(.iso8601))
+        fields["discardedAt"] = .optional(record.discardedAt?.formatted(.iso8601))
+        fields["error"] = record.errorCode.map { .object(["code": .string($0), "message": .optional(record.errorMessage)]) } ?? .null
+        return .object(fields)
+    }
+}
