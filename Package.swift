@@ -40,6 +40,15 @@ let package = Package(
         .target(name: "CommandBusHost", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite"]),
         // cmdbus serve: the socket, its NDJSON protocol (both sides), hot loading.
         .target(name: "CommandBusServer", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost"]),
+        // A small HTTP/1.1 server on one epoll thread: bounded requests, timeouts, Server-Sent Events.
+        .target(name: "CommandBusHTTP", dependencies: ["CommandBusSupport", "CEpoll"]),
+        // Linux's epoll and eventfd headers, which the Glibc module leaves out (nothing to link: it is in libc).
+        .systemLibrary(name: "CEpoll"),
+        // cmdbus serve --http: the web dashboard, its JSON API and /metrics, over CommandBusHTTP.
+        .target(
+            name: "CommandBusDashboard",
+            dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusHTTP"]
+        ),
         // The shared bus in PostgreSQL: schema, hosts that claim and lease, the third BusClient.
         .target(name: "CommandBusPostgres", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusHost", "CLibPQ"]),
         // The command line: typed options, subcommands, output.
@@ -47,7 +56,7 @@ let package = Package(
             name: "CommandBusCLI",
             dependencies: [
                 "CommandBus", "CCommandBusABI", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost",
-                "CommandBusServer", "CommandBusPostgres",
+                "CommandBusServer", "CommandBusPostgres", "CommandBusDashboard",
             ]
         ),
         // A thin main: worker and probe children first, then the command line.
@@ -59,14 +68,20 @@ let package = Package(
         .target(name: "FixturePlugin", dependencies: ["CommandBusPlugin"], path: "Tests/Fixtures/FixturePlugin"),
         .executableTarget(
             name: "CommandBusBenchmarks",
-            dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusPostgres", "CSQLite"]
+            dependencies: [
+                "CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusPostgres", "CSQLite",
+                "CommandBusHTTP", "CommandBusDashboard",
+            ]
         ),
         // The baseline the cold-start benchmarks compare with.
         .executableTarget(name: "HelloWorld"),
         .testTarget(name: "CommandBusTests", dependencies: ["CommandBus"]),
         .testTarget(
             name: "CommandBusHostTests",
-            dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusCLI"]
+            dependencies: [
+                "CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusCLI",
+                "CommandBusHTTP", "CommandBusDashboard",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -4,6 +4,7 @@ import CommandBusHost
 import CommandBusServer
 import CommandBus
 import CommandBusPostgres
+import CommandBusDashboard
 import Glibc
 
 /// `cmdbus serve`: the long-running host, taking commands as NDJSON over a Unix socket.
@@ -16,7 +17,7 @@ enum ServeCommand {
         .init(name: "lease", short: nil, takesValue: true, help: "With --bus: seconds a silent host keeps its commands (default 15)."),
         .init(name: "capacity", short: nil, takesValue: true, help: "With --bus: commands this host runs at once (default 64)."),
         .help,
-    ] + PluginOptions.options + JournalOptions.options)
+    ] + DashboardOptions.options + PluginOptions.options + JournalOptions.options)
 
     static let help = """
         Usage: cmdbus serve [--plugins DIR ...] [--socket PATH] [--journal PATH] [--drain SECONDS]
@@ -29,6 +30,11 @@ enum ServeCommand {
         Ops: send, post, can, cancel (commandId), status, plugins, subscribe (commandId or
         correlationId). SIGTERM or SIGINT drains and stops; a second signal stops at once.
         Exits 69 if another server already listens on the socket.
+
+        With --http [ADDR:]PORT it also serves a web dashboard (overview, commands and their
+        trees, dead letters with retry and discard, plugins, hosts and queues), its JSON API
+        under /api/, and Prometheus metrics at /metrics. It listens on 127.0.0.1 unless told
+        otherwise; any other address needs --http-token-file.
 
         With --bus URL (or $CMDBUS_BUS) it joins the shared bus in PostgreSQL instead: it
         claims the commands its plugins handle, runs them under a lease it renews, and a
@@ -47,8 +53,9 @@ enum ServeCommand {
             throw .usage("--log-level takes debug, info, warning or error, got \(quoted(levelName))")
         }
         let log = ServerLog(console: console, threshold: level)
+        let dashboard = try DashboardOptions.listen(arguments)
         if let bus = try ConnectionOptions(arguments).bus {
-            try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain)
+            try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard)
         }
         let path = arguments.value("socket") ?? CommandServer.defaultSocketPath
         let socket: UnixSocket
@@ -61,31 +68,45 @@ enum ServeCommand {
             }
         }
         let statistics = BusStatistics()
+        let metrics = CommandMetrics()
         let session: HostSession
         do {
             session = try await HostSession.start(
                 plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true,
-                observers: [statistics], awaitRecovered: false
+                observers: [statistics, metrics], awaitRecovered: false
             )
         } catch {
             socket.close()
             throw error
         }
         session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
-        await CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics).run()
+        let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics)
+        if let dashboard {
+            var sources = DashboardSources(
+                bus: session.bus, journal: session.journal, catalog: { server.catalog }, statistics: statistics, metrics: metrics
+            )
+            if let journal = session.journal {
+                sources.discard = { id throws(CommandBusError) in try await journal.discard(id) }
+                journal.observeCommits { duration, writes in metrics.journalCommitted(duration, writes: writes) }
+            }
+            dashboard.start(sources, log: log)
+        }
+        await server.run()
     }
 
     /// `serve --bus`: a host of the shared bus. The bus is the journal; nothing is kept locally.
     private static func serveBus(
-        _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration
+        _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration, dashboard: DashboardOptions?
     ) async throws(HostFailure) -> Never {
         let remote = RemoteCommandHandler(connections: PGConnectionPool(url: url), waiter: ResultWaiter(url: url))
         var journal = try JournalOptions(arguments)
         journal.enabled = false
         let ledger = LocalSubcommandLedger()
+        let statistics = BusStatistics()
+        let metrics = CommandMetrics()
         let session = try await HostSession.start(
-            plugins: try PluginOptions(arguments), journal: journal, console: console, reportSkipped: true, fallback: remote,
-            busJournal: ledger
+            plugins: try PluginOptions(arguments), journal: journal, console: console, reportSkipped: true,
+            observers: [statistics, metrics], fallback: remote, busJournal: ledger
         )
         session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
         var settings = BusHost.Settings(url: url)
@@ -100,6 +121,22 @@ enum ServeCommand {
             try host.start()
         } catch {
             throw PostgresBusClient.failure(error)
+        }
+        if let dashboard {
+            let busJournal: BusJournal
+            do { busJournal = try BusJournal(url: url) } catch { throw PostgresBusClient.failure(error) }
+            var sources = DashboardSources(
+                bus: session.bus, journal: busJournal, catalog: { session.catalog }, statistics: statistics, metrics: metrics
+            )
+            let statusConnections = PGConnectionPool(url: url)
+            sources.sharedBus = {
+                guard case .object(var fields)? = try? statusConnections.with({ connection throws(PGError) in try BusStatus.read(on: connection) }) else {
+                    return nil
+                }
+                fields["shared"] = .bool(true)
+                return .object(fields)
+            }
+            dashboard.start(sources, log: log)
         }
         let stop = AsyncStream<Void>.makeStream()
         let signals = ShutdownSignals(first: { stop.continuation.yield() }) {

@@ -172,8 +172,9 @@ package struct CommandTree: Sendable {
 
     // MARK: JSON
 
-    /// The tree as nested objects with start offsets and durations in milliseconds, for the dashboard.
-    package var json: JSONValue {
+    /// The tree as nested objects with start offsets and durations in milliseconds, for the dashboard;
+    /// `plugin` names the plugin that handles a command name, where one is known.
+    package func json(plugin: (String) -> String? = { _ in nil }) -> JSONValue {
         func object(_ node: Node) -> JSONValue {
             var fields: [String: JSONValue] = [
                 "id": .string(node.record.envelope.id.uuidString), "command": .string(node.record.envelope.commandName),
@@ -182,6 +183,7 @@ package struct CommandTree: Sendable {
             ]
             if let duration = node.duration { fields["durationMs"] = .number(duration * 1000) }
             if let message = node.record.errorMessage { fields["error"] = .string(message) }
+            if let name = plugin(node.record.envelope.commandName) { fields["plugin"] = .string(name) }
             return .object(fields)
         }
         return object(root)

@@ -42,6 +42,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     private let queue = DispatchQueue(label: "cmdbus.journal")
     private let pending = Mutex<(writes: [PendingWrite], scheduled: Bool)>(([], false))
     private let owner = ProcessIdentity.current
+    private let commitObserver = Mutex<(@Sendable (Duration, Int) -> Void)?>(nil)
 
     /// The schema version this code writes.
     package static let schemaVersion: Int64 = 2
@@ -222,7 +223,14 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         }
     }
 
+    /// Called after each commit with how long it took (begin to durable commit) and how many writes it held.
+    package func observeCommits(_ observer: @escaping @Sendable (Duration, Int) -> Void) {
+        commitObserver.withLock { $0 = observer }
+    }
+
     private func commit(_ writes: [PendingWrite]) {
+        let began = ContinuousClock.now
+        defer { commitObserver.withLock { $0 }?(.now - began, writes.count) }
         let outcome: Result<Void, CommandBusError>
         do throws(CommandBusError) {
             try statements.begin()

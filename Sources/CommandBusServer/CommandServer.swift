@@ -46,6 +46,9 @@ package final class CommandServer: Sendable {
         watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log)
     }
 
+    /// The catalog now, hot-loaded plugins included.
+    package var catalog: PluginCatalog { watcher?.catalog ?? session.catalog }
+
     /// The plugins loaded now, including those hot-loaded.
     private var plugins: [LoadedPlugin] { watcher?.plugins ?? session.catalog.plugins }
 

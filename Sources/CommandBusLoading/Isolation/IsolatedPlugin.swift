@@ -40,6 +40,8 @@ public final class IsolatedPlugin: Sendable {
         package var nextID: UInt64 = 1
         package var pending: [UInt64: Pending] = [:]
         package var crashes: [ContinuousClock.Instant] = []
+        /// Workers started so far; every one after the first is a restart.
+        package var starts = 0
         /// Workers the host killed itself (a deadline), whose end is not a crash.
         package var killed: Set<pid_t> = []
         package var quarantine: String?
@@ -118,6 +120,7 @@ public final class IsolatedPlugin: Sendable {
             state.pid = pid
             state.cancellable = description.cancellable
             state.description = description
+            state.starts += 1
         }
         DetachedThread.start { [self] in self.read(channel, pid: pid) }
         return .success(description)
@@ -135,6 +138,9 @@ public final class IsolatedPlugin: Sendable {
 
     /// Whether a worker is running now.
     package var isRunning: Bool { state.withLock { $0.channel != nil } }
+
+    /// How many times a worker was started again after the first (after a crash, a timeout or a stop).
+    package var restarts: Int { state.withLock { max(0, $0.starts - 1) } }
 
     /// Starts a worker if none runs, after the crash backoff, without holding a cooperative
     /// thread: the wait is a task sleep and the start runs on a thread of its own.

@@ -1,0 +1,442 @@
+extension DashboardAssets {
+    /// `/app.js`: the views, rendered from `/api/` and kept current by `/api/events`.
+    ///
+    /// Every value from the bus (names, payloads, errors, log lines) goes into the page as a text
+    /// node or an attribute set through the DOM, never as HTML.
+    package static let script = #"""
+        'use strict';
+        const main = document.getElementById('main');
+        const actionToken = document.querySelector('meta[name="cmdbus-action-token"]').content;
+        const STATES = ['succeeded', 'failed', 'timedOut', 'cancelled'];
+        const SVGNS = 'http://www.w3.org/2000/svg';
+        let view = { onTick: null };
+
+        // ---- DOM helpers: text only, never HTML ----
+        function h(tag, attrs, ...kids) {
+          const el = document.createElement(tag);
+          setAttrs(el, attrs);
+          append(el, kids);
+          return el;
+        }
+        function s(tag, attrs, ...kids) {
+          const el = document.createElementNS(SVGNS, tag);
+          setAttrs(el, attrs);
+          append(el, kids);
+          return el;
+        }
+        function setAttrs(el, attrs) {
+          for (const [k, v] of Object.entries(attrs || {})) {
+            if (v === null || v === undefined || v === false) continue;
+            if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+            // Through the CSSOM: the content-security policy refuses style attributes.
+            else if (k === 'style') el.style.cssText = v;
+            else el.setAttribute(k, String(v));
+          }
+        }
+        function append(el, kids) {
+          for (const kid of kids.flat()) {
+            if (kid === null || kid === undefined || kid === false) continue;
+            el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+          }
+        }
+        function badge(state) { return h('span', { class: 'badge ' + state }, state); }
+        function link(href, text, cls) { return h('a', { href, class: cls }, text); }
+        function short(id) { return id ? id.slice(0, 8) + '…' + id.slice(-4) : ''; }
+        function ms(v) {
+          if (v === null || v === undefined) return '–';
+          if (v < 1) return v.toFixed(2) + ' ms';
+          if (v < 1000) return v.toFixed(1) + ' ms';
+          return (v / 1000).toFixed(2) + ' s';
+        }
+        function ago(seconds) {
+          const d = Date.now() / 1000 - seconds;
+          if (d < 1) return 'just now';
+          if (d < 60) return Math.floor(d) + ' s ago';
+          if (d < 3600) return Math.floor(d / 60) + ' min ago';
+          if (d < 86400) return Math.floor(d / 3600) + ' h ago';
+          return new Date(seconds * 1000).toLocaleString();
+        }
+        function duration(seconds) {
+          if (seconds < 60) return Math.floor(seconds) + ' s';
+          if (seconds < 3600) return Math.floor(seconds / 60) + ' min';
+          if (seconds < 86400) return (seconds / 3600).toFixed(1) + ' h';
+          return (seconds / 86400).toFixed(1) + ' d';
+        }
+        function isoTime(text) { return text ? new Date(text).toLocaleString() : '–'; }
+        function num(n) { return (n || 0).toLocaleString(); }
+        function toast(text, isError) {
+          const el = document.getElementById('toast');
+          el.textContent = text;
+          el.className = 'toast' + (isError ? ' error' : '');
+          el.hidden = false;
+          clearTimeout(toast.timer);
+          toast.timer = setTimeout(() => { el.hidden = true; }, 4000);
+        }
+        async function api(path, options) {
+          const response = await fetch('/api/' + path, options);
+          const body = await response.json().catch(() => ({}));
+          if (!response.ok) throw new Error((body.error && body.error.message) || response.status + ' ' + response.statusText);
+          return body;
+        }
+        async function post(path) {
+          return api(path, { method: 'POST', headers: { 'X-Cmdbus-Token': actionToken } });
+        }
+        function table(headers, rows, empty) {
+          if (!rows.length) return h('div', { class: 'empty' }, empty);
+          return h('table', {},
+            h('thead', {}, h('tr', {}, headers.map(x => typeof x === 'string' ? h('th', {}, x) : h('th', { class: x.cls }, x.text)))),
+            h('tbody', {}, rows));
+        }
+        function panel(title, ...kids) { return h('section', { class: 'panel' }, title ? h('h2', {}, title) : null, kids); }
+        function card(label, value, cls) {
+          return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value ' + (cls || ''), 'data-card': label }, value));
+        }
+        function throttle(fn, wait) {
+          let last = 0, timer = null;
+          return () => {
+            const now = Date.now();
+            if (now - last >= wait) { last = now; fn(); }
+            else if (!timer) timer = setTimeout(() => { timer = null; last = Date.now(); fn(); }, wait - (now - last));
+          };
+        }
+        function page(title, subtitle, ...kids) {
+          main.replaceChildren(h('h1', {}, title), ...(subtitle ? [h('p', { class: 'subtitle' }, subtitle)] : []), ...kids.flat().filter(Boolean));
+        }
+        function failure(error) { page('Something went wrong', null, panel(null, h('p', { class: 'error' }, error.message))); }
+
+        // ---- Live updates ----
+        function connect() {
+          const live = document.getElementById('live'), text = document.getElementById('live-text');
+          const events = new EventSource('/api/events');
+          events.onopen = () => { live.className = 'live on'; text.textContent = 'live'; };
+          events.onerror = () => { live.className = 'live off'; text.textContent = 'reconnecting'; };
+          events.addEventListener('tick', e => {
+            const tick = JSON.parse(e.data);
+            if (view.onTick) view.onTick(tick);
+          });
+        }
+
+        // ---- Overview ----
+        async function overview() {
+          const data = await api('overview');
+          let series = data.history.slice(-120);
+          const chartBox = h('div');
+          const feed = h('ul', { class: 'feed' });
+          const cards = h('div', { class: 'cards' },
+            card('In flight', num(data.inFlight)),
+            card('Succeeded', num(data.totals.completed), 'succeeded'),
+            card('Failed', num(data.totals.failed), data.totals.failed ? 'failed' : ''),
+            card('Plugins', num(data.plugins.loaded)),
+            card('Quarantined', num(data.plugins.quarantined), data.plugins.quarantined ? 'failed' : ''),
+            card('Uptime', duration(data.uptimeSeconds)));
+          const namesBox = h('div');
+          const renderNames = d => namesBox.replaceChildren(table(
+            ['Command', { text: 'Count', cls: 'num' }, { text: 'Succeeded', cls: 'num' }, { text: 'Failed', cls: 'num' },
+             { text: 'Timed out', cls: 'num' }, { text: 'Cancelled', cls: 'num' }, { text: 'p50', cls: 'num' }, { text: 'p99', cls: 'num' }],
+            d.commands.map(c => h('tr', {},
+              h('td', {}, link('#/commands?command=' + encodeURIComponent(c.command), c.command, 'mono')),
+              h('td', { class: 'num' }, num(c.count)), h('td', { class: 'num' }, num(c.succeeded)),
+              h('td', { class: 'num' }, num(c.failed)), h('td', { class: 'num' }, num(c.timedOut)),
+              h('td', { class: 'num' }, num(c.cancelled)), h('td', { class: 'num' }, ms(c.p50Ms)), h('td', { class: 'num' }, ms(c.p99Ms)))),
+            'No commands have run yet. Send one: cmdbus run --connect … or POST to the socket.'));
+          renderNames(data);
+          chartBox.append(chart(series));
+          page('Overview', 'What the bus is doing now.',
+            cards,
+            h('div', { class: 'wide-narrow' },
+              panel('Commands per second · last 2 minutes', chartBox, legend()),
+              panel('Just ended', feed)),
+            panel('By command', namesBox));
+          feed.append(h('li', { class: 'muted' }, 'Waiting for commands…'));
+          const refreshNames = throttle(async () => { try { renderNames(await api('overview')); } catch (_) {} }, 2000);
+          view.onTick = tick => {
+            cards.querySelector('[data-card="In flight"]').textContent = num(tick.inFlight);
+            cards.querySelector('[data-card="Succeeded"]').textContent = num(tick.totals.completed);
+            const failedCard = cards.querySelector('[data-card="Failed"]');
+            failedCard.textContent = num(tick.totals.failed);
+            failedCard.className = 'value ' + (tick.totals.failed ? 'failed' : '');
+            if (tick.second && (!series.length || tick.second.time > series[series.length - 1].time)) {
+              series.push(tick.second);
+              series = series.slice(-120);
+            }
+            chartBox.replaceChildren(chart(series));
+            if (tick.ended.length) {
+              if (feed.firstChild && feed.firstChild.classList.contains('muted')) feed.replaceChildren();
+              for (const e of tick.ended) {
+                feed.prepend(h('li', { class: 'flash' }, badge(e.state), link('#/command/' + e.id, e.command, 'mono name'),
+                  h('span', { class: 'muted' }, ms(e.durationMs)), h('span', { class: 'when' }, new Date(tick.time * 1000).toLocaleTimeString(undefined, { hour12: false }))));
+              }
+              while (feed.children.length > 40) feed.lastChild.remove();
+              refreshNames();
+            }
+          };
+        }
+        function legend() {
+          return h('div', { class: 'legend' }, STATES.map(st => h('span', { style: '--c: var(--' + st + ')' }, st)));
+        }
+        function chart(series) {
+          const width = 960, height = 190, left = 36, bottom = 20, top = 8;
+          const totals = series.map(p => STATES.reduce((sum, st) => sum + (p[st] || 0), 0));
+          const peak = Math.max(1, ...totals);
+          const step = peak <= 4 ? 1 : Math.pow(10, Math.floor(Math.log10(peak))) / (peak / Math.pow(10, Math.floor(Math.log10(peak))) < 2 ? 4 : 2);
+          const max = Math.ceil(peak / step) * step;
+          const scale = (height - bottom - top) / max;
+          const bar = (width - left) / Math.max(series.length, 1);
+          const svg = s('svg', { class: 'chart', viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': 'commands per second' });
+          for (const f of [0, 0.5, 1]) {
+            const value = f * max;
+            if (value !== Math.round(value)) continue;
+            const y = height - bottom - value * scale;
+            svg.append(s('line', { class: 'axis', x1: left, x2: width, y1: y, y2: y }));
+            svg.append(s('text', { x: left - 6, y: y + 4, 'text-anchor': 'end' }, value.toLocaleString()));
+          }
+          series.forEach((p, i) => {
+            let y = height - bottom;
+            for (const st of STATES) {
+              const v = p[st] || 0;
+              if (!v) continue;
+              const hgt = v * scale;
+              y -= hgt;
+              svg.append(s('rect', { x: left + i * bar + 0.5, y, width: Math.max(bar - 1, 1), height: hgt, class: 'f-' + st },
+                s('title', {}, `${new Date(p.time * 1000).toLocaleTimeString()}: ${v} ${st}`)));
+            }
+          });
+          if (series.length) {
+            svg.append(s('text', { x: left, y: height - 4 }, new Date(series[0].time * 1000).toLocaleTimeString()));
+            svg.append(s('text', { x: width, y: height - 4, 'text-anchor': 'end' }, 'now'));
+          }
+          return svg;
+        }
+
+        // ---- Commands ----
+        function commandRows(list) {
+          return list.map(c => h('tr', {},
+            h('td', { class: 'num muted' }, c.sequence),
+            h('td', {}, link('#/command/' + c.id, short(c.id), 'mono')),
+            h('td', { class: 'mono' }, c.command, c.parentId ? h('span', { class: 'muted' }, ' (sub)') : null),
+            h('td', {}, badge(c.state), c.discarded ? h('span', { class: 'badge outline' }, 'discarded') : null),
+            h('td', { class: 'num' }, c.attempts),
+            h('td', { class: 'num' }, ms(c.durationMs)),
+            h('td', { class: 'muted' }, ago(c.createdAt)),
+            h('td', { class: 'error' }, c.error || '')));
+        }
+        async function commands(params) {
+          const stateSelect = h('select', { name: 'state' }, h('option', { value: '' }, 'any state'),
+            ['pending', 'running', ...STATES].map(st => h('option', { value: st }, st)));
+          stateSelect.value = params.get('state') || '';
+          const nameInput = h('input', { name: 'command', placeholder: 'command name', value: params.get('command') || '' });
+          const idInput = h('input', { name: 'id', placeholder: 'search by id (UUID)', value: params.get('id') || '' });
+          const go = () => {
+            const q = new URLSearchParams();
+            if (stateSelect.value) q.set('state', stateSelect.value);
+            if (nameInput.value) q.set('command', nameInput.value.trim());
+            if (idInput.value) q.set('id', idInput.value.trim());
+            location.hash = '#/commands' + (q.toString() ? '?' + q : '');
+          };
+          const form = h('form', { class: 'filters', onsubmit: e => { e.preventDefault(); go(); } },
+            stateSelect, nameInput, idInput, h('button', { type: 'submit' }, 'Filter'),
+            h('button', { type: 'button', class: 'secondary', onclick: () => { location.hash = '#/commands'; } }, 'Clear'));
+          stateSelect.addEventListener('change', go);
+          const body = h('div');
+          const more = h('button', { class: 'secondary', hidden: true }, 'Older');
+          let oldest = null;
+          const load = async (append) => {
+            const q = new URLSearchParams(params);
+            if (append && oldest) q.set('before', oldest);
+            const data = await api('commands?' + q);
+            const list = data.commands;
+            if (list.length) oldest = list[list.length - 1].sequence;
+            more.hidden = list.length < 50 || params.get('id');
+            if (append) body.querySelector('tbody').append(...commandRows(list));
+            else body.replaceChildren(table(['#', 'Id', 'Command', 'State', { text: 'Attempts', cls: 'num' }, { text: 'Duration', cls: 'num' }, 'Created', 'Error'],
+              commandRows(list), 'No commands match.'));
+          };
+          more.addEventListener('click', () => load(true).catch(e => toast(e.message, true)));
+          await load(false);
+          page('Commands', 'Newest first, from the journal.', form, panel(null, body, h('div', { class: 'filters' }, more)));
+          const refresh = throttle(() => { if (!oldest || body.querySelectorAll('tbody tr').length <= 50) load(false).catch(() => {}); }, 2000);
+          view.onTick = tick => { if (tick.ended.length) refresh(); };
+        }
+
+        // ---- One command ----
+        async function command(id) {
+          const data = await api('commands/' + encodeURIComponent(id));
+          const r = data.record;
+          const dead = ['failed', 'timedOut', 'cancelled'].includes(r.state);
+          const facts = h('dl', {},
+            h('dt', {}, 'Id'), h('dd', { class: 'mono' }, r.id),
+            h('dt', {}, 'Command'), h('dd', { class: 'mono' }, r.command),
+            h('dt', {}, 'Plugin'), h('dd', {}, data.plugin ? [data.plugin.name, ' ', h('span', { class: 'muted mono' }, data.plugin.path)] : '–'),
+            h('dt', {}, 'Parent'), h('dd', {}, r.parentId ? link('#/command/' + r.parentId, r.parentId, 'mono') : '–'),
+            h('dt', {}, 'Tree'), h('dd', {}, data.rootId !== r.id ? link('#/command/' + data.rootId, 'root ' + short(data.rootId), 'mono') : 'this is the root'),
+            h('dt', {}, 'Attempts'), h('dd', {}, r.attempts),
+            h('dt', {}, 'Created'), h('dd', {}, isoTime(r.createdAt)),
+            h('dt', {}, 'Started'), h('dd', {}, isoTime(r.startedAt)),
+            h('dt', {}, 'Finished'), h('dd', {}, isoTime(r.finishedAt)),
+            h('dt', {}, 'Trace'), h('dd', { class: 'mono' }, data.traceparent || '–'),
+            r.undoOf ? [h('dt', {}, 'Undoes'), h('dd', {}, link('#/command/' + r.undoOf, r.undoOf, 'mono'))] : null,
+            r.undoneBy ? [h('dt', {}, 'Undone by'), h('dd', {}, link('#/command/' + r.undoneBy, r.undoneBy, 'mono'))] : null,
+            Object.keys(r.metadata || {}).filter(k => k !== 'traceparent').map(k => [h('dt', {}, k), h('dd', { class: 'mono' }, r.metadata[k])]));
+          const actions = dead ? h('div', { class: 'actions' },
+            h('button', { onclick: () => act('retry', r.id) }, 'Retry'),
+            r.discardedAt ? h('span', { class: 'badge outline' }, 'discarded') : h('button', { class: 'danger', onclick: () => act('discard', r.id) }, 'Discard')) : null;
+          page([h('span', { class: 'mono' }, r.command), badge(r.state)], 'Command ' + r.id,
+            actions ? h('div', { style: 'margin-bottom: 16px' }, actions) : null,
+            r.error ? panel('Error', h('p', { class: 'error mono' }, r.error.code + ': ' + (r.error.message || ''))) : null,
+            data.tree ? panel('Subcommand tree', waterfall(data.tree, r.id)) : null,
+            h('div', { class: 'grid2' },
+              panel('Envelope', facts),
+              panel('Timeline', timeline(r, data.events))),
+            h('div', { class: 'grid2', style: 'margin-top: 18px' },
+              panel('Payload', h('pre', {}, JSON.stringify(r.payload, null, 2))),
+              panel('Result', h('pre', {}, r.result === null ? '–' : JSON.stringify(r.result, null, 2)))));
+          const open = !['succeeded', 'failed', 'timedOut', 'cancelled'].includes(r.state);
+          const refresh = throttle(() => route(), 1500);
+          view.onTick = tick => { if (open && tick.endedCount) refresh(); else if (tick.ended.some(e => e.id === r.id)) refresh(); };
+        }
+        function timeline(r, events) {
+          const items = [];
+          const t = x => new Date(x).toLocaleTimeString(undefined, { hour12: false }) + '.' + String(new Date(x).getMilliseconds()).padStart(3, '0');
+          for (const e of events) {
+            let what;
+            if (e.kind === 'state') what = [badge(e.to), ' from ', e.from];
+            else if (e.kind === 'progress') what = `${e.completed} of ${e.total} subcommands`;
+            else if (e.kind === 'log') what = h('span', { class: 'log-' + e.level }, `[${e.level}] ${e.message}`);
+            else if (e.kind === 'emitted') what = [h('span', { class: 'mono' }, e.name), ' ', h('span', { class: 'muted mono' }, JSON.stringify(e.payload))];
+            else what = e.kind;
+            items.push(h('li', {}, h('span', { class: 'muted mono' }, t(e.time * 1000)), h('span', { class: 'kind' }, e.kind), h('span', {}, what)));
+          }
+          if (!items.length) {
+            const marks = [['accepted', r.createdAt], ['started', r.startedAt], [r.state, r.finishedAt]].filter(m => m[1]);
+            for (const [kind, at] of marks) items.push(h('li', {}, h('span', { class: 'muted mono' }, t(at)), h('span', { class: 'kind' }, kind), h('span', { class: 'muted' }, 'from the journal')));
+          }
+          return h('ul', { class: 'timeline' }, items);
+        }
+        function waterfall(tree, current) {
+          const rows = [];
+          (function walk(node, depth) { rows.push([node, depth]); for (const c of node.children) walk(c, depth + 1); })(tree, 0);
+          const end = Math.max(1e-3, ...rows.map(([n]) => n.offsetMs + (n.durationMs || 0)));
+          const width = 960, labelW = 300, rowH = 26, top = 22, chartW = width - labelW - 110;
+          const svg = s('svg', { class: 'waterfall', viewBox: `0 0 ${width} ${top + rows.length * rowH + 6}`, width: '100%', role: 'img', 'aria-label': 'subcommand waterfall' });
+          for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+            const x = labelW + f * chartW;
+            svg.append(s('line', { class: 'grid', x1: x, x2: x, y1: 14, y2: top + rows.length * rowH }));
+            svg.append(s('text', { class: 'meta', x, y: 11, 'text-anchor': 'middle' }, ms(f * end)));
+          }
+          rows.forEach(([n, depth], i) => {
+            const y = top + i * rowH;
+            const label = s('a', { href: '#/command/' + n.id },
+              s('text', { x: 8 + depth * 16, y: y + 17, 'font-weight': n.id === current ? 700 : 400 }, (depth ? '└ ' : '') + n.command));
+            svg.append(label);
+            const x = labelW + (n.offsetMs / end) * chartW;
+            const w = Math.max(2, ((n.durationMs || 0) / end) * chartW);
+            svg.append(s('rect', { x, y: y + 5, width: w, height: rowH - 10, rx: 3, class: 'f-' + n.state },
+              s('title', {}, `${n.command}: ${n.state}, ${ms(n.durationMs)} at +${ms(n.offsetMs)}${n.plugin ? ' on ' + n.plugin : ''}${n.error ? ' — ' + n.error : ''}`)));
+            svg.append(s('text', { class: 'meta', x: x + w + 6, y: y + 17 }, `${ms(n.durationMs)}${n.plugin ? ' · ' + n.plugin : ''}`));
+          });
+          return svg;
+        }
+        async function act(what, id) {
+          try {
+            const body = await post(`commands/${encodeURIComponent(id)}/${what}`);
+            toast(what === 'retry' ? 'Retrying as ' + short(body.commandId) : 'Discarded ' + short(id));
+            setTimeout(route, 400);
+          } catch (e) { toast(e.message, true); }
+        }
+
+        // ---- Dead letters ----
+        async function deadLetters() {
+          const data = await api('dead-letters');
+          const rows = data.deadLetters.map(c => h('tr', {},
+            h('td', {}, link('#/command/' + c.id, short(c.id), 'mono')),
+            h('td', { class: 'mono' }, c.command), h('td', {}, badge(c.state)),
+            h('td', { class: 'error' }, (c.errorCode ? c.errorCode + ': ' : '') + (c.error || '')),
+            h('td', { class: 'num' }, c.attempts), h('td', { class: 'muted' }, ago(c.updatedAt)),
+            h('td', {}, h('div', { class: 'actions' },
+              h('button', { onclick: () => act('retry', c.id) }, 'Retry'),
+              data.canDiscard ? h('button', { class: 'danger', onclick: () => act('discard', c.id) }, 'Discard') : null))));
+          page('Dead letters', 'Failed, timed-out and cancelled commands. Retry runs one again under its id; discard takes it off this list (the journal keeps it).',
+            panel(null, table(['Id', 'Command', 'State', 'Error', { text: 'Attempts', cls: 'num' }, 'When', ''], rows, 'No dead letters. Everything that ran, succeeded.')));
+          const refresh = throttle(() => route(), 3000);
+          view.onTick = tick => { if (tick.ended.some(e => e.state !== 'succeeded')) refresh(); };
+        }
+
+        // ---- Plugins ----
+        async function plugins() {
+          const data = await api('plugins');
+          const catalog = data.catalog;
+          const workers = Object.fromEntries(data.workers.map(w => [w.path, w]));
+          const loaded = catalog.plugins.map(p => {
+            const w = workers[p.path];
+            return h('tr', {},
+              h('td', {}, h('strong', {}, p.name), h('div', { class: 'muted mono' }, p.path)),
+              h('td', { class: 'mono' }, p.version), h('td', { class: 'mono' }, p.abi), h('td', { class: 'mono' }, p.sdkVersion || '–'),
+              h('td', { class: 'num' }, p.priority),
+              h('td', {}, p.commands.map(c => h('span', { class: 'chip mono' }, c))),
+              h('td', {}, w ? [h('span', { class: 'badge ' + (w.quarantine ? 'failed' : w.running ? 'succeeded' : 'pending') }, w.quarantine ? 'quarantined' : w.running ? 'worker running' : 'worker idle'),
+                h('div', { class: 'muted' }, `${w.restarts} restart${w.restarts === 1 ? '' : 's'}`)] : h('span', { class: 'muted' }, 'in process')));
+          });
+          const skipped = catalog.skipped.map(x => h('tr', {},
+            h('td', { class: 'mono' }, x.path), h('td', {}, x.quarantined ? badge('failed') : h('span', { class: 'badge outline' }, 'skipped')),
+            h('td', { class: 'error' }, x.reason)));
+          const routes = catalog.commands.map(c => h('tr', {},
+            h('td', { class: 'mono' }, c.command), h('td', {}, c.plugin),
+            h('td', { class: 'muted' }, c.shadowed.map(x => x.plugin).join(', ') || '–')));
+          page('Plugins', 'Loaded from ' + catalog.directories.join(', '),
+            panel('Loaded', table(['Plugin', 'Version', 'ABI', 'SDK', { text: 'Priority', cls: 'num' }, 'Commands', 'Isolation'], loaded, 'No plugins loaded. Drop a .so file into the plugin directory.')),
+            panel('Quarantined and skipped', table(['File', 'State', 'Reason'], skipped, 'Every file loaded.')),
+            panel('Who handles what', table(['Command', 'Plugin', 'Shadows'], routes, 'No commands.')));
+          view.onTick = null;
+        }
+
+        // ---- Hosts and queues ----
+        async function hosts() {
+          const data = await api('hosts');
+          if (!data.shared) {
+            page('Hosts & queues', null, panel(null, h('div', { class: 'empty' },
+              'This host runs on its own, with a local journal. Start hosts with ',
+              h('code', {}, 'cmdbus serve --bus URL --http PORT'), ' to share one bus in PostgreSQL and see them here.')));
+            view.onTick = null;
+            return;
+          }
+          const hostRows = data.hosts.map(x => h('tr', {},
+            h('td', {}, h('strong', {}, x.hostname), h('div', { class: 'muted mono' }, short(x.id))),
+            h('td', { class: 'num' }, x.pid), h('td', {}, h('span', { class: 'badge ' + (x.live ? 'succeeded' : 'failed') }, x.live ? 'live' : 'silent')),
+            h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
+            h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
+          const queueRows = data.queues.map(q => h('tr', {},
+            h('td', { class: 'mono' }, q.command), h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, duration(q.oldestPendingSeconds))));
+          page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
+            panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
+            panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Oldest', cls: 'num' }], queueRows, 'Nothing is waiting.')));
+          const refresh = throttle(() => route(), 2000);
+          view.onTick = () => refresh();
+        }
+
+        // ---- Router ----
+        async function route() {
+          const hash = location.hash.replace(/^#\/?/, '');
+          const [path, query] = hash.split('?');
+          const params = new URLSearchParams(query || '');
+          const parts = path.split('/').filter(Boolean);
+          const name = parts[0] || 'overview';
+          for (const a of document.querySelectorAll('.nav nav a')) {
+            a.classList.toggle('active', a.dataset.page === (name === 'command' ? 'commands' : name));
+          }
+          view.onTick = null;
+          try {
+            if (name === 'overview') await overview();
+            else if (name === 'commands') await commands(params);
+            else if (name === 'command' && parts[1]) await command(parts[1]);
+            else if (name === 'dead') await deadLetters();
+            else if (name === 'plugins') await plugins();
+            else if (name === 'hosts') await hosts();
+            else page('Not found', 'No such page.', panel(null, link('#/', 'Back to the overview')));
+            document.title = 'cmdbus · ' + (document.querySelector('main h1').textContent || '');
+          } catch (e) { failure(e); }
+        }
+        window.addEventListener('hashchange', route);
+        connect();
+        route();
+        """#
+}

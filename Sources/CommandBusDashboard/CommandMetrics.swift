@@ -1,0 +1,143 @@
+import CommandBusSupport
+import CommandBus
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What the dashboard and `/metrics` count: commands by name and outcome, their durations as
+/// histograms, what is in flight, a per-second history for the live chart, and journal commits.
+///
+/// It is a ``CommandObserver``: one lock taken when a command is accepted and once when it ends.
+package final class CommandMetrics: CommandObserver {
+    /// The upper bounds (seconds) of the duration histograms' buckets.
+    package static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+    /// Seconds of history the live chart can show.
+    package static let historySeconds = 300
+    /// How many names are counted apart; the rest are counted under `other`, so a flood of
+    /// invented names cannot grow the scrape without bound.
+    package static let maxNames = 10_000
+
+    /// Counts for one command name.
+    package struct NameCounts: Sendable {
+        package var outcomes: [CommandState: Int] = [:]
+        package var histogram = Histogram()
+    }
+
+    /// A cumulative-on-read histogram of durations.
+    package struct Histogram: Sendable {
+        /// Observations per bucket (not cumulative); the last is above every bound.
+        package var counts = [Int](repeating: 0, count: CommandMetrics.bucketBounds.count + 1)
+        package var sum: Double = 0
+        package var count = 0
+
+        mutating func observe(_ seconds: Double) {
+            let index = CommandMetrics.bucketBounds.firstIndex { seconds <= $0 } ?? CommandMetrics.bucketBounds.count
+            counts[index] += 1
+            sum += seconds
+            count += 1
+        }
+    }
+
+    /// One second of the live chart.
+    package struct Second: Sendable {
+        package var time: Int64
+        package var outcomes: [CommandState: Int] = [:]
+    }
+
+    /// A command that ended recently, for the live feed.
+    package struct Ended: Sendable {
+        package var id: UUID
+        package var command: String
+        package var state: CommandState
+        package var seconds: Double
+        package var traceparent: String?
+    }
+
+    private struct State {
+        var started: [UUID: ContinuousClock.Instant] = [:]
+        var names: [String: NameCounts] = [:]
+        var history: [Second] = []
+        var recent: [Ended] = []
+        var journalCommits = Histogram()
+        var journalWrites = 0
+        /// Every ending counted, so a reader of `recent` knows what it missed.
+        var endedTotal = 0
+    }
+    private let state = Mutex(State())
+
+    /// Metrics with nothing counted yet.
+    package init() {}
+
+    package func commandAccepted(_ envelope: CommandEnvelope) {
+        let now = ContinuousClock.now
+        state.withLock { $0.started[envelope.id] = now }
+    }
+
+    package func commandFinished(_ envelope: CommandEnvelope, state ended: CommandState, error: CommandBusError?) {
+        let now = ContinuousClock.now
+        let second = Int64(Date().timeIntervalSince1970)
+        state.withLock { state in
+            guard let start = state.started.removeValue(forKey: envelope.id) else { return }
+            let seconds = (now - start).seconds
+            let name = state.names[envelope.commandName] != nil || state.names.count < Self.maxNames ? envelope.commandName : "other"
+            state.names[name, default: NameCounts()].outcomes[ended, default: 0] += 1
+            state.names[name, default: NameCounts()].histogram.observe(seconds)
+            if state.history.last?.time != second {
+                state.history.append(Second(time: second))
+                if state.history.count > Self.historySeconds { state.history.removeFirst(state.history.count - Self.historySeconds) }
+            }
+            state.history[state.history.count - 1].outcomes[ended, default: 0] += 1
+            state.recent.append(Ended(id: envelope.id, command: envelope.commandName, state: ended, seconds: seconds, traceparent: envelope.metadata["traceparent"]))
+            if state.recent.count > 1_000 { state.recent.removeFirst(state.recent.count - 1_000) }
+            state.endedTotal += 1
+        }
+    }
+
+    /// Records one journal commit: how long it took and how many writes it held.
+    package func journalCommitted(_ duration: Duration, writes: Int) {
+        state.withLock { state in
+            state.journalCommits.observe(duration.seconds)
+            state.journalWrites += writes
+        }
+    }
+
+    /// Commands accepted and not ended.
+    package var inFlight: Int { state.withLock { $0.started.count } }
+
+    /// Counts per command name, sorted by name.
+    package var names: [(name: String, counts: NameCounts)] {
+        state.withLock { $0.names }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    /// The journal's commit histogram and the writes it committed.
+    package var journal: (commits: Histogram, writes: Int) { state.withLock { ($0.journalCommits, $0.journalWrites) } }
+
+    /// The last `seconds` seconds of outcomes, oldest first, with empty seconds filled in, ending at `now`.
+    package func history(seconds: Int, now: Int64 = Int64(Date().timeIntervalSince1970)) -> [Second] {
+        let kept = state.withLock { $0.history }
+        var byTime: [Int64: Second] = [:]
+        for second in kept { byTime[second.time] = second }
+        return (0..<seconds).map { offset in
+            let time = now - Int64(seconds - 1 - offset)
+            return byTime[time] ?? Second(time: time)
+        }
+    }
+
+    /// Commands that ended since `after` (an index into the recent list, as returned), newest last.
+    package func ended(since after: Int) -> (ended: [Ended], next: Int) {
+        state.withLock { state in
+            let missing = min(max(0, state.endedTotal - after), state.recent.count)
+            return (Array(state.recent.suffix(missing)), state.endedTotal)
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a floating-point number.
+    package var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

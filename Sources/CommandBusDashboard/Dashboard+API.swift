@@ -1,0 +1,214 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBusHost
+import CommandBusHTTP
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The JSON API under `/api/`, which the page itself uses (README: "Dashboard API").
+extension Dashboard {
+    func api(_ request: HTTPRequest, _ parts: [String]) async -> HTTPResponse {
+        switch (request.method, parts.first, parts.count) {
+        case ("GET", "overview", 1): return Self.ok(overview())
+        case ("GET", "commands", 1): return await commands(request)
+        case ("GET", "commands", 2): return await command(parts[1])
+        case ("POST", "commands", 3) where parts[2] == "retry": return await retry(parts[1])
+        case ("POST", "commands", 3) where parts[2] == "discard": return await discard(parts[1])
+        case ("GET", "dead-letters", 1): return await deadLetters(request)
+        case ("GET", "plugins", 1): return Self.ok(plugins())
+        case ("GET", "hosts", 1): return Self.ok(await sources.sharedBus?() ?? .object(["shared": .bool(false)]))
+        case ("GET", "events", 1):
+            return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
+        case (let method, _, _) where method != "GET" && method != "POST":
+            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry and discard")
+        default:
+            return Self.problem(404, "no API at \(request.path); see the README's Dashboard API")
+        }
+    }
+
+    // MARK: Reading
+
+    func overview() -> JSONValue {
+        let catalog = sources.catalog()
+        let summary = sources.statistics.summary(uptime: .zero, plugins: catalog.plugins.count)
+        var latencies: [String: JSONValue] = [:]
+        if case .object(let fields) = summary, case .object(let commands)? = fields["commands"] { latencies = commands }
+        let names: [JSONValue] = sources.metrics.names.map { name, counts in
+            var fields: [String: JSONValue] = ["command": .string(name), "count": .integer(Int64(counts.histogram.count))]
+            for state in [CommandState.succeeded, .failed, .cancelled, .timedOut] {
+                fields[state.rawValue] = .integer(Int64(counts.outcomes[state] ?? 0))
+            }
+            if case .object(let latency)? = latencies[name] {
+                fields["p50Ms"] = latency["p50Ms"] ?? .null
+                fields["p99Ms"] = latency["p99Ms"] ?? .null
+            }
+            return .object(fields)
+        }
+        let quarantined = catalog.skipped.filter(\.isQuarantined).count
+        return .object([
+            "uptimeSeconds": .number(uptime), "inFlight": .integer(Int64(sources.metrics.inFlight)),
+            "totals": Self.totals(sources.statistics),
+            "plugins": .object([
+                "loaded": .integer(Int64(catalog.plugins.count)), "quarantined": .integer(Int64(quarantined)),
+                "skipped": .integer(Int64(catalog.skipped.count - quarantined)),
+            ]),
+            "commands": .array(names),
+            "history": .array(sources.metrics.history(seconds: 300).map(Self.json)),
+            "journal": .bool(sources.journal != nil), "shared": .bool(sources.sharedBus != nil),
+            "streams": .integer(Int64(feed.subscriberCount)),
+        ])
+    }
+
+    private func commands(_ request: HTTPRequest) async -> HTTPResponse {
+        guard let journal = sources.journal else { return Self.noJournal }
+        var query = JournalQuery(newestFirst: true)
+        for name in (request.parameter("state") ?? "").split(separator: ",") {
+            guard let state = CommandState(rawValue: String(name)) else {
+                return Self.problem(400, "state \(quoted(name)) is not one of \(CommandState.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            query.states.insert(state)
+        }
+        if let name = request.parameter("command"), !name.isEmpty { query.commandName = name }
+        if let before = request.parameter("before"), !before.isEmpty {
+            guard let sequence = Int64(before), sequence > 0 else { return Self.problem(400, "before takes an entry number") }
+            query.throughSequence = sequence - 1
+        }
+        query.limit = min(Int(request.parameter("limit") ?? "") ?? 50, 500)
+        if let search = request.parameter("id"), !search.isEmpty {
+            guard let id = UUID(uuidString: String(Substring(search).trimmingSpaces)) else {
+                return Self.problem(400, "\(quoted(search)) is not a command id (a UUID)")
+            }
+            do throws(CommandBusError) {
+                let record = try await journal.record(id)
+                return Self.ok(.object(["commands": .array(record.map { [Self.row($0)] } ?? [])]))
+            } catch {
+                return Self.problem(500, error.message)
+            }
+        }
+        do throws(CommandBusError) {
+            let records = try await journal.records(query)
+            return Self.ok(.object(["commands": .array(records.map(Self.row))]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    /// One line of a command list: no payload or result, which can be large.
+    static func row(_ record: JournalRecord) -> JSONValue {
+        var fields: [String: JSONValue] = [
+            "sequence": .integer(record.sequence), "id": .string(record.envelope.id.uuidString),
+            "command": .string(record.envelope.commandName), "state": .string(record.state.rawValue),
+            "attempts": .integer(Int64(record.attempts)), "createdAt": .number(record.envelope.createdAt.timeIntervalSince1970),
+            "updatedAt": .number(record.updatedAt.timeIntervalSince1970), "parentId": .optional(record.envelope.parentID?.uuidString),
+            "error": .optional(record.errorMessage), "errorCode": .optional(record.errorCode),
+            "discarded": .bool(record.discardedAt != nil),
+        ]
+        if let started = record.startedAt, let finished = record.finishedAt {
+            fields["durationMs"] = .number(finished.timeIntervalSince(started) * 1000)
+        }
+        return .object(fields)
+    }
+
+    private func command(_ text: String) async -> HTTPResponse {
+        guard let journal = sources.journal else { return Self.noJournal }
+        guard let id = UUID(uuidString: text) else { return Self.problem(400, "\(quoted(text)) is not a command id (a UUID)") }
+        do throws(CommandBusError) {
+            guard let record = try await journal.record(id) else {
+                return Self.problem(404, "the journal has no command \(id)")
+            }
+            let family = try await journal.records(JournalQuery(correlationID: record.envelope.correlationID))
+            let routes = sources.catalog().routes
+            let tree = CommandTree(root: id, records: family)?.json { name in routes.first { $0.command == name }?.plugins.first?.name }
+            var fields: [String: JSONValue] = [
+                "record": record.json, "tree": tree ?? .null, "events": .array(events.events(of: id)),
+                "rootId": .string(record.envelope.correlationID.uuidString),
+                "traceparent": .optional(record.envelope.metadata["traceparent"]),
+            ]
+            if let route = routes.first(where: { $0.command == record.envelope.commandName })?.plugins.first {
+                fields["plugin"] = .object(["name": .string(route.name), "path": .string(route.path)])
+            }
+            return Self.ok(.object(fields))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    private func deadLetters(_ request: HTTPRequest) async -> HTTPResponse {
+        guard let journal = sources.journal else { return Self.noJournal }
+        let limit = min(Int(request.parameter("limit") ?? "") ?? 100, 500)
+        do throws(CommandBusError) {
+            // Read past discarded ones so the page still fills up to the limit.
+            let records = try await journal.records(JournalQuery(states: [.failed, .cancelled, .timedOut], limit: limit * 4, newestFirst: true))
+            let live = records.filter { $0.discardedAt == nil }.prefix(limit)
+            return Self.ok(.object(["deadLetters": .array(live.map(Self.row)), "canDiscard": .bool(sources.discard != nil)]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    func plugins() -> JSONValue {
+        let catalog = sources.catalog()
+        let workers: [JSONValue] = catalog.plugins.compactMap { plugin in
+            guard let worker = plugin.worker else { return nil }
+            return .object([
+                "name": .string(plugin.name), "path": .string(plugin.path), "running": .bool(worker.isRunning),
+                "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),
+            ])
+        }
+        return .object(["catalog": catalog.json, "workers": .array(workers)])
+    }
+
+    // MARK: Changing
+
+    private func retry(_ text: String) async -> HTTPResponse {
+        guard let journal = sources.journal else { return Self.noJournal }
+        guard let id = UUID(uuidString: text) else { return Self.problem(400, "\(quoted(text)) is not a command id (a UUID)") }
+        do throws(CommandBusError) {
+            guard let record = try await journal.record(id) else { return Self.problem(404, "the journal has no command \(id)") }
+            guard record.state.isDeadLetter else {
+                return Self.problem(409, "command \(id) is \(record.state.rawValue); only failed, cancelled or timed-out commands are retried")
+            }
+            let ticket = sources.bus.resubmit(record)
+            return HTTPResponse(status: 202, contentType: "application/json", text: JSONValue.object(["commandId": .string(ticket.id.uuidString)]).text)
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    private func discard(_ text: String) async -> HTTPResponse {
+        guard let journal = sources.journal else { return Self.noJournal }
+        guard let discard = sources.discard else { return Self.problem(409, "this journal cannot discard; dead letters on the shared bus stay listed") }
+        guard let id = UUID(uuidString: text) else { return Self.problem(400, "\(quoted(text)) is not a command id (a UUID)") }
+        do throws(CommandBusError) {
+            guard let record = try await journal.record(id) else { return Self.problem(404, "the journal has no command \(id)") }
+            guard record.state.isDeadLetter else {
+                return Self.problem(409, "command \(id) is \(record.state.rawValue); only failed, cancelled or timed-out commands are discarded")
+            }
+            try await discard(id)
+            return Self.ok(.object(["discarded": .string(id.uuidString)]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    // MARK: Responses
+
+    static func ok(_ value: JSONValue) -> HTTPResponse {
+        HTTPResponse(status: 200, contentType: "application/json", text: value.text)
+    }
+
+    /// An API error: `{"error": {"status": N, "message": "..."}}`.
+    static func problem(_ status: Int, _ message: String) -> HTTPResponse {
+        HTTPResponse(status: status, contentType: "application/json", text: JSONValue.object([
+            "error": .object(["status": .integer(Int64(status)), "message": .string(message)]),
+        ]).text)
+    }
+
+    static var noJournal: HTTPResponse {
+        problem(409, "this host keeps no journal (it was started with --no-journal); commands are not listed")
+    }
+}

@@ -1,0 +1,66 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBus
+
+/// `GET /metrics`: the Prometheus scrape (README: "Metrics").
+extension Dashboard {
+    func scrape() async -> String {
+        var out = PrometheusText()
+        let metrics = sources.metrics
+        let names = metrics.names
+
+        out.family("cmdbus_commands_total", type: "counter", help: "Commands that ended, by command name and outcome.")
+        for (name, counts) in names {
+            for (state, count) in counts.outcomes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                out.sample("cmdbus_commands_total", [("command", name), ("outcome", state.rawValue)], Double(count))
+            }
+        }
+        out.family("cmdbus_command_duration_seconds", type: "histogram", help: "How long commands took from acceptance to their end, by command name.")
+        for (name, counts) in names {
+            out.histogram("cmdbus_command_duration_seconds", [("command", name)], counts.histogram)
+        }
+        out.family("cmdbus_commands_in_flight", type: "gauge", help: "Commands accepted and not yet ended.")
+        out.sample("cmdbus_commands_in_flight", [], Double(metrics.inFlight))
+
+        let catalog = sources.catalog()
+        let quarantined = catalog.skipped.filter(\.isQuarantined).count
+        out.family("cmdbus_plugins", type: "gauge", help: "Plugin files by state: loaded, quarantined, or skipped for another reason.")
+        out.sample("cmdbus_plugins", [("state", "loaded")], Double(catalog.plugins.count))
+        out.sample("cmdbus_plugins", [("state", "quarantined")], Double(quarantined))
+        out.sample("cmdbus_plugins", [("state", "skipped")], Double(catalog.skipped.count - quarantined))
+        out.family("cmdbus_worker_restarts_total", type: "counter", help: "Times an isolated plugin's worker was started again, by plugin.")
+        for plugin in catalog.plugins {
+            guard let worker = plugin.worker else { continue }
+            out.sample("cmdbus_worker_restarts_total", [("plugin", plugin.name)], Double(worker.restarts))
+        }
+
+        let journal = metrics.journal
+        out.family("cmdbus_journal_commit_duration_seconds", type: "histogram", help: "How long each journal commit took, from its start to durable.")
+        out.histogram("cmdbus_journal_commit_duration_seconds", [], journal.commits)
+        out.family("cmdbus_journal_writes_total", type: "counter", help: "Journal writes committed (accepts, transitions).")
+        out.sample("cmdbus_journal_writes_total", [], Double(journal.writes))
+
+        if let shared = await sources.sharedBus?(), case .object(let fields) = shared, case .array(let queues)? = fields["queues"] {
+            out.family("cmdbus_bus_pending", type: "gauge", help: "Commands waiting on the shared bus, by command name.")
+            for case .object(let queue) in queues {
+                guard case .string(let name)? = queue["command"], case .integer(let pending)? = queue["pending"] else { continue }
+                out.sample("cmdbus_bus_pending", [("command", name)], Double(pending))
+            }
+            out.family("cmdbus_bus_oldest_pending_seconds", type: "gauge", help: "Age of the oldest waiting command on the shared bus, by command name.")
+            for case .object(let queue) in queues {
+                guard case .string(let name)? = queue["command"], case .number(let age)? = queue["oldestPendingSeconds"] else { continue }
+                out.sample("cmdbus_bus_oldest_pending_seconds", [("command", name)], age)
+            }
+            if case .array(let hosts)? = fields["hosts"] {
+                out.family("cmdbus_bus_hosts", type: "gauge", help: "Hosts of the shared bus whose heartbeat is current.")
+                out.sample("cmdbus_bus_hosts", [], Double(hosts.filter { if case .object(let host) = $0, host["live"] == .bool(true) { true } else { false } }.count))
+            }
+        }
+
+        out.family("cmdbus_http_connections", type: "gauge", help: "Open connections to the dashboard, event streams included.")
+        out.sample("cmdbus_http_connections", [], Double(connectionCount()))
+        out.family("cmdbus_uptime_seconds", type: "gauge", help: "Seconds since the dashboard started.")
+        out.sample("cmdbus_uptime_seconds", [], uptime)
+        return out.text
+    }
+}

@@ -1,0 +1,145 @@
+import CommandBusSupport
+import CommandBusLoading
+import CommandBusHost
+import CommandBusHTTP
+import CommandBus
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What the dashboard reads from: the running host's bus, plugins, journal and counters.
+package struct DashboardSources: Sendable {
+    package var bus: CommandBus
+    /// The journal the command pages read, if the host keeps one (the shared bus's, with `--bus`).
+    package var journal: (any Journal)?
+    /// Takes a dead letter out of the list; `nil` where the journal cannot (the shared bus).
+    package var discard: (@Sendable (UUID) async throws(CommandBusError) -> Void)?
+    /// The plugins loaded now (a server's hot loading changes them).
+    package var catalog: @Sendable () -> PluginCatalog
+    package var statistics: BusStatistics
+    package var metrics: CommandMetrics
+    /// The shared bus's hosts and queues (`bus status`), if the host is on one.
+    package var sharedBus: (@Sendable () async -> JSONValue?)?
+
+    /// Sources for a host; the optional parts are left out.
+    package init(
+        bus: CommandBus, journal: (any Journal)?, catalog: @escaping @Sendable () -> PluginCatalog,
+        statistics: BusStatistics, metrics: CommandMetrics
+    ) {
+        self.bus = bus
+        self.journal = journal
+        self.catalog = catalog
+        self.statistics = statistics
+        self.metrics = metrics
+    }
+}
+
+/// `cmdbus serve --http`: the web dashboard, its JSON API under `/api/`, and `/metrics`.
+///
+/// Pages are one small HTML shell with a script and a style sheet, all from this binary; the
+/// script renders from the API and keeps itself current through `/api/events`.
+package final class Dashboard: Sendable {
+    package let sources: DashboardSources
+    package let access: DashboardAccess
+    package let feed: DashboardFeed
+    package let events: CommandEventLog
+    private let started = ContinuousClock.now
+    /// The HTTP server's open connections, for `/metrics`; set once the server exists.
+    package let connectionCount: @Sendable () -> Int
+
+    /// A dashboard over `sources`; `connections` reports the HTTP server's open connections.
+    package init(sources: DashboardSources, access: DashboardAccess, connections: @escaping @Sendable () -> Int = { 0 }) {
+        self.sources = sources
+        self.access = access
+        self.connectionCount = connections
+        events = CommandEventLog(following: sources.bus)
+        let metrics = sources.metrics, statistics = sources.statistics
+        let cursor = FeedCursor()
+        feed = DashboardFeed {
+            let ended = cursor.position.withLock { position in
+                let (ended, next) = metrics.ended(since: position)
+                position = next
+                return ended
+            }
+            let second = metrics.history(seconds: 2).first
+            return .object([
+                "time": .number(Date().timeIntervalSince1970), "inFlight": .integer(Int64(metrics.inFlight)),
+                "totals": Dashboard.totals(statistics),
+                "second": second.map(Dashboard.json) ?? .null,
+                "ended": .array(ended.suffix(50).map(Dashboard.json)), "endedCount": .integer(Int64(ended.count)),
+            ])
+        }
+    }
+
+    /// Answers one request: access first, then the route.
+    package func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        var response: HTTPResponse
+        switch access.check(request) {
+        case .deny(let denied):
+            response = denied
+        case .setCookie(let path):
+            response = HTTPResponse(status: 303, headers: [
+                ("Location", path),
+                ("Set-Cookie", "\(DashboardAccess.cookieName)=\(access.actionToken); Path=/; HttpOnly; SameSite=Strict"),
+            ])
+        case .allow:
+            response = await route(request)
+        }
+        response.headers += DashboardAccess.securityHeaders
+        return response
+    }
+
+    private func route(_ request: HTTPRequest) async -> HTTPResponse {
+        let parts = request.path.split(separator: "/").map(String.init)
+        switch (request.method, parts.first, parts.count) {
+        case ("GET", nil, 0), ("HEAD", nil, 0):
+            return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", text: DashboardAssets.page(actionToken: access.actionToken))
+        case ("GET", "app.js", 1), ("HEAD", "app.js", 1):
+            return HTTPResponse(status: 200, contentType: "text/javascript; charset=utf-8", text: DashboardAssets.script, headers: [("Cache-Control", "no-cache")])
+        case ("GET", "app.css", 1), ("HEAD", "app.css", 1):
+            return HTTPResponse(status: 200, contentType: "text/css; charset=utf-8", text: DashboardAssets.style, headers: [("Cache-Control", "no-cache")])
+        case ("GET", "favicon.svg", 1), ("HEAD", "favicon.svg", 1):
+            return HTTPResponse(status: 200, contentType: "image/svg+xml", text: DashboardAssets.icon)
+        case ("GET", "metrics", 1), ("HEAD", "metrics", 1):
+            return HTTPResponse(status: 200, contentType: PrometheusText.contentType, text: await scrape())
+        case (_, "api", _):
+            return await api(request, Array(parts.dropFirst()))
+        default:
+            return .error(404, "no page at \(request.path); the dashboard is at /")
+        }
+    }
+
+    // MARK: Shared JSON
+
+    static func totals(_ statistics: BusStatistics) -> JSONValue {
+        let summary = statistics.summary(uptime: .zero, plugins: 0)
+        guard case .object(let fields) = summary else { return .null }
+        return .object(["completed": fields["completed"] ?? .integer(0), "failed": fields["failed"] ?? .integer(0)])
+    }
+
+    static func json(_ second: CommandMetrics.Second) -> JSONValue {
+        var fields: [String: JSONValue] = ["time": .integer(second.time)]
+        for state in [CommandState.succeeded, .failed, .cancelled, .timedOut] {
+            fields[state.rawValue] = .integer(Int64(second.outcomes[state] ?? 0))
+        }
+        return .object(fields)
+    }
+
+    static func json(_ ended: CommandMetrics.Ended) -> JSONValue {
+        .object([
+            "id": .string(ended.id.uuidString), "command": .string(ended.command), "state": .string(ended.state.rawValue),
+            "durationMs": .number(ended.seconds * 1000), "traceparent": .optional(ended.traceparent),
+        ])
+    }
+
+    /// Seconds since the dashboard started.
+    var uptime: Double { (ContinuousClock.now - started).seconds }
+}
+
+/// The feed's place in the metrics' list of ended commands.
+private final class FeedCursor: Sendable {
+    let position = Mutex(0)
+}
