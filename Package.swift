@@ -56,7 +56,7 @@ let package = Package(
             name: "CommandBusCLI",
             dependencies: [
                 "CommandBus", "CCommandBusABI", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost",
-                "CommandBusServer", "CommandBusPostgres", "CommandBusDashboard",
+                "CommandBusServer", "CommandBusPostgres", "CommandBusHTTP", "CommandBusDashboard",
             ]
         ),
         // A thin main: worker and probe children first, then the command line.

@@ -19,6 +19,7 @@ fi
 export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
 # A throwaway PostgreSQL for the shared-bus tests, stopped however the run ends.
 start_test_postgres
-trap 'stop_test_postgres; remove_test_namespaces' EXIT
+# A dashboard test that failed half-way may leave its server running; none outlives the run.
+trap 'stop_test_postgres; remove_test_namespaces; pkill -f "cmdbus serve .*cmdbus-dashboard-" 2>/dev/null || true' EXIT
 log "running the tests"
 swift test "$@"

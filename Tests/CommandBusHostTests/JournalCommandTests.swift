@@ -119,6 +119,52 @@ struct JournalCommandTests {
         #expect(badRetry.status == 64 && badRetry.stderr.contains("is succeeded; only failed"))
     }
 
+    @Test func treeShowsTheSubcommandsAsTextMermaidAndDot() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        try setup.plugins.install("libGreetAll.so")
+        let sent = try await setup.run("run", "greet-all", "-p", #"names=["Ada","Grace"]"#)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        // By number (the first column of journal list) as well as by id.
+        let text = try await setup.run("journal", "tree", "1")
+        let lines = text.stdout.split(separator: "\n")
+        #expect(lines.count == 3, "\(text.stdout)\(text.stderr)")
+        #expect(lines.first?.hasPrefix("greet-all  succeeded  ") == true)
+        #expect(lines.dropFirst().first?.hasPrefix("├─ greet  succeeded  ") == true && lines.last?.hasPrefix("└─ greet  succeeded  ") == true)
+        #expect(lines.last?.contains(" at +") == true)
+
+        let mermaid = try await setup.run("journal", "tree", "1", "--format", "mermaid")
+        #expect(mermaid.stdout.hasPrefix("flowchart TD\n") && mermaid.stdout.contains("n0 --> n1") && mermaid.stdout.contains("n0 --> n2"))
+
+        let dot = try await setup.run("journal", "tree", "1", "--format", "dot")
+        #expect(dot.stdout.hasPrefix("digraph command_tree {") && dot.stdout.contains("n0 -> n2;"))
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/dot"), "this test renders with Graphviz: scripts/test.sh installs Debian's graphviz")
+        let source = setup.work.file("tree.dot"), image = DashboardTests.artifacts.appendingPathComponent("journal-tree.png")
+        try dot.stdout.write(to: source, atomically: true, encoding: .utf8)
+        let rendered = try await runProcess("/usr/bin/dot", ["-Tpng", source.path, "-o", image.path])
+        #expect(rendered.status == 0, "dot: \(rendered.stderr)")
+        let png = try Data(contentsOf: image)
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 1_000)
+
+        let bad = try await setup.run("journal", "tree", "1", "--format", "svg")
+        #expect(bad.status == 64 && bad.stderr.contains("--format takes text, mermaid or dot"))
+        let missing = try await setup.run("journal", "tree", "99")
+        #expect(missing.status != 0 && missing.stderr.contains("no entry number 99"))
+    }
+
+    @Test func discardTakesADeadLetterOffTheListAndKeepsTheEntry() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        _ = try await setup.run("run", "fixture.fail", "-p", "message=broken")
+        _ = try await setup.run("run", "greet", "-p", "name=Ada")
+        let refused = try await setup.run("journal", "discard", "2")
+        #expect(refused.status != 0 && refused.stderr.contains("only failed, cancelled or timed-out entries are discarded"))
+        let discarded = try await setup.run("journal", "discard", "1")
+        #expect(discarded.status == 0 && discarded.stdout.contains("stays in the journal"), "\(discarded.stderr)")
+        let shown = try jsonObject(try await setup.run("journal", "show", "1").stdout)
+        #expect(shown["state"] as? String == "failed" && shown["discardedAt"] is String)
+    }
+
     @Test func batchReportsEveryLineAndSurvivesBadOnes() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }

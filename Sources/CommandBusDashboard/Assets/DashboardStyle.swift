@@ -49,6 +49,7 @@ extension DashboardAssets {
         tr:last-child td { border-bottom: none; }
         tbody tr:hover { background: #fafbfe; }
         td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+        td a.mono, td.muted { white-space: nowrap; }
         td.error { color: var(--failed); max-width: 420px; overflow-wrap: anywhere; }
         .badge { display: inline-block; padding: 2px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; color: #fff; background: var(--pending); white-space: nowrap; }
         .badge.succeeded { background: var(--succeeded); } .badge.failed { background: var(--failed); }

@@ -1,0 +1,288 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// `cmdbus serve --http` end to end: the built binary, a real browser (headless Chromium through
+/// scripts/lib/browser.py), promtool on a scrape taken under load, and hostile clients.
+@Suite(.serialized)
+struct DashboardTests {
+    /// A `cmdbus serve --http 127.0.0.1:0` in a scratch directory, with the example and fixture plugins.
+    final class DashboardServer: @unchecked Sendable {
+        let work: TemporaryDirectory
+        let process = Process()
+        let log: URL
+        private(set) var url = ""
+        var socket: String { work.file("cmdbus.sock").path }
+
+        init(extra: [String] = []) async throws {
+            work = try TemporaryDirectory("cmdbus-dashboard")
+            let plugins = try work.subdirectory("plugins")
+            try plugins.install("libGreeter.so", "libGreetAll.so", "libFixturePlugin.so")
+            log = work.file("serve.log")
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            process.executableURL = try TestPaths.product("cmdbus")
+            process.arguments = ["serve", "--plugins", plugins.path, "--socket", socket, "--http", "127.0.0.1:0"] + extra
+            process.currentDirectoryURL = work.url
+            process.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { _, new in new }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = try FileHandle(forWritingTo: log)
+            try process.run()
+            Self.started.withLock { $0.append(self) }
+            let ready = await waitUntil(.seconds(60)) { self.output.contains("serving on") || !self.process.isRunning }
+            try #require(ready && process.isRunning, "the server did not start: \(output)")
+            let line = try #require(output.split(separator: "\n").first { $0.contains("dashboard on ") })
+            url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        }
+
+        var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+
+        /// Runs `cmdbus run` against the server.
+        @discardableResult
+        func run(_ arguments: String...) async throws -> ProcessResult {
+            try await cmdbus(["run"] + arguments + ["--connect=\(socket)"])
+        }
+
+        /// An HTTP request from Python's standard library: status, then the body, on stdout.
+        func http(_ method: String = "GET", _ path: String, headers: [String: String] = [:]) async throws -> (status: Int, body: String) {
+            let script = """
+                import json, sys, urllib.request, urllib.error
+                request = urllib.request.Request(sys.argv[1], method=sys.argv[2], headers=json.loads(sys.argv[3]), data=b"" if sys.argv[2] == "POST" else None)
+                try:
+                    response = urllib.request.urlopen(request, timeout=30)
+                    print(response.status); sys.stdout.write(response.read().decode())
+                except urllib.error.HTTPError as error:
+                    print(error.code); sys.stdout.write(error.read().decode())
+                """
+            let headerText = String(decoding: try JSONSerialization.data(withJSONObject: headers), as: UTF8.self)
+            let result = try await runProcess("/usr/bin/env", ["python3", "-c", script, url + path, method, headerText])
+            try #require(result.status == 0, "request failed: \(result.stderr)")
+            let lines = result.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+            return (Int(lines[0]) ?? 0, lines.count > 1 ? String(lines[1]) : "")
+        }
+
+        /// Every server a test started and has not stopped; the next test stops what a failed one left.
+        private static let started = Mutex<[DashboardServer]>([])
+
+        /// Stops every server still running.
+        static func stopAll() async {
+            for server in started.withLock({ servers -> [DashboardServer] in defer { servers = [] }; return servers }) { await server.stop() }
+        }
+
+        func stop() async {
+            if process.isRunning { process.terminate() }
+            _ = await waitUntil(.seconds(30)) { !self.process.isRunning }
+            work.remove()
+        }
+    }
+
+    /// Screenshots go here, for a person to look at after a run.
+    static let artifacts: URL = {
+        let directory = TestPaths.packageRoot.appendingPathComponent(".build/test-artifacts/dashboard")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }()
+
+    /// What the browser saw: the `--eval` results, any dialog a script opened, any uncaught exception.
+    struct BrowserReport {
+        var results: [Any]
+        var dialogs: [String]
+        var exceptions: [String]
+        var waited: Bool
+    }
+
+    /// Opens `url` in headless Chromium, waits for `waitFor`, screenshots it as `shot`, evaluates `evals`.
+    static func browse(_ url: String, waitFor: String, shot: String, evals: [String] = [], timeout: Int = 30) async throws -> BrowserReport {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium"), "the dashboard tests need Chromium: scripts/test.sh installs Debian's chromium")
+        let driver = TestPaths.packageRoot.appendingPathComponent("scripts/lib/browser.py").path
+        var arguments = [driver, url, "--wait-for", waitFor, "--screenshot", artifacts.appendingPathComponent(shot).path, "--timeout", String(timeout)]
+        for expression in evals { arguments += ["--eval", expression] }
+        let result = try await runProcess("/usr/bin/env", ["python3"] + arguments, timeout: .seconds(Int64(timeout + 60)))
+        let report = try jsonObject(result.stdout)
+        return BrowserReport(
+            results: report["results"] as? [Any] ?? [], dialogs: report["dialogs"] as? [String] ?? [],
+            exceptions: report["exceptions"] as? [String] ?? [], waited: report["waited"] as? Bool ?? false
+        )
+    }
+
+    @Test func everyPageRendersAndTheTreeShowsItsChildren() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        try await server.run("greet-all", "-p", #"names=["Ada","Grace"]"#)
+        try await server.run("fixture.fail", "-p", "message=disk full")
+        let list = try await server.http("GET", "/api/commands?command=greet-all")
+        let root = try #require(((try jsonObject(list.body))["commands"] as? [[String: Any]])?.first?["id"] as? String)
+
+        let pages: [(hash: String, shot: String, ready: String)] = [
+            ("#/", "overview.png", "document.querySelector('.cards')"),
+            ("#/commands", "commands.png", "document.querySelector('main table')"),
+            ("#/command/\(root)", "command.png", "document.querySelector('.waterfall')"),
+            ("#/dead", "dead-letters.png", "document.querySelector('main table')"),
+            ("#/plugins", "plugins.png", "document.querySelectorAll('main table').length >= 2"),
+            ("#/hosts", "hosts.png", "document.querySelector('.empty')"),
+        ]
+        for page in pages {
+            let report = try await Self.browse(server.url + "/" + page.hash, waitFor: page.ready, shot: page.shot)
+            #expect(report.waited, "\(page.hash) never rendered")
+            #expect(report.exceptions.isEmpty, "\(page.hash): \(report.exceptions)")
+        }
+        let tree = try await Self.browse(
+            server.url + "/#/command/\(root)", waitFor: "document.querySelector('.waterfall')", shot: "tree.png",
+            evals: ["[...document.querySelectorAll('.waterfall a text')].map(t => t.textContent).join('|')"]
+        )
+        #expect(tree.results.first as? String == "greet-all|└ greet|└ greet")
+        let dead = try await Self.browse(
+            server.url + "/#/dead", waitFor: "document.querySelector('main table')", shot: "dead-letters.png",
+            evals: ["document.querySelector('main table tbody').textContent"]
+        )
+        #expect((dead.results.first as? String)?.contains("disk full") == true)
+        await DashboardServer.stopAll()
+    }
+
+    @Test func theLiveCountMovesWhenCommandsRun() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        try await server.run("greet", "-p", "name=Ada")
+        let sender = Task {
+            try await Task.sleep(for: .seconds(2))
+            for index in 0..<5 { try await server.run("greet", "-p", "name=Ada\(index)") }
+        }
+        // The page reads the count once; only the event stream can move it to 6.
+        let report = try await Self.browse(
+            server.url + "/#/", waitFor: "Number(document.querySelector('[data-card=Succeeded]')?.textContent) >= 6",
+            shot: "overview-live.png", evals: ["document.querySelector('#live-text').textContent"], timeout: 60
+        )
+        try await sender.value
+        #expect(report.waited, "the succeeded count never reached 6 on the page")
+        #expect(report.results.first as? String == "live")
+        await DashboardServer.stopAll()
+    }
+
+    @Test func aHostilePayloadShowsAsTextAndRunsNothing() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        let hostile = #"<img src=x onerror=alert(1)><script>alert(2)</script>"#
+        try await server.run("greet-all", "-p", "names=[\"\(hostile.replacingOccurrences(of: "\"", with: "\\\""))\"]")
+        try await server.run("fixture.fail", "-p", "message=\(hostile)")
+        let list = try await server.http("GET", "/api/commands?command=greet-all")
+        let root = try #require(((try jsonObject(list.body))["commands"] as? [[String: Any]])?.first?["id"] as? String)
+        for (hash, shot) in [("#/command/\(root)", "hostile-command.png"), ("#/dead", "hostile-dead-letters.png"), ("#/", "hostile-overview.png")] {
+            let report = try await Self.browse(
+                server.url + "/" + hash, waitFor: "document.querySelector('main h1') && document.querySelector('main h1').textContent !== ''",
+                shot: shot, evals: ["document.body.innerText", "document.querySelectorAll('main img, main script').length"]
+            )
+            #expect(report.dialogs.isEmpty, "a script ran on \(hash): \(report.dialogs)")
+            #expect(report.results.last as? Int == 0, "\(hash) holds an element made from the payload")
+            if hash.hasPrefix("#/command") { #expect((report.results.first as? String)?.contains("<script>alert(2)</script>") == true) }
+        }
+        let page = try await server.http("GET", "/")
+        #expect(page.status == 200 && !page.body.contains("<script>alert"))
+        await DashboardServer.stopAll()
+    }
+
+    @Test func metricsPassPromtoolUnderLoad() async throws {
+        await DashboardServer.stopAll()
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool"), "this test needs promtool: scripts/test.sh installs Debian's prometheus")
+        let server = try await DashboardServer()
+        try await server.run("greet", "-p", "name=Ada")
+        let load = Task {
+            for index in 0..<20 {
+                try await server.run("greet-all", "-p", #"names=["A","B","C"]"#)
+                try await server.run("fixture.fail", "-p", "message=m\(index)")
+            }
+        }
+        try await Task.sleep(for: .seconds(1))
+        let scrape = try await server.http("GET", "/metrics")
+        try await load.value
+        #expect(scrape.status == 200)
+        #expect(scrape.body.contains(#"cmdbus_commands_total{command="greet",outcome="succeeded"} "#))
+        #expect(scrape.body.contains(#"cmdbus_command_duration_seconds_bucket{command="greet",le="+Inf"} "#))
+        #expect(scrape.body.contains("cmdbus_journal_commit_duration_seconds_count "))
+        let file = server.work.file("scrape.txt")
+        try scrape.body.write(to: file, atomically: true, encoding: .utf8)
+        let check = try await runProcess("/bin/sh", ["-c", "promtool check metrics < \(file.path)"])
+        #expect(check.status == 0, "promtool: \(check.stdout) \(check.stderr)")
+        await DashboardServer.stopAll()
+    }
+
+    @Test func retryAndDiscardNeedTheTokenAndTheSameOrigin() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        try await server.run("fixture.fail", "-p", "message=once")
+        let dead = try await server.http("GET", "/api/dead-letters")
+        let id = try #require(((try jsonObject(dead.body))["deadLetters"] as? [[String: Any]])?.first?["id"] as? String)
+        let page = try await server.http("GET", "/")
+        let token = try #require(page.body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let host = String(server.url.dropFirst("http://".count))
+
+        #expect(try await server.http("POST", "/api/commands/\(id)/retry").status == 403)
+        #expect(try await server.http("POST", "/api/commands/\(id)/retry", headers: ["X-Cmdbus-Token": "wrong"]).status == 403)
+        #expect(try await server.http("POST", "/api/commands/\(id)/retry", headers: ["X-Cmdbus-Token": token, "Origin": "http://evil.example"]).status == 403)
+        #expect(try await server.http("POST", "/api/commands/\(id)/retry", headers: ["X-Cmdbus-Token": token, "Sec-Fetch-Site": "cross-site"]).status == 403)
+        let retried = try await server.http("POST", "/api/commands/\(id)/retry", headers: ["X-Cmdbus-Token": token, "Origin": "http://\(host)"])
+        #expect(retried.status == 202)
+        // Discarding needs it to have failed again.
+        for _ in 0..<200 {
+            let state = try await server.http("GET", "/api/commands?id=\(id)")
+            if state.body.contains("\"state\":\"failed\"") { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let discarded = try await server.http("POST", "/api/commands/\(id)/discard", headers: ["X-Cmdbus-Token": token, "Origin": "http://\(host)"])
+        #expect(discarded.status == 200, "\(discarded)")
+        let after = try await server.http("GET", "/api/dead-letters")
+        #expect(!after.body.contains(id))
+        let succeeded = try await server.run("greet", "-p", "name=Ada")
+        #expect(succeeded.status == 0)
+        let list = try await server.http("GET", "/api/commands?command=greet")
+        let greetID = try #require(((try jsonObject(list.body))["commands"] as? [[String: Any]])?.first?["id"] as? String)
+        #expect(try await server.http("POST", "/api/commands/\(greetID)/retry", headers: ["X-Cmdbus-Token": token]).status == 409)
+        await DashboardServer.stopAll()
+    }
+
+    @Test func unknownPathsAreNotFoundAndResponsesForbidInlineScript() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        #expect(try await server.http("GET", "/etc/passwd").status == 404)
+        #expect(try await server.http("GET", "/api/nothing").status == 404)
+        #expect(try await server.http("GET", "/api/commands/not-a-uuid").status == 400)
+        #expect(try await server.http("GET", "/api/commands?state=bogus").status == 400)
+        let raw = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import socket, sys
+            host, port = sys.argv[1].rsplit(":", 1)
+            s = socket.create_connection((host[7:], int(port)))
+            s.sendall(b"GET /../../etc/passwd HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+            print(s.recv(4096).decode().split("\\r\\n")[0])
+            s = socket.create_connection((host[7:], int(port)))
+            s.sendall(b"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+            head = s.recv(65536).decode()
+            print("script-src 'self'" in head and "Content-Security-Policy" in head)
+            """, server.url])
+        #expect(raw.stdout == "HTTP/1.1 400 Bad Request\nTrue\n")
+        await DashboardServer.stopAll()
+    }
+
+    @Test func listeningBeyondLoopbackNeedsATokenThatEveryRequestThenCarries() async throws {
+        await DashboardServer.stopAll()
+        let work = try TemporaryDirectory("cmdbus-dashboard-token")
+        defer { work.remove() }
+        let refused = try await cmdbus("serve", "--no-journal", "--http", "0.0.0.0:0", "--socket", work.file("s.sock").path)
+        #expect(refused.status == 64 && refused.stderr.contains("--http-token-file"))
+        let weak = work.file("weak")
+        try "short".write(to: weak, atomically: true, encoding: .utf8)
+        let rejected = try await cmdbus("serve", "--no-journal", "--http", "0.0.0.0:0", "--http-token-file", weak.path, "--socket", work.file("s.sock").path)
+        #expect(rejected.status != 0 && rejected.stderr.contains("at least 16"))
+
+        let tokenFile = work.file("token")
+        try "0123456789abcdef0123456789abcdef\n".write(to: tokenFile, atomically: true, encoding: .utf8)
+        let server = try await DashboardServer(extra: ["--http-token-file", tokenFile.path])
+        #expect(try await server.http("GET", "/").status == 401)
+        #expect(try await server.http("GET", "/metrics").status == 401)
+        #expect(try await server.http("GET", "/metrics", headers: ["Authorization": "Bearer 0123456789abcdef0123456789abcdef"]).status == 200)
+        #expect(try await server.http("GET", "/api/overview", headers: ["Cookie": "cmdbus_token=0123456789abcdef0123456789abcdef"]).status == 200)
+        // The browser's way in: ?token= once sets the cookie, and the page then loads with it.
+        let report = try await Self.browse(
+            server.url + "/?token=0123456789abcdef0123456789abcdef#/", waitFor: "document.querySelector('.cards')", shot: "token-overview.png"
+        )
+        #expect(report.waited)
+        await DashboardServer.stopAll()
+    }
+}
