@@ -43,7 +43,9 @@ enum RunCommand {
             throw .usage("'cmdbus run' takes a command and at most one JSON payload; got \(arguments.positionals.count - 1) payloads")
         }
         let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
-        let request = CommandRequest(name: command, payload: payload, metadata: try arguments.keyValues("meta"), timeout: try arguments.seconds("timeout"),
+        let metadata = try arguments.keyValues("meta")
+        if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) { throw .usage(TraceContext.problem(trace)) }
+        let request = CommandRequest(name: command, payload: payload, metadata: metadata, timeout: try arguments.seconds("timeout"),
             delay: try arguments.duration("delay")
         )
         let client = try await BusClientFactory.client(

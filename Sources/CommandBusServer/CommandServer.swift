@@ -55,6 +55,8 @@ package final class CommandServer: Sendable {
     /// Serves until a signal ends the process.
     package func run() async -> Never {
         handleSignals()
+        session.bus.addObserver(CommandLogObserver(log: log))
+        if log.threshold <= .debug { forwardHandlerLogs() }
         watcher?.start()
         log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
         DetachedThread.start { [self] in
@@ -65,6 +67,19 @@ package final class CommandServer: Sendable {
         }
         await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
         _exit(0)
+    }
+
+    /// Handlers' `context.log` lines, in the server's log (with `--log-level debug`).
+    private func forwardHandlerLogs() {
+        let events = session.bus.events(bufferingPolicy: .bufferingNewest(10_000))
+        Task { [log] in
+            for await event in events {
+                guard case .log(let level, let message) = event.kind else { continue }
+                var line = "\(quotedLine(event.envelope.commandName)) \(event.commandID): \(quotedLine(message))"
+                if let trace = TraceContext.traceID(in: event.envelope.metadata) { line += " trace=\(trace)" }
+                log(level, line)
+            }
+        }
     }
 
     private func handleSignals() {
@@ -107,6 +122,8 @@ package final class CommandServer: Sendable {
         package let command: String?
         package let payload: JSONValue?
         package let metadata: [String: String]?
+        /// A W3C `traceparent`, kept in the command's metadata.
+        package let traceparent: String?
         package let timeout: Double?
         package let commandId: String?
         package let correlationId: String?
@@ -145,11 +162,16 @@ package final class CommandServer: Sendable {
                 return connection.send(Self.failure(request.id, code: HostFailure.Code.serverShuttingDown.name, "the server is shutting down and takes no new commands"))
             }
             guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "\(request.op) needs \"command\"")) }
+            var metadata = request.metadata ?? [:]
+            if let trace = request.traceparent { metadata[TraceContext.key] = trace }
+            if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) {
+                return connection.send(Self.failure(request.id, code: "usage", TraceContext.problem(trace)))
+            }
             let payload = Data((request.payload ?? .object([:])).text.utf8)
             let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
             // Subscribed before the command starts, so none of its events is missed.
             let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
-            let ticket = bus.post(name: name, payload: payload, metadata: request.metadata ?? [:], timeout: timeout)
+            let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout)
             running.insert(ticket)
             if request.op == "post" {
                 connection.send(Self.success(request.id, ["commandId": .string(ticket.id.uuidString)]))

@@ -179,6 +179,27 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    @Test func traceContextIsKeptOnSubcommandsShownAndLogged() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer(extra: ["--log-level", "debug"])
+        let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        let sent = try await server.run("greet-all", "-p", #"names=["Ada"]"#, "-m", "traceparent=\(trace)")
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let bad = try await server.run("greet", "-p", "name=Ada", "-m", "traceparent=00-xyz")
+        #expect(bad.status == 64 && bad.stderr.contains("is not a W3C trace context"))
+        let list = try jsonObject(try await server.http("GET", "/api/commands?command=greet").body)
+        let child = try #require((list["commands"] as? [[String: Any]])?.first?["id"] as? String)
+        let detail = try jsonObject(try await server.http("GET", "/api/commands/\(child)").body)
+        #expect(detail["traceparent"] as? String == trace, "the subcommand keeps its parent's trace context")
+        let page = try await Self.browse(
+            server.url + "/#/command/\(child)", waitFor: "document.querySelector('dl')", shot: "trace.png",
+            evals: ["document.querySelector('dl').textContent"]
+        )
+        #expect((page.results.first as? String)?.contains(trace) == true)
+        #expect(await waitUntil { server.output.contains("greet \(child) succeeded in") && server.output.contains("trace=4bf92f3577b34da6a3ce929d0e0e4736") })
+        await DashboardServer.stopAll()
+    }
+
     @Test func metricsPassPromtoolUnderLoad() async throws {
         await DashboardServer.stopAll()
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool"), "this test needs promtool: scripts/test.sh installs Debian's prometheus")

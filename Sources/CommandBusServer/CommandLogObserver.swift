@@ -1,0 +1,41 @@
+import CommandBusSupport
+import CommandBusHost
+import CommandBus
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One server log line per command that ends: at `debug` when it succeeded, at `info` when it
+/// failed, timed out or was cancelled, with its id, duration and trace id.
+///
+///     cmdbus: info: fixture.fail 01A2…C257 failed in 0.4 ms: command 'fixture.fail' failed … trace=4bf92f…
+final class CommandLogObserver: CommandObserver {
+    private let log: ServerLog
+    private let started = Mutex<[UUID: ContinuousClock.Instant]>([:])
+
+    init(log: ServerLog) {
+        self.log = log
+    }
+
+    func commandAccepted(_ envelope: CommandEnvelope) {
+        let now = ContinuousClock.now
+        started.withLock { $0[envelope.id] = now }
+    }
+
+    func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?) {
+        let now = ContinuousClock.now
+        guard let start = started.withLock({ $0.removeValue(forKey: envelope.id) }) else { return }
+        let level: LogLevel = state == .succeeded ? .debug : .info
+        guard level >= log.threshold else { return }
+        let elapsed = now - start
+        let exact = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let milliseconds = (exact * 10).rounded() / 10
+        var line = "\(quotedLine(envelope.commandName)) \(envelope.id) \(state.rawValue) in \(milliseconds) ms"
+        if let error { line += ": \(quotedLine(error.message))" }
+        if let trace = TraceContext.traceID(in: envelope.metadata) { line += " trace=\(trace)" }
+        log(level, line)
+    }
+}
