@@ -11,6 +11,41 @@ struct SharedBusTests {
     }
 
     @Test(.timeLimit(.minutes(3)))
+    func theDashboardOfABusHostShowsEveryHostAndWhatWaits() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let watched = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so", "libGreetAll.so"], extra: ["--http", "127.0.0.1:0"])
+        let other = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        let line = try #require(watched.output.split(separator: "\n").first { $0.contains("dashboard on ") })
+        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let sent = try await Self.bus(database.url, "run", "greet-all", "-p", #"names=["Ada"]"#)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        // A command that waits: due in five minutes. Its sender is stopped; the command stays pending.
+        _ = try await runProcess(try TestPaths.product("cmdbus").path, ["run", "fixture.sleep", "-p", "milliseconds=1", "--delay", "300", "--bus", database.url], timeout: .seconds(3))
+
+        let fetch = { (path: String) async throws -> String in
+            try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url + path]).stdout
+        }
+        let hosts = try jsonObject(try await fetch("/api/hosts"))
+        #expect(hosts["shared"] as? Bool == true)
+        #expect((hosts["hosts"] as? [[String: Any]])?.filter { $0["live"] as? Bool == true }.count == 2)
+        let queues = try #require(hosts["queues"] as? [[String: Any]])
+        #expect(queues.contains { $0["command"] as? String == "fixture.sleep" && $0["pending"] as? Int == 1 })
+        let metrics = try await fetch("/metrics")
+        #expect(metrics.contains(#"cmdbus_bus_pending{command="fixture.sleep"} 1"#) && metrics.contains("cmdbus_bus_hosts 2"))
+        // The bus is the journal: the tree of a command run on another host's bus shows here too.
+        let list = try jsonObject(try await fetch("/api/commands?command=greet-all"))
+        let root = try #require((list["commands"] as? [[String: Any]])?.first?["id"] as? String)
+        let detail = try jsonObject(try await fetch("/api/commands/\(root)"))
+        #expect(((detail["tree"] as? [String: Any])?["children"] as? [Any])?.count == 1)
+        let page = try await DashboardTests.browse(url + "/#/hosts", waitFor: "document.querySelectorAll('main table').length == 2", shot: "bus-hosts.png")
+        #expect(page.waited)
+        await watched.stop()
+        await other.stop()
+        await database.drop()
+    }
+
+    @Test(.timeLimit(.minutes(3)))
     func threeHostsEachRunWhatTheirPluginsHandle() async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
