@@ -5,7 +5,7 @@ import Foundation
 
 let wantsJSON = CommandLine.arguments.contains("--json")
 
-// `$CMDBUS_BENCH_ONLY` (comma-separated: core, plugin, journal, server, bus) runs some groups only.
+// `$CMDBUS_BENCH_ONLY` (comma-separated: core, plugin, journal, server, bus, dashboard) runs some groups only.
 let only = Set((ProcessInfo.processInfo.environment["CMDBUS_BENCH_ONLY"] ?? "").split(separator: ",").map(String.init))
 func wanted(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
 
@@ -16,6 +16,7 @@ let report = try await Task.detached { () async throws -> BenchmarkReport in
     if wanted("journal") { try await JournalBenchmarks.run(into: &report) }
     if wanted("server") { try await ServerBenchmarks.run(into: &report) }
     if wanted("bus") { try await BusBenchmarks.run(into: &report) }
+    if wanted("dashboard") { try await DashboardBenchmarks.run(into: &report) }
     return report
 }.value
 

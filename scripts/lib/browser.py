@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drives headless Chromium over the DevTools protocol (a pipe, no extra packages) for the dashboard tests.
 
-Usage: browser.py URL [--wait-for JS] [--eval JS ...] [--screenshot FILE] [--timeout SECONDS] [--size WxH]
+Usage: browser.py URL [--wait-for JS] [--eval JS ...] [--screenshot FILE] [--viewport-only] [--timeout SECONDS] [--size W,H]
 
 Opens URL, waits until the expression --wait-for is true (so a page that renders after its
 fetches is screenshotted once it has rendered), takes the screenshot, evaluates each --eval,
@@ -105,6 +105,7 @@ def main():
     parser.add_argument("--screenshot")
     parser.add_argument("--timeout", type=float, default=20)
     parser.add_argument("--size", default="1280,900")
+    parser.add_argument("--viewport-only", action="store_true", help="screenshot the window, not the whole page")
     options = parser.parse_args()
     browser = DevTools(options.size)
     status = 0
@@ -124,7 +125,7 @@ def main():
             time.sleep(0.1)
         time.sleep(0.3)  # let the last paint land
         if options.screenshot:
-            shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+            shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": not options.viewport_only})
             with open(options.screenshot, "wb") as file:
                 file.write(base64.b64decode(shot["data"]))
         results = [browser.evaluate(expression) for expression in options.eval]

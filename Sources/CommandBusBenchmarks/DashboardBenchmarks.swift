@@ -1,0 +1,159 @@
+import CommandBus
+import CommandBusDashboard
+import CommandBusHTTP
+import CommandBusHost
+import CommandBusLoading
+import Foundation
+import Glibc
+
+/// The dashboard's figures (issue #13): a scrape of `/metrics` with 1,000 command names, and
+/// what ten open event streams cost a socket `send` on the same server.
+enum DashboardBenchmarks {
+    static func run(into report: inout BenchmarkReport) async throws {
+        report.record("http_metrics_scrape_ms", try await scrape())
+        report.record("send_with_dashboard_ratio", try await sendWithStreams())
+    }
+
+    /// Milliseconds for one `GET /metrics` over TCP, with 1,000 command names counted (median of 20).
+    static func scrape() async throws -> Double {
+        let metrics = CommandMetrics()
+        for name in 0..<1_000 {
+            for outcome in [CommandState.succeeded, .succeeded, .failed] {
+                let envelope = CommandEnvelope(commandName: "bench.command-\(name)")
+                metrics.commandAccepted(envelope)
+                metrics.commandFinished(envelope, state: outcome, error: nil)
+            }
+        }
+        let catalog = PluginCatalog(directories: [], plugins: [], skipped: [])
+        let sources = DashboardSources(bus: CommandBus(), journal: nil, catalog: { catalog }, statistics: BusStatistics(), metrics: metrics)
+        let dashboard = Dashboard(sources: sources, access: DashboardAccess(requiredToken: nil))
+        let listener = try TCPListener.listen(host: "127.0.0.1", port: 0)
+        let server = HTTPServer(listener: listener) { request in await dashboard.handle(request) }
+        server.start()
+        var runs: [Double] = []
+        for round in 0..<22 {
+            let start = ContinuousClock.now
+            let body = try HTTPClient.get(port: listener.port, path: "/metrics")
+            guard body.contains("bench.command-999") else { throw BenchmarkFailure("the scrape missed command names") }
+            if round >= 2 { runs.append(seconds(ContinuousClock.now - start) * 1_000) }
+        }
+        return median(runs)
+    }
+
+    /// Socket `send` p50 with ten event streams open, over p50 with none, on one `serve --http`
+    /// (blocks alternate, so drift on a noisy machine falls on both sides).
+    static func sendWithStreams() async throws -> Double {
+        let work = try Scratch("dashboard")
+        defer { work.remove() }
+        let plugins = work.path + "/plugins"
+        try FileManager.default.createDirectory(atPath: plugins, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: PluginBenchmarks.productDirectory.appendingPathComponent("libGreeter.so"), to: URL(fileURLWithPath: plugins + "/libGreeter.so")
+        )
+        let socketPath = work.path + "/cmdbus.sock", logPath = work.path + "/serve.log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let server = Process()
+        server.executableURL = PluginBenchmarks.productDirectory.appendingPathComponent("cmdbus")
+        server.arguments = ["serve", "--plugins", plugins, "--socket", socketPath, "--no-journal", "--http", "127.0.0.1:0"]
+        server.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.path + "/registry.json"]) { _, new in new }
+        server.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        try server.run()
+        defer { server.terminate(); server.waitUntilExit() }
+
+        var client: LineClient?
+        for _ in 0..<500 where client == nil {
+            client = LineClient(path: socketPath)
+            if client != nil, client!.ask(#"{"id":0,"op":"status"}"#).contains(#""ok":true"#) == false { client = nil }
+            if client == nil { usleep(10_000) }
+        }
+        guard let client else { throw BenchmarkFailure("cmdbus serve --http never answered on \(socketPath)") }
+        let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        guard let port = log.split(separator: "\n").first(where: { $0.contains("dashboard on ") })?
+            .split(separator: ":").last.flatMap({ Int($0.prefix { $0.isNumber }) }) else {
+            throw BenchmarkFailure("serve --http did not say where the dashboard is: \(log)")
+        }
+
+        let send = #"{"id":1,"op":"send","command":"greet","payload":{"name":"Ada"}}"#
+        for _ in 0..<500 { _ = client.ask(send) }
+        func p50() async -> Double {
+            var latencies = LatencySampler(capacity: 1_000)
+            for _ in 0..<1_000 { await latencies.measure { _ = client.ask(send) } }
+            return latencies.percentile(50)
+        }
+        var without: [Double] = [], with: [Double] = []
+        for _ in 0..<3 {
+            without.append(await p50())
+            let streams = try (0..<10).map { _ in try EventStreamReader(port: port) }
+            // Each stream has its first tick before the sends are timed.
+            for stream in streams { stream.waitForFirstTick() }
+            with.append(await p50())
+            for stream in streams { stream.stop() }
+        }
+        return median(with) / median(without)
+    }
+}
+
+/// A blocking HTTP/1.1 GET on loopback, for the benchmarks.
+enum HTTPClient {
+    static func get(port: Int, path: String) throws -> String {
+        let descriptor = try connectLoopback(port)
+        defer { close(descriptor) }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var response: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if got <= 0 { break }
+            response += chunk[..<got]
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    static func connectLoopback(_ port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw BenchmarkFailure("cannot connect to 127.0.0.1:\(port)")
+        }
+        return descriptor
+    }
+}
+
+/// An open `/api/events` stream, read on a thread of its own, as a browser tab would.
+final class EventStreamReader: @unchecked Sendable {
+    private let descriptor: Int32
+    private let firstTick = DispatchSemaphore(value: 0)
+
+    init(port: Int) throws {
+        descriptor = try HTTPClient.connectLoopback(port)
+        let request = Array("GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        Thread.detachNewThread { [self] in
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            var signalled = false
+            while true {
+                let got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                if got <= 0 { break }
+                if !signalled, String(decoding: chunk[..<got], as: UTF8.self).contains("event: tick") {
+                    signalled = true
+                    firstTick.signal()
+                }
+            }
+            if !signalled { firstTick.signal() }
+        }
+    }
+
+    func waitForFirstTick() { _ = firstTick.wait(timeout: .now() + 5) }
+
+    func stop() { shutdown(descriptor, Int32(SHUT_RDWR)) }
+
+    deinit { close(descriptor) }
+}
