@@ -13,6 +13,7 @@ enum ServeCommand {
         .init(name: "socket", short: nil, takesValue: true, help: "Socket path (default \(CommandServer.defaultSocketPath))."),
         .init(name: "drain", short: nil, takesValue: true, help: "Seconds to wait for commands in flight at shutdown (default 10)."),
         .init(name: "log-level", short: nil, takesValue: true, help: "debug, info (default), warning or error."),
+        .init(name: "log-format", short: nil, takesValue: true, help: "text (default) or json: one JSON object per line, for log shippers."),
         .bus,
         .init(name: "lease", short: nil, takesValue: true, help: "With --bus: seconds a silent host keeps its commands (default 15)."),
         .init(name: "capacity", short: nil, takesValue: true, help: "With --bus: commands this host runs at once (default 64)."),
@@ -52,7 +53,11 @@ enum ServeCommand {
         guard let level = LogLevel(rawValue: levelName) else {
             throw .usage("--log-level takes debug, info, warning or error, got \(quoted(levelName))")
         }
-        let log = ServerLog(console: console, threshold: level)
+        let formatName = arguments.value("log-format") ?? "text"
+        guard let format = ServerLog.Format(rawValue: formatName) else {
+            throw .usage("--log-format takes text or json, got \(quoted(formatName))")
+        }
+        let log = ServerLog(console: console, threshold: level, format: format)
         let dashboard = try DashboardOptions.listen(arguments)
         if let bus = try ConnectionOptions(arguments).bus {
             try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard)
@@ -73,13 +78,13 @@ enum ServeCommand {
         do {
             session = try await HostSession.start(
                 plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true,
-                observers: [statistics, metrics], awaitRecovered: false
+                observers: [statistics, metrics], awaitRecovered: false,
+                pluginLog: { level, message in log(level, "plugin: \(quotedLine(message))") }
             )
         } catch {
             socket.close()
             throw error
         }
-        session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
         let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics)
         if let dashboard {
             var sources = DashboardSources(
@@ -106,9 +111,9 @@ enum ServeCommand {
         let metrics = CommandMetrics()
         let session = try await HostSession.start(
             plugins: try PluginOptions(arguments), journal: journal, console: console, reportSkipped: true,
-            observers: [statistics, metrics], fallback: remote, busJournal: ledger
+            observers: [statistics, metrics], fallback: remote, busJournal: ledger,
+            pluginLog: { level, message in log(level, "plugin: \(quotedLine(message))") }
         )
-        session.loader.log.redirect { level, message in log(level, "plugin: \(quotedLine(message))") }
         var settings = BusHost.Settings(url: url)
         settings.lease = try arguments.seconds("lease") ?? settings.lease
         settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity

@@ -77,6 +77,10 @@ extension Dashboard {
             guard let sequence = Int64(before), sequence > 0 else { return Self.problem(400, "before takes an entry number") }
             query.throughSequence = sequence - 1
         }
+        if let since = request.parameter("since"), !since.isEmpty {
+            guard let seconds = Double(since), seconds >= 0 else { return Self.problem(400, "since takes seconds since 1970") }
+            query.createdSince = Date(timeIntervalSince1970: seconds)
+        }
         query.limit = min(Int(request.parameter("limit") ?? "") ?? 50, 500)
         if let search = request.parameter("id"), !search.isEmpty {
             guard let id = UUID(uuidString: String(Substring(search).trimmingSpaces)) else {

@@ -22,7 +22,8 @@ package struct HostSession: Sendable {
     package static func start(
         plugins: PluginOptions, journal journalOptions: JournalOptions, console: Console, reportSkipped: Bool,
         usesAllowlist: Bool = true, observers: [any CommandObserver] = [], awaitRecovered: Bool = true,
-        fallback: (any DynamicCommandHandler)? = nil, busJournal: (any Journal)? = nil
+        fallback: (any DynamicCommandHandler)? = nil, busJournal: (any Journal)? = nil,
+        pluginLog: (@Sendable (LogLevel, String) -> Void)? = nil
     ) async throws(HostFailure) -> HostSession {
         let journal = journalOptions.enabled ? try openJournal(journalOptions.path, durability: journalOptions.durability) : nil
         let directories = PluginLoader.directories(explicit: plugins.directories, environment: ProcessInfo.processInfo.environment)
@@ -30,6 +31,8 @@ package struct HostSession: Sendable {
         for observer in observers { bus.addObserver(observer) }
         let trust = PluginTrustPolicy(insecure: plugins.insecure, usesAllowlist: usesAllowlist)
         let loader = try loader(plugins, directories: directories, trust: trust)
+        // Before loading, so what loading logs (an isolated plugin's worker starting) goes there too.
+        if let pluginLog { loader.log.redirect(to: pluginLog) }
         let catalog = loader.load(into: bus)
         if reportSkipped, !plugins.quiet {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }

@@ -196,6 +196,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         if let after = query.afterSequence { clauses.append("seq > \(after)") }
         if let through = query.throughSequence { clauses.append("seq <= \(through)") }
         if query.correlationID != nil { clauses.append("correlation_id = ?2") }
+        if query.createdSince != nil { clauses.append("created_at >= ?3") }
         var sql = "SELECT \(Self.columns) FROM commands"
         if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
         sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
@@ -203,6 +204,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         let statement = try database.prepare(sql)
         if let name = query.commandName { statement.bind(1, name) }
         if let correlation = query.correlationID { statement.bind(2, correlation.uuidString) }
+        if let since = query.createdSince { statement.bind(3, since.timeIntervalSince1970) }
         var records: [JournalRecord] = []
         while try statement.step() { records.append(Self.record(from: statement).record) }
         return records

@@ -8,8 +8,8 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// One server log line per command that ends: at `debug` when it succeeded, at `info` when it
-/// failed, timed out or was cancelled, with its id, duration and trace id.
+/// One server log line per command that ends, at `info`: name, id, state, duration, the error
+/// and the trace id.
 ///
 ///     cmdbus: info: fixture.fail 01A2…C257 failed in 0.4 ms: command 'fixture.fail' failed … trace=4bf92f…
 final class CommandLogObserver: CommandObserver {
@@ -28,7 +28,7 @@ final class CommandLogObserver: CommandObserver {
     func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?) {
         let now = ContinuousClock.now
         guard let start = started.withLock({ $0.removeValue(forKey: envelope.id) }) else { return }
-        let level: LogLevel = state == .succeeded ? .debug : .info
+        let level = LogLevel.info
         guard level >= log.threshold else { return }
         let elapsed = now - start
         let exact = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15

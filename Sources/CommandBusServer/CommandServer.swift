@@ -56,7 +56,7 @@ package final class CommandServer: Sendable {
     package func run() async -> Never {
         handleSignals()
         session.bus.addObserver(CommandLogObserver(log: log))
-        if log.threshold <= .debug { forwardHandlerLogs() }
+        forwardHandlerLogs()
         watcher?.start()
         log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
         DetachedThread.start { [self] in
@@ -69,7 +69,7 @@ package final class CommandServer: Sendable {
         _exit(0)
     }
 
-    /// Handlers' `context.log` lines, in the server's log (with `--log-level debug`).
+    /// Handlers' `context.log` lines, in the server's log at their own level.
     private func forwardHandlerLogs() {
         let events = session.bus.events(bufferingPolicy: .bufferingNewest(10_000))
         Task { [log] in

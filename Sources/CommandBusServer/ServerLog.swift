@@ -1,19 +1,39 @@
 import CommandBusSupport
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
-/// The server's log: one line per event on stderr, `cmdbus: LEVEL: message`, at or above a threshold.
+/// The server's log: one line per event on stderr at or above a threshold, as text
+/// (`cmdbus: LEVEL: message`) or, for log shippers, as JSON (`{"time", "level", "message"}`).
 package struct ServerLog: Sendable {
+    /// How each line is written.
+    package enum Format: String, Sendable, CaseIterable {
+        case text, json
+    }
+
     package let console: Console
     package let threshold: LogLevel
+    package let format: Format
 
     /// A log on `console`'s stderr that drops lines below `threshold`.
-    package init(console: Console, threshold: LogLevel) {
+    package init(console: Console, threshold: LogLevel, format: Format = .text) {
         self.console = console
         self.threshold = threshold
+        self.format = format
     }
 
     package func callAsFunction(_ level: LogLevel, _ message: String) {
         guard level >= threshold else { return }
-        console.err("cmdbus: \(level.rawValue): \(message)")
+        switch format {
+        case .text:
+            console.err("cmdbus: \(level.rawValue): \(message)")
+        case .json:
+            console.err(JSONValue.object([
+                "time": .string(Date().formatted(.iso8601)), "level": .string(level.rawValue), "message": .string(message),
+            ]).text)
+        }
     }
 }

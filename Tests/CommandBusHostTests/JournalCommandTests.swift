@@ -78,17 +78,17 @@ struct JournalCommandTests {
         try process.run()
         let expected = subcommand == "run" ? 1 : 3
         #expect(await waitUntil(.seconds(30)) {
-            (try? Self.states(setup)).map { $0.filter { $0 == "running" }.count == expected } ?? false
+            ((try? await Self.states(setup)) ?? []).filter { $0 == "running" }.count == expected
         })
         kill(process.processIdentifier, SIGINT)
         #expect(await waitUntil(.seconds(30)) { !process.isRunning })
         #expect(process.terminationStatus == 130)
-        #expect(try Self.states(setup) == Array(repeating: "cancelled", count: expected))
+        #expect(try await Self.states(setup) == Array(repeating: "cancelled", count: expected))
     }
 
     /// The states of the journal's entries, through `cmdbus journal list --json`.
-    static func states(_ setup: Setup) throws -> [String] {
-        let listing = stdoutNow(try TestPaths.product("cmdbus"), ["journal", "list", "--json", "--journal", setup.journal]) ?? ""
+    static func states(_ setup: Setup) async throws -> [String] {
+        let listing = await stdoutOf(try TestPaths.product("cmdbus"), ["journal", "list", "--json", "--journal", setup.journal]) ?? ""
         let entries = (try? JSONSerialization.jsonObject(with: Data(listing.utf8)) as? [[String: Any]]) ?? []
         return entries.compactMap { $0["state"] as? String }
     }

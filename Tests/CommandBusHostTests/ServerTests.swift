@@ -40,7 +40,7 @@ struct ServerTests {
 
         /// Runs a Python client script with the socket path as its first argument; returns its stdout.
         func client(_ script: String, _ arguments: String...) async throws -> String {
-            let result = try await runProcess("/usr/bin/env", ["python3", "-c", Self.prelude + script, socket] + arguments)
+            let result = try await runProcess("/usr/bin/env", ["python3", "-c", Self.prelude + script, socket] + arguments, timeout: .seconds(240))
             try #require(result.status == 0, "client failed: \(result.stderr)")
             return result.stdout
         }
@@ -213,12 +213,12 @@ struct ServerTests {
         try client.run()
         let socket = server.socket
         #expect(await waitUntil(.seconds(30)) {
-            Self.inFlight(socket) == 1
+            await Self.inFlight(socket) == 1
         })
         kill(client.processIdentifier, SIGINT)
         #expect(await waitUntil(.seconds(30)) { !client.isRunning })
         #expect(client.terminationStatus == 130)
-        #expect(await waitUntil(.seconds(30)) { Self.inFlight(socket) == 0 })
+        #expect(await waitUntil(.seconds(30)) { await Self.inFlight(socket) == 0 })
         let listing = try await cmdbus(["journal", "list", "--json", "--journal", server.journal])
         let entries = try #require(try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]])
         #expect(entries.map { $0["state"] as? String } == ["cancelled"])
@@ -226,9 +226,9 @@ struct ServerTests {
     }
 
     /// Commands in flight on the server at `socket`, from `cmdbus status --json`; -1 if it cannot say.
-    static func inFlight(_ socket: String) -> Int {
+    static func inFlight(_ socket: String) async -> Int {
         guard let cmdbus = try? TestPaths.product("cmdbus"),
-              let status = stdoutNow(cmdbus, ["status", "--json", "--connect=\(socket)"]) else { return -1 }
+              let status = await stdoutOf(cmdbus, ["status", "--json", "--connect=\(socket)"]) else { return -1 }
         return ((try? JSONSerialization.jsonObject(with: Data(status.utf8))) as? [String: Any])?["inFlight"] as? Int ?? -1
     }
 

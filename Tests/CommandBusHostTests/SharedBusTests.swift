@@ -86,7 +86,7 @@ struct SharedBusTests {
         let via = try await Self.bus(database.url, "run", "fixture.sleep-via", "-p", "milliseconds=1")
         #expect(via.status == 0, "\(via.stderr)")
         #expect(await waitUntil(.seconds(10)) {
-            (Self.psqlNow(database.url, """
+            (await Self.psqlNow(database.url, """
                 SELECT count(*) FROM cmdbus.commands c JOIN cmdbus.commands p ON c.parent_id = p.id
                 WHERE p.name = 'fixture.sleep-via' AND c.name = 'fixture.sleep' AND c.state = 'succeeded' AND c.attempted_by[1] LIKE '%:\(fixture.pid)'
                 """)) == "1\n"
@@ -429,8 +429,8 @@ struct SharedBusTests {
     }
 
     /// Runs SQL with psql synchronously (for polling in `waitUntil`).
-    static func psqlNow(_ url: String, _ sql: String) -> String? {
-        stdoutNow(URL(fileURLWithPath: "/usr/bin/env"), ["psql", url, "-At", "-c", sql])
+    static func psqlNow(_ url: String, _ sql: String) async -> String? {
+        await stdoutOf(URL(fileURLWithPath: "/usr/bin/env"), ["psql", url, "-At", "-c", sql])
     }
 
     /// The lines of a file, without the empty last one.

@@ -121,19 +121,10 @@ func runProcess(
     )
 }
 
-/// Runs a program and returns its stdout, blocking: for the conditions `waitUntil` polls, which
-/// must be synchronous. `nil` if it cannot start.
-func stdoutNow(_ executable: URL, _ arguments: [String]) -> String? {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return nil }
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
+/// Runs a program and returns its stdout, or `nil` if it cannot start: for the conditions
+/// `waitUntil` polls. It waits without holding a thread of the cooperative pool.
+func stdoutOf(_ executable: URL, _ arguments: [String]) async -> String? {
+    (try? await runProcess(executable.path, arguments, timeout: .seconds(30)))?.stdout
 }
 
 /// Runs the built `cmdbus` binary, by default in a fresh working directory (so its default
@@ -162,6 +153,20 @@ func json(_ text: String) -> Data { Data(text.utf8) }
 
 func jsonObject(_ text: String) throws -> [String: Any] {
     try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not a JSON object: \(text)")
+}
+
+/// Waits until `condition` holds, polling every `interval`, for at most `timeout`: for conditions
+/// that run a process or ask a server, which must not hold a thread of the small cooperative
+/// pool every test shares (a test starved of it fails for no reason of its own).
+func waitUntil(
+    _ timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(50), _ condition: @Sendable () async -> Bool
+) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: interval)
+    }
+    return await condition()
 }
 
 /// Waits until `condition` holds, polling, for at most `timeout`.

@@ -103,6 +103,8 @@ public struct JournalQuery: Sendable, Hashable {
     public var throughSequence: Int64?
     /// Only the commands of this tree of work (a root's id is its tree's correlation id).
     public var correlationID: UUID?
+    /// Only commands created at or after this time.
+    public var createdSince: Date?
     /// At most this many, oldest first (newest first with `newestFirst`); no limit if `nil`.
     public var limit: Int?
     /// List the newest first, so `limit` keeps the latest.
@@ -112,7 +114,7 @@ public struct JournalQuery: Sendable, Hashable {
     public init(
         states: Set<CommandState> = [], commandName: String? = nil,
         afterSequence: Int64? = nil, throughSequence: Int64? = nil, limit: Int? = nil,
-        correlationID: UUID? = nil, newestFirst: Bool = false
+        correlationID: UUID? = nil, newestFirst: Bool = false, createdSince: Date? = nil
     ) {
         self.states = states
         self.commandName = commandName
@@ -121,6 +123,7 @@ public struct JournalQuery: Sendable, Hashable {
         self.limit = limit
         self.correlationID = correlationID
         self.newestFirst = newestFirst
+        self.createdSince = createdSince
     }
 
     /// Whether `record` matches.
@@ -130,5 +133,6 @@ public struct JournalQuery: Sendable, Hashable {
             && (afterSequence.map { record.sequence > $0 } ?? true)
             && (throughSequence.map { record.sequence <= $0 } ?? true)
             && (correlationID.map { record.envelope.correlationID == $0 } ?? true)
+            && (createdSince.map { record.envelope.createdAt >= $0 } ?? true)
     }
 }

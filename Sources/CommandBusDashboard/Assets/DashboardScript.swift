@@ -226,22 +226,28 @@ extension DashboardAssets {
           stateSelect.value = params.get('state') || '';
           const nameInput = h('input', { name: 'command', placeholder: 'command name', value: params.get('command') || '' });
           const idInput = h('input', { name: 'id', placeholder: 'search by id (UUID)', value: params.get('id') || '' });
+          const windowSelect = h('select', { name: 'window' }, h('option', { value: '' }, 'any time'),
+            [['300', 'last 5 minutes'], ['3600', 'last hour'], ['86400', 'last day'], ['604800', 'last week']].map(([v, t]) => h('option', { value: v }, t)));
+          windowSelect.value = params.get('window') || '';
           const go = () => {
             const q = new URLSearchParams();
+            if (windowSelect.value) q.set('window', windowSelect.value);
             if (stateSelect.value) q.set('state', stateSelect.value);
             if (nameInput.value) q.set('command', nameInput.value.trim());
             if (idInput.value) q.set('id', idInput.value.trim());
             location.hash = '#/commands' + (q.toString() ? '?' + q : '');
           };
           const form = h('form', { class: 'filters', onsubmit: e => { e.preventDefault(); go(); } },
-            stateSelect, nameInput, idInput, h('button', { type: 'submit' }, 'Filter'),
+            stateSelect, windowSelect, nameInput, idInput, h('button', { type: 'submit' }, 'Filter'),
             h('button', { type: 'button', class: 'secondary', onclick: () => { location.hash = '#/commands'; } }, 'Clear'));
           stateSelect.addEventListener('change', go);
+          windowSelect.addEventListener('change', go);
           const body = h('div');
           const more = h('button', { class: 'secondary', hidden: true }, 'Older');
           let oldest = null;
           const load = async (append) => {
             const q = new URLSearchParams(params);
+            if (q.get('window')) { q.set('since', String(Date.now() / 1000 - Number(q.get('window')))); q.delete('window'); }
             if (append && oldest) q.set('before', oldest);
             const data = await api('commands?' + q);
             const list = data.commands;

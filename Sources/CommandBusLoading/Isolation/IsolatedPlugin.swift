@@ -122,6 +122,8 @@ public final class IsolatedPlugin: Sendable {
             state.description = description
             state.starts += 1
         }
+        let restart = restarts > 0
+        log(restart ? .warning : .info, "worker \(pid) for \(FileSystem.lastComponent(path)) \(restart ? "restarted (restart \(restarts))" : "started")")
         DetachedThread.start { [self] in self.read(channel, pid: pid) }
         return .success(description)
     }
@@ -279,5 +281,9 @@ public final class IsolatedPlugin: Sendable {
         }
         let reason = killed ? "its worker was killed: a handler ran past its deadline" : "its worker \(how)"
         for call in orphans { call.answer(Self.crashedStatus, Array(reason.utf8)) }
+        if !killed {
+            log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(orphans.count) call(s) in flight failed")
+            if let quarantine { log(.warning, "\(FileSystem.lastComponent(path)) \(quarantine)") }
+        }
     }
 }

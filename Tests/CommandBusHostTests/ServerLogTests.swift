@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+
+/// What `cmdbus serve` logs: a line per command end, handlers' log lines, worker crashes and
+/// restarts, as text or JSON.
+struct ServerLogTests {
+    @Test func theServerLogsEachCommandHandlerLinesAndWorkerCrashesAsJSON() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve-log")
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so", "libGreetAll.so")
+        try await compileFixture("misbehave", into: plugins)
+        let log = work.file("serve.log"), socket = work.file("s.sock").path
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let server = Process()
+        server.executableURL = try TestPaths.product("cmdbus")
+        server.arguments = ["serve", "--plugins", plugins.path, "--socket", socket, "--isolate", "--log-format", "json", "--insecure-plugins"]
+        server.currentDirectoryURL = work.url
+        server.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { _, new in new }
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = try FileHandle(forWritingTo: log)
+        try server.run()
+        defer { if server.isRunning { server.terminate() } }
+        let output: @Sendable () -> String = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+        #expect(await waitUntil(.seconds(60)) { output().contains("serving on") })
+
+        let greeted = try await cmdbus(["run", "greet-all", "-p", #"names=["Ada"]"#, "--connect=\(socket)"])
+        #expect(greeted.status == 0, "\(greeted.stderr)")
+        let crashed = try await cmdbus(["run", "bad.segv", "--connect=\(socket)"])
+        #expect(crashed.status != 0)
+        #expect(await waitUntil(.seconds(30)) { output().contains("bad.segv") && output().contains("crashed with SIGSEGV") })
+
+        let lines = output().split(separator: "\n").map(String.init)
+        let objects = lines.compactMap { try? jsonObject($0) }
+        #expect(objects.count == lines.count, "every line is one JSON object: \(lines.filter { (try? jsonObject($0)) == nil })")
+        #expect(objects.allSatisfy { $0["time"] is String && $0["level"] is String && $0["message"] is String })
+        let messages = objects.compactMap { $0["message"] as? String }
+        #expect(messages.contains { $0.hasPrefix("greet-all ") && $0.contains(" succeeded in ") })
+        #expect(messages.contains { $0.hasPrefix("greet ") && $0.contains(" succeeded in ") }, "subcommands get a line too")
+        #expect(messages.contains { $0.hasPrefix("bad.segv ") && $0.contains(" failed in ") })
+        #expect(objects.contains { ($0["message"] as? String)?.contains("greeted 1 people") == true && $0["level"] as? String == "info" })
+        #expect(objects.contains {
+            ($0["message"] as? String)?.contains("misbehave.so crashed with SIGSEGV") == true && $0["level"] as? String == "warning"
+        })
+        let bad = try await cmdbus(["serve", "--log-format", "xml", "--socket", work.file("other.sock").path])
+        #expect(bad.status == 64 && bad.stderr.contains("--log-format takes text or json"))
+    }
+}
