@@ -12,8 +12,14 @@ struct ArgumentSpec: Sendable {
         let short: Character?
         let takesValue: Bool
         let help: String
-        /// A flag that may also carry a value, as `--name=VALUE` only.
+        /// A flag that may also carry a value: as `--name=VALUE`, or as `--name VALUE` when the
+        /// next argument is a path (it holds a `/` or ends in `.sock`), never a command name.
         var inlineValueAllowed = false
+    }
+
+    /// Whether `argument` reads as a socket path rather than a command name or operand.
+    static func looksLikePath(_ argument: String) -> Bool {
+        !argument.hasPrefix("-") && (argument.contains("/") || argument.hasSuffix(".sock"))
     }
 
     let command: String
@@ -62,6 +68,9 @@ struct ArgumentSpec: Sendable {
                 if let inlineValue {
                     guard option.inlineValueAllowed else { throw .usage("option \(quoted(key)) of 'cmdbus \(command)' takes no value") }
                     parsed.values[option.name, default: []].append(inlineValue)
+                } else if option.inlineValueAllowed, index < arguments.count, Self.looksLikePath(arguments[index]) {
+                    parsed.values[option.name, default: []].append(arguments[index])
+                    index += 1
                 }
                 parsed.flags.insert(option.name)
             }
@@ -103,7 +112,7 @@ extension ArgumentSpec.Option {
     static let json = Self(name: "json", short: nil, takesValue: false, help: "Machine-readable output and errors.")
     static let quiet = Self(name: "quiet", short: "q", takesValue: false, help: "Don't report skipped plugin files.")
     static let connect = Self(
-        name: "connect", short: nil, takesValue: false, help: "Use a running 'cmdbus serve' (--connect=SOCKET).", inlineValueAllowed: true
+        name: "connect", short: nil, takesValue: false, help: "Use a running 'cmdbus serve' (--connect SOCKET, --connect=SOCKET, or $CMDBUS_SOCKET).", inlineValueAllowed: true
     )
     static let isolate = Self(name: "isolate", short: nil, takesValue: false, help: "Run each plugin's handlers in a worker process.")
     static let noProbe = Self(name: "no-probe", short: nil, takesValue: false, help: "Load new plugin files without probing them first.")

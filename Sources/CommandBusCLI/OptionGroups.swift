@@ -69,7 +69,8 @@ struct ConnectionOptions: Sendable {
     var bus: String?
 
     init(_ arguments: ArgumentSpec.Parsed, environment: [String: String] = ProcessInfo.processInfo.environment) throws(HostFailure) {
-        socket = arguments.has("connect") ? arguments.value("connect") ?? CommandServer.defaultSocketPath : nil
+        let defaultSocket = environment["CMDBUS_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? CommandServer.defaultSocketPath
+        socket = arguments.has("connect") ? arguments.value("connect") ?? defaultSocket : nil
         bus = arguments.value("bus") ?? environment["CMDBUS_BUS"].flatMap { $0.isEmpty ? nil : $0 }
         if let bus, !PGURL.isPlausible(bus) {
             throw .usage("--bus takes a PostgreSQL URL (postgres://user@host/database) or libpq key=value string, got \(quoted(PGURL.redacted(bus)))")

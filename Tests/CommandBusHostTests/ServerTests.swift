@@ -232,6 +232,20 @@ struct ServerTests {
         return ((try? JSONSerialization.jsonObject(with: Data(status.utf8))) as? [String: Any])?["inFlight"] as? Int ?? -1
     }
 
+    @Test func theSocketIsFoundWithASpaceAnEqualsSignOrTheEnvironment() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let spaced = try await cmdbus("run", "greet", "-p", "name=Ada", "--connect", server.socket)
+        #expect(spaced.status == 0 && spaced.stdout == "{\"greeting\":\"Hello, Ada!\"}\n", "\(spaced.stderr)")
+        let before = try await cmdbus("run", "--connect", server.socket, "greet", "-p", "name=Lin")
+        #expect(before.status == 0 && before.stdout.contains("Hello, Lin!"), "\(before.stderr)")
+        let environment = try await cmdbus(["run", "--connect", "greet", "-p", "name=Bo"], environment: ["CMDBUS_SOCKET": server.socket])
+        #expect(environment.status == 0 && environment.stdout.contains("Hello, Bo!"), "\(environment.stderr)")
+        let equals = try await cmdbus("can", "greet", "-p", "name=Bo", "--connect=\(server.socket)")
+        #expect(equals.status == 0)
+        await server.stop()
+    }
+
     @Test func clientModeGivesTheSameOutputAndExitCodes() async throws {
         let server = try await Server()
         defer { server.work.remove() }
