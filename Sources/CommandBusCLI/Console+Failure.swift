@@ -15,6 +15,7 @@ extension Console {
         ]
         if let command = failure.command { fields["command"] = .string(command) }
         if let plugin = failure.plugin { fields["plugin"] = .string(plugin) }
+        if let id = failure.commandID { fields["commandId"] = .string(id) }
         err(JSONValue.object(["error": .object(fields)]).text)
     }
 }

@@ -8,17 +8,38 @@ import Synchronization
 final class EventPrinter: Sendable {
     private let console: Console
     private let json: Bool
+    private let verbose: Bool
     private let showingProgress = Mutex(false)
+    private let root = Mutex<String?>(nil)
 
     /// A printer on `console`'s stderr; with `json`, each event is one NDJSON line (the form every
-    /// `BusClient` hands out), for `--json` runs that a program reads.
-    init(console: Console, json: Bool = false) {
+    /// `BusClient` hands out), for `--json` runs that a program reads; with `verbose`, the
+    /// command's id as soon as the bus accepts it.
+    init(console: Console, json: Bool = false, verbose: Bool = false) {
         self.console = console
         self.json = json
+        self.verbose = verbose
     }
+
+    /// The id of the command the run sent, once an event has named it.
+    var commandID: String? { root.withLock { $0 } }
 
     /// Prints one event, in the JSON form every `BusClient` hands out.
     func print(_ event: [String: JSONValue]) {
+        if event["parentId"] == nil, let id = event["commandId"]?.stringValue {
+            let first = root.withLock { root -> Bool in
+                defer { if root == nil { root = id } }
+                return root == nil
+            }
+            if first && verbose {
+                let name = event["command"]?.stringValue ?? "?"
+                if json {
+                    console.err(JSONValue.object(["accepted": .object(["commandId": .string(id), "command": .string(name)])]).text)
+                } else {
+                    console.err("cmdbus: \(quotedLine(name)) is command \(id) (cancel it with Ctrl-C, or look it up with 'cmdbus journal show \(id)')")
+                }
+            }
+        }
         if json {
             if ["emitted", "log", "progress"].contains(event["kind"]?.stringValue ?? "") { console.err(JSONValue.object(["event": .object(event)]).text) }
             return

@@ -9,7 +9,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `cmdbus journal list|show|retry|replay|undo|import|tree|discard`: reading and using the journal.
+/// `cmdbus journal list|show|retry|replay|undo|import|tree|discard|recover`: reading and using the journal.
 enum JournalCommand {
     static let spec = ArgumentSpec(command: "journal", options: [
         .init(name: "state", short: nil, takesValue: true, help: "list: only this state (repeatable)."),
@@ -36,8 +36,10 @@ enum JournalCommand {
           import OTHER.sqlite    Play, in their order, the succeeded entries this journal hasn't seen.
           tree ID [--format text|mermaid|dot]
                                  Print an entry and its subcommands with states and timings.
-          discard ID             Take a failed, cancelled or timed-out entry out of the dead letters
-                                 (the entry stays in the journal).
+          discard ID...          Take failed, cancelled or timed-out entries off the dead letters, or
+                                 drop unfinished ones a dead process left (recorded, not deleted).
+          recover                Run what processes that died left unfinished; one-shot commands only
+                                 report it (cmdbus serve recovers at start).
 
         ID is an entry's id (a UUID) or its number, the first column of 'journal list'.
 
@@ -55,6 +57,7 @@ enum JournalCommand {
     private static let verbs: [String: Verb] = [
         "list": Verb(run: list), "show": Verb(run: show), "retry": Verb(run: retry), "replay": Verb(run: replay),
         "undo": Verb(run: undo), "import": Verb(run: importJournal), "tree": Verb(run: tree), "discard": Verb(run: discard),
+        "recover": Verb(run: recover),
     ]
 
     private static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {
@@ -326,12 +329,51 @@ enum JournalCommand {
     }
 
     private static func discard(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard !operands.isEmpty else { throw .usage("'cmdbus journal discard' takes one or more entry ids or numbers") }
         let journal = try existingJournal(arguments)
-        let record = try await find(operands, in: journal, verb: "discard")
-        guard record.state.isDeadLetter else {
-            throw HostFailure(.entryNotApplicable, "entry \(record.envelope.id) (\(quoted(record.envelope.commandName))) is \(record.state.rawValue); only failed, cancelled or timed-out entries are discarded")
+        let orphaned: Set<UUID>
+        do { orphaned = Set(try await journal.unfinished().map(\.envelope.id)) } catch { throw .journal(error) }
+        var records: [JournalRecord] = []
+        for operand in operands {
+            let record = try await find([operand], in: journal, verb: "discard")
+            guard record.state.isDeadLetter || orphaned.contains(record.envelope.id) else {
+                let why = record.state.isTerminal ? "is \(record.state.rawValue)" : "is \(record.state.rawValue) in a process that is still alive"
+                throw HostFailure(.entryNotApplicable, "entry \(record.envelope.id) (\(quoted(record.envelope.commandName))) \(why); only failed, cancelled or timed-out entries, or unfinished ones a dead process left, are discarded")
+            }
+            records.append(record)
         }
-        do { try await journal.discard(record.envelope.id) } catch { throw .journal(error) }
-        console.out("discarded \(record.envelope.id) (\(record.envelope.commandName)); it stays in the journal")
+        for record in records {
+            do { try await journal.discard(record.envelope.id) } catch { throw .journal(error) }
+            let was = record.state.isTerminal ? "" : " (was \(record.state.rawValue); now cancelled)"
+            console.out("discarded \(record.envelope.id) (\(record.envelope.commandName))\(was); it stays in the journal")
+        }
+    }
+
+    private static func recover(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard operands.isEmpty else { throw .usage("'cmdbus journal recover' takes no operands") }
+        let journal = try existingJournal(arguments)
+        let roots: [JournalRecord]
+        do { roots = try await journal.unfinished().filter { $0.envelope.parentID == nil } } catch { throw .journal(error) }
+        guard !roots.isEmpty else {
+            console.out("nothing to recover: no process that died left work unfinished in \(journal.path)")
+            return
+        }
+        let session = try await HostSession.start(
+            plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true,
+            recovery: .run(await: true)
+        )
+        await session.close()
+        session.catalog.stopWorkers()
+        var failed = 0
+        for root in roots {
+            let now: JournalRecord?
+            do { now = try await journal.record(root.envelope.id) } catch { throw .journal(error) }
+            let state = now?.state ?? .failed
+            if state != .succeeded { failed += 1 }
+            var line = "\(root.envelope.id)  \(state.rawValue)  \(root.envelope.commandName)"
+            if let message = now?.errorMessage { line += "  \(message)" }
+            console.out(line)
+        }
+        if failed > 0 { throw HostFailure(.someFailed, "\(failed) of \(roots.count) recovered command(s) did not succeed; 'cmdbus journal list --state failed' shows them") }
     }
 }

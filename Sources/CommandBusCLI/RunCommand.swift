@@ -13,6 +13,7 @@ enum RunCommand {
     static let spec = ArgumentSpec(command: "run", options: [
         .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
         .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
+        .init(name: "verbose", short: "v", takesValue: false, help: "Print the command's id on stderr as soon as the bus accepts it."),
         .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
         .init(name: "delay", short: nil, takesValue: true, help: "Start no sooner than SECONDS from now (30, 30s, 5m)."),
         .connect, .bus, .json, .help,
@@ -51,7 +52,7 @@ enum RunCommand {
         let client = try await BusClientFactory.client(
             connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
         )
-        let printer = EventPrinter(console: console, json: arguments.has("json"))
+        let printer = EventPrinter(console: console, json: arguments.has("json"), verbose: arguments.has("verbose"))
         let result: Result<Data, HostFailure>
         do {
             result = .success(try await client.send(request, onEvent: printer.print))
@@ -63,7 +64,9 @@ enum RunCommand {
         do {
             console.out(String(decoding: try result.get(), as: UTF8.self))
         } catch {
-            throw hinted(error, pairs: arguments.all("param"))
+            var failure = hinted(error, pairs: arguments.all("param"))
+            failure.commandID = failure.commandID ?? printer.commandID
+            throw failure
         }
     }
 

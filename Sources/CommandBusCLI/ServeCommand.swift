@@ -78,7 +78,7 @@ enum ServeCommand {
         do {
             session = try await HostSession.start(
                 plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true,
-                observers: [statistics, metrics], awaitRecovered: false,
+                observers: [statistics, metrics], recovery: .run(await: false),
                 pluginLog: { level, message in log(level, "plugin: \(quotedLine(message))") }
             )
         } catch {

@@ -87,13 +87,16 @@ package struct HostFailure: Error, Sendable {
     package let command: String?
     /// The plugin the failure concerns, if any.
     package let plugin: String?
+    /// The id of the command that failed, where it got one, so it can be found in the journal.
+    package var commandID: String?
 
     /// A failure with `code`.
-    package init(_ code: Code, _ message: String, command: String? = nil, plugin: String? = nil) {
+    package init(_ code: Code, _ message: String, command: String? = nil, plugin: String? = nil, commandID: String? = nil) {
         self.code = code
         self.message = message
         self.command = command
         self.plugin = plugin
+        self.commandID = commandID
     }
 
     /// The exit status this failure ends `cmdbus` with.

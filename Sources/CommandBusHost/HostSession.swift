@@ -17,11 +17,21 @@ package struct HostSession: Sendable {
     /// The loader that loaded the catalog, for loading more files later (a server's hot loading).
     package let loader: PluginLoader
 
+    /// What a session does with commands a dead process left unfinished in the journal.
+    package enum Recovery: Sendable {
+        /// Runs them again (`cmdbus serve`, `journal recover`); with `await`, before the session is used.
+        case run(await: Bool)
+        /// Says in one line how many there are, the oldest, and how to run or drop them, and
+        /// leaves them: a one-shot command does not run someone else's work first.
+        case report
+    }
+
     /// Loads plugins as `plugins` says and, if `journal` is enabled, opens the journal,
-    /// replays event-sourced commands into their plugins and runs again what a dead process left unfinished.
+    /// replays event-sourced commands into their plugins and, as `recovery` says, runs again or
+    /// reports what a dead process left unfinished.
     package static func start(
         plugins: PluginOptions, journal journalOptions: JournalOptions, console: Console, reportSkipped: Bool,
-        usesAllowlist: Bool = true, observers: [any CommandObserver] = [], awaitRecovered: Bool = true,
+        usesAllowlist: Bool = true, observers: [any CommandObserver] = [], recovery: Recovery = .report,
         fallback: (any DynamicCommandHandler)? = nil, busJournal: (any Journal)? = nil,
         pluginLog: (@Sendable (LogLevel, String) -> Void)? = nil
     ) async throws(HostFailure) -> HostSession {
@@ -38,7 +48,7 @@ package struct HostSession: Sendable {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
         }
         let session = HostSession(bus: bus, catalog: catalog, journal: journal, loader: loader)
-        if journal != nil { try await session.restore(console: console, awaitRecovered: awaitRecovered) }
+        if journal != nil { try await session.restore(console: console, recovery: recovery) }
         return session
     }
 
@@ -67,8 +77,9 @@ package struct HostSession: Sendable {
         }
     }
 
-    /// Replays the journal into event-sourced plugins, then runs unfinished commands again.
-    private func restore(console: Console, awaitRecovered: Bool) async throws(HostFailure) {
+    /// Replays the journal into event-sourced plugins (state, not recovery: always), then runs
+    /// unfinished commands again or reports them.
+    private func restore(console: Console, recovery: Recovery) async throws(HostFailure) {
         guard let journal else { return }
         let replayed = Set(catalog.plugins.flatMap { plugin in plugin.declared.filter(\.replaysOnStart).map(\.name) })
         do {
@@ -76,10 +87,22 @@ package struct HostSession: Sendable {
                 let report = try await JournalReplayer(bus: bus, journal: journal).replay(commands: replayed)
                 for failure in report.failures { console.err("cmdbus: warning: replay: \(failure)") }
             }
-            let recovered = try await bus.recover()
-            if !recovered.isEmpty {
-                console.err("cmdbus: running \(recovered.count) command(s) a previous run left unfinished")
-                if awaitRecovered { for ticket in recovered { _ = try? await ticket.result } }
+            switch recovery {
+            case .report:
+                let unfinished = try await journal.unfinished().filter { $0.envelope.parentID == nil }
+                if let oldest = unfinished.min(by: { $0.sequence < $1.sequence }) {
+                    console.err(
+                        "cmdbus: note: \(unfinished.count) command(s) a process that died left unfinished in \(journal.path) "
+                            + "(oldest: \(quoted(oldest.envelope.commandName)) \(oldest.envelope.id)); "
+                            + "'cmdbus journal recover' runs them, 'cmdbus journal discard ID...' drops them"
+                    )
+                }
+            case .run(let wait):
+                let recovered = try await bus.recover()
+                if !recovered.isEmpty {
+                    console.err("cmdbus: running \(recovered.count) command(s) a process that died left unfinished in \(journal.path)")
+                    if wait { for ticket in recovered { _ = try? await ticket.result } }
+                }
             }
         } catch {
             throw .journal(error)

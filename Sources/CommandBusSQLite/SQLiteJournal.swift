@@ -152,7 +152,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         try await write(.exclude(id, excluded), waitUntilDurable: true)
     }
 
-    /// Takes a failed, cancelled or timed-out command out of the dead letters; its record stays.
+    /// Takes a failed, cancelled or timed-out command out of the dead letters, or ends an unfinished
+    /// one a dead process left as cancelled; its record stays.
     public func discard(_ id: UUID) async throws(CommandBusError) {
         try await write(.discard(id), waitUntilDurable: true)
     }

@@ -162,7 +162,15 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         case .exclude(let id, let excluded):
             try database.execute("UPDATE commands SET excluded = \(excluded ? 1 : 0) WHERE id = '\(id.uuidString)'")
         case .discard(let id):
-            let statement = try database.prepare("UPDATE commands SET discarded_at = ?2 WHERE id = ?1 AND discarded_at IS NULL")
+            // A dead letter keeps its state; an unfinished command (its process died) ends cancelled.
+            let statement = try database.prepare("""
+                UPDATE commands SET discarded_at = ?2, updated_at = ?2, finished_at = coalesce(finished_at, ?2),
+                    error_code = CASE WHEN state IN ('pending', 'running') THEN 'cancelled' ELSE error_code END,
+                    error_message = CASE WHEN state IN ('pending', 'running')
+                        THEN 'discarded with cmdbus journal discard: the process running it died' ELSE error_message END,
+                    state = CASE WHEN state IN ('pending', 'running') THEN 'cancelled' ELSE state END
+                WHERE id = ?1 AND discarded_at IS NULL
+                """)
             statement.bind(1, id.uuidString)
             statement.bind(2, Date().timeIntervalSince1970)
             try run(statement)

@@ -152,13 +152,57 @@ struct JournalCommandTests {
         #expect(missing.status != 0 && missing.stderr.contains("no entry number 99"))
     }
 
+    /// Starts `cmdbus run fixture.sleep` and kills it with SIGKILL once the journal has it running.
+    static func killedMidCommand(_ setup: Setup, milliseconds: Int) async throws -> String {
+        let process = Process()
+        process.executableURL = try TestPaths.product("cmdbus")
+        process.arguments = ["run", "fixture.sleep", "-p", "milliseconds=\(milliseconds)", "--journal", setup.journal, "--plugins", setup.plugins.path]
+        process.currentDirectoryURL = setup.work.url
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        #expect(await waitUntil(.seconds(60)) { ((try? await Self.states(setup)) ?? []).contains("running") })
+        kill(process.processIdentifier, SIGKILL)
+        #expect(await waitUntil(.seconds(30)) { !process.isRunning })
+        let listing = try await setup.run("journal", "list", "--state", "running")
+        return try #require(listing.stdout.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.map(String.init))
+    }
+
+    @Test func aOneShotRunReportsWhatADeadProcessLeftAndRecoverRunsIt() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let orphan = try await Self.killedMidCommand(setup, milliseconds: 1_500)
+        let other = try await setup.run("run", "greet", "-p", "name=Ada")
+        #expect(other.status == 0 && other.stdout.contains("Hello, Ada!"))
+        #expect(other.stderr.contains("1 command(s) a process that died left unfinished"), "\(other.stderr)")
+        #expect(other.stderr.contains("'fixture.sleep' \(orphan)") && other.stderr.contains("'cmdbus journal recover' runs them"))
+        #expect(try await Self.states(setup).filter { $0 == "running" }.count == 1, "the one-shot run left it alone")
+
+        let recovered = try await setup.run("journal", "recover")
+        #expect(recovered.status == 0 && recovered.stdout.contains("\(orphan)  succeeded  fixture.sleep"), "\(recovered.stdout)\(recovered.stderr)")
+        let again = try await setup.run("journal", "recover")
+        #expect(again.status == 0 && again.stdout.contains("nothing to recover"))
+    }
+
+    @Test func discardDropsUnfinishedWorkOfADeadProcessButNotLiveWork() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let orphan = try await Self.killedMidCommand(setup, milliseconds: 60_000)
+        let dropped = try await setup.run("journal", "discard", orphan)
+        #expect(dropped.status == 0 && dropped.stdout.contains("(was running; now cancelled)"), "\(dropped.stderr)")
+        let shown = try jsonObject(try await setup.run("journal", "show", orphan).stdout)
+        #expect(shown["state"] as? String == "cancelled" && shown["discardedAt"] is String)
+        let quiet = try await setup.run("run", "greet", "-p", "name=Ada")
+        #expect(!quiet.stderr.contains("left unfinished"), "\(quiet.stderr)")
+    }
+
     @Test func discardTakesADeadLetterOffTheListAndKeepsTheEntry() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
         _ = try await setup.run("run", "fixture.fail", "-p", "message=broken")
         _ = try await setup.run("run", "greet", "-p", "name=Ada")
         let refused = try await setup.run("journal", "discard", "2")
-        #expect(refused.status != 0 && refused.stderr.contains("only failed, cancelled or timed-out entries are discarded"))
+        #expect(refused.status != 0 && refused.stderr.contains("only failed, cancelled or timed-out entries"))
         let discarded = try await setup.run("journal", "discard", "1")
         #expect(discarded.status == 0 && discarded.stdout.contains("stays in the journal"), "\(discarded.stderr)")
         let shown = try jsonObject(try await setup.run("journal", "show", "1").stdout)

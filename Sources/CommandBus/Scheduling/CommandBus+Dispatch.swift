@@ -68,7 +68,19 @@ extension CommandBus {
             let context = makeContext(
                 name: name, parent: parent, metadata: metadata, timeout: nil, envelope: envelope, assignment: nil, journal: nil
             )
-            context.finish(.failure(error), as: .failed)
+            guard let journal = configuration.journal, case .json(let bytes) = payload else {
+                context.finish(.failure(error), as: .failed)
+                return context
+            }
+            // A command refused before it ran is still a dead letter: journaled as failed, with its
+            // reason, before its sender hears of it (an oversized payload is not kept).
+            let kept = error.code == .payloadTooLarge ? Data() : bytes
+            let envelope = context.envelope
+            Task {
+                try? await journal.accept(envelope, payload: kept)
+                try? await journal.update(JournalUpdate(id: envelope.id, state: .failed, attempts: 0, error: error), waitUntilDurable: true)
+                context.finish(.failure(error), as: .failed)
+            }
             return context
         }
     }
