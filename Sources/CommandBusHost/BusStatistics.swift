@@ -68,6 +68,9 @@ package final class BusStatistics: CommandObserver {
     /// Commands accepted and not finished.
     package var inFlight: Int { state.withLock { $0.started.count } }
 
+    /// The ids of the commands accepted and not finished.
+    package var inFlightIDs: [UUID] { state.withLock { Array($0.started.keys) } }
+
     /// The `status` figures.
     package func summary(uptime: Duration, plugins: Int) -> JSONValue {
         state.withLock { state in

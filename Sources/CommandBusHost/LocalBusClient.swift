@@ -137,7 +137,17 @@ package struct LocalBusClient: BusClient {
     }
 
     /// Waits for the journal, and stops this session's worker processes: a one-shot host leaves none behind.
+    ///
+    /// What still runs now (a subcommand whose handler ignored its parent's timeout or
+    /// cancellation) dies with this process, so the journal records it cancelled, saying so,
+    /// rather than leaving it `running` for a later process to misread.
     package func close() async {
+        if let journal = session.journal {
+            let leftBehind = CommandBusError(code: .cancelled, message: "still running when cmdbus exited: the command it belonged to had ended")
+            for id in statistics.inFlightIDs {
+                try? await journal.update(JournalUpdate(id: id, state: .cancelled, attempts: 1, error: leftBehind), waitUntilDurable: false)
+            }
+        }
         await session.close()
         session.catalog.stopWorkers()
     }

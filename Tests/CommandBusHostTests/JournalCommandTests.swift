@@ -184,6 +184,23 @@ struct JournalCommandTests {
         #expect(again.status == 0 && again.stdout.contains("nothing to recover"))
     }
 
+    @Test func aTimeoutEndsTheWholeTreeAndSaysSoForAChildThatIgnoredIt() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let run = try await setup.run("run", "fixture.sleep-via", "-p", "milliseconds=4000", "-p", "stubborn=true", "--timeout", "0.3")
+        #expect(run.status == 75, "\(run.stderr)")
+        let entries = try await setup.entries()
+        #expect(entries.count == 2)
+        let parent = try #require(entries.first { $0["command"] as? String == "fixture.sleep-via" })
+        let child = try #require(entries.first { $0["command"] as? String == "fixture.sleep" })
+        #expect(parent["state"] as? String == "timedOut")
+        #expect(child["state"] as? String == "cancelled", "a child still running at exit is not left running")
+        let message = (child["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(message.contains("still running when cmdbus exited") && !message.contains("superseded"), "\(message)")
+        let next = try await setup.run("run", "greet", "-p", "name=Ada")
+        #expect(next.status == 0 && !next.stderr.contains("unfinished"), "\(next.stderr)")
+    }
+
     @Test func discardDropsUnfinishedWorkOfADeadProcessButNotLiveWork() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }

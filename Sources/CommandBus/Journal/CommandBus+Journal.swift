@@ -16,10 +16,21 @@ extension CommandBus {
     public func recover() async throws(CommandBusError) -> [CommandTicket<Data>] {
         guard let journal = configuration.journal else { return [] }
         var tickets: [CommandTicket<Data>] = []
-        for record in try await journal.unfinished() {
+        let unfinished = try await journal.unfinished()
+        let rerun = Set(unfinished.filter { $0.envelope.parentID == nil }.map(\.envelope.id))
+        for record in unfinished {
             if record.envelope.parentID != nil {
-                let superseded = CommandBusError(code: .cancelled, message: "subcommand '\(record.envelope.commandName)' was superseded: its parent ran again after a crash")
-                try await journal.update(JournalUpdate(id: record.envelope.id, state: .cancelled, attempts: record.attempts, error: superseded), waitUntilDurable: false)
+                // Say what really happened: its tree runs again, or its tree had already ended.
+                let message: String
+                if rerun.contains(record.envelope.correlationID) {
+                    message = "subcommand '\(record.envelope.commandName)' was superseded: its parent runs again after its process died"
+                } else {
+                    let root = try await journal.record(record.envelope.correlationID)
+                    let ended = root.map { " (\($0.state.rawValue))" } ?? ""
+                    message = "subcommand '\(record.envelope.commandName)' did not finish: its process died after its parent had ended\(ended)"
+                }
+                let error = CommandBusError(code: .cancelled, message: message)
+                try await journal.update(JournalUpdate(id: record.envelope.id, state: .cancelled, attempts: record.attempts, error: error), waitUntilDurable: false)
                 continue
             }
             tickets.append(resubmit(record))

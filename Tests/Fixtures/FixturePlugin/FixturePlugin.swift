@@ -9,6 +9,8 @@ struct Sleep: PluginCommand {
     typealias Result = Slept
     static let name = "fixture.sleep"
     var milliseconds: Int
+    /// Ignore cancellation and deadlines: sleep the whole time regardless.
+    var stubborn: Bool?
 }
 
 struct Slept: Codable, Sendable {
@@ -17,6 +19,11 @@ struct Slept: Codable, Sendable {
 
 struct SleepHandler: PluginHandler {
     func handle(_ command: Sleep, context: PluginContext) async throws -> Slept {
+        if command.stubborn == true {
+            let end = ContinuousClock.now + .milliseconds(command.milliseconds)
+            while ContinuousClock.now < end { usleep(5_000) }
+            return Slept(sawCancellation: false)
+        }
         do {
             try await Task.sleep(for: .milliseconds(command.milliseconds))
             return Slept(sawCancellation: false)
@@ -50,12 +57,13 @@ struct SleepVia: PluginCommand {
     typealias Result = Slept
     static let name = "fixture.sleep-via"
     var milliseconds: Int
+    var stubborn: Bool?
 }
 
 struct SleepViaHandler: PluginHandler {
     func handle(_ command: SleepVia, context: PluginContext) async throws -> Slept {
         try context.emit("sending", ["milliseconds": command.milliseconds])
-        return try await context.send(Sleep(milliseconds: command.milliseconds))
+        return try await context.send(Sleep(milliseconds: command.milliseconds, stubborn: command.stubborn))
     }
 }
 
