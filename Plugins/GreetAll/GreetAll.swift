@@ -36,9 +36,12 @@ struct GreetAllHandler: PluginHandler {
         var greetings: [String] = []
         for (index, name) in command.names.enumerated() {
             try Task.checkCancellation()
+            // The command's progress, for the CLI's progress line and the dashboard.
+            context.progress(done: index, total: command.names.count)
             greetings.append(try await context.send(Greet(name: name)).greeting)
             try context.emit("greeted", Progress(done: index + 1, total: command.names.count, name: name))
         }
+        context.progress(done: command.names.count, total: command.names.count)
         context.log(.info, "greeted \(greetings.count) people")
         return Greetings(greetings: greetings)
     }

@@ -67,6 +67,15 @@ public final class CommandContext: Sendable {
         emit(name, payload: data)
     }
 
+    /// Reports how far the handler has got: `done` of `total` units. From then on this is the
+    /// command's progress; until then, the bus reports how many of its subcommands have finished.
+    public func progress(done: Int, total: Int) {
+        guard total > 0 else { return }
+        let done = min(max(done, 0), total)
+        execution.withLock { $0.reportsProgress = true }
+        bus.publish(self) { .progress(completed: done, total: total) }
+    }
+
     /// Writes a log line about this command to the bus's observers.
     public func log(_ level: LogLevel, _ message: String) {
         bus.publish(self) { .log(level: level, message: message) }

@@ -55,7 +55,9 @@ final class EventPrinter: Sendable {
                 // A plugin's text, escaped: it cannot move the cursor or forge a line of its own.
                 console.err("\(quotedLine(event["level"]?.stringValue ?? "info")) \(quotedLine(name)): \(quotedLine(event["message"]?.stringValue ?? ""))")
             case "progress" where console.stderrIsTerminal && event["parentId"] == nil:
-                console.status("\(name): \(event["completed"]?.text ?? "?")/\(event["total"]?.text ?? "?") subcommands done")
+                let done = event["completed"]?.intValue ?? 0, total = event["total"]?.intValue ?? 0
+                let percent = total > 0 ? " (\(done * 100 / total)%)" : ""
+                console.status("\(quotedLine(name)): \(done)/\(total)\(percent)")
                 showing = true
             default:
                 break

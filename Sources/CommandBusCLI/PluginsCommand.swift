@@ -142,6 +142,9 @@ enum PluginsCommand {
                 }
             } ?? 0
             lines.append("    loaded \(plugin["loadedAt"]?.stringValue ?? "?") in \((milliseconds * 100).rounded() / 100) ms")
+            if plugin["debugBuild"] == .bool(true) {
+                lines.append("    debug build: unoptimized, often ten times slower; rebuild it with 'swift build -c release'")
+            }
         }
         lines.append("")
         lines.append("Commands (\(routes.count)):")

@@ -85,6 +85,7 @@ enum ServeCommand {
             socket.close()
             throw error
         }
+        for warning in session.debugBuildWarnings { log(.warning, warning) }
         let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics)
         if let dashboard {
             var sources = DashboardSources(
@@ -114,6 +115,7 @@ enum ServeCommand {
             observers: [statistics, metrics], fallback: remote, busJournal: ledger,
             pluginLog: { level, message in log(level, "plugin: \(quotedLine(message))") }
         )
+        for warning in session.debugBuildWarnings { log(.warning, warning) }
         var settings = BusHost.Settings(url: url)
         settings.lease = try arguments.seconds("lease") ?? settings.lease
         settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity

@@ -46,6 +46,7 @@ package struct HostSession: Sendable {
         let catalog = loader.load(into: bus)
         if reportSkipped, !plugins.quiet {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
+
         }
         let session = HostSession(bus: bus, catalog: catalog, journal: journal, loader: loader)
         if journal != nil { try await session.restore(console: console, recovery: recovery) }
@@ -106,6 +107,14 @@ package struct HostSession: Sendable {
             }
         } catch {
             throw .journal(error)
+        }
+    }
+
+    /// One warning line per plugin built without optimization, for a long-running host to log once.
+    package var debugBuildWarnings: [String] {
+        catalog.plugins.filter(\.isDebugBuild).map { plugin in
+            "plugin \(quoted(plugin.name)) (\(FileSystem.lastComponent(plugin.path))) is a debug build: "
+                + "it runs unoptimized, often ten times slower; rebuild it with 'swift build -c release'"
         }
     }
 

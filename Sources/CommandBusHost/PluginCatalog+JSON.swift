@@ -15,6 +15,7 @@ extension PluginCatalog {
             "commands": .array(plugin.commands.map(JSONValue.string)),
             "loadedAt": .string(plugin.loadedAt.formatted(.iso8601)), "loadMilliseconds": .number(plugin.loadMilliseconds),
             "sdkVersion": .optional(plugin.sdkVersion), "swiftVersion": .optional(plugin.swiftVersion),
+            "debugBuild": .bool(plugin.isDebugBuild),
         ])
     }
 

@@ -47,6 +47,13 @@ struct HostFunctions: @unchecked Sendable {
         return withExtendedLifetime(box) { box.json }
     }
 
+    /// Reports progress to a host that takes it (ABI 1.3).
+    func progress(_ call: CallHandle, done: Int, total: Int) {
+        let needed = MemoryLayout<cmdbus_host_api>.offset(of: \cmdbus_host_api.progress)! + MemoryLayout<UnsafeRawPointer>.size
+        guard Int(table.pointee.struct_size) >= needed, let progress = table.pointee.progress else { return }
+        progress(call.pointer, Int64(done), Int64(total))
+    }
+
     func isCancelled(_ call: CallHandle) -> Bool {
         (table.pointee.is_cancelled?(call.pointer) ?? 0) != 0
     }

@@ -46,6 +46,14 @@ public struct PluginContext: Sendable {
         if let host { host.functions.emit(host.call, name, data) }
     }
 
+    /// Reports how far the command has got: `done` of `total` units. The CLI's progress line and
+    /// the dashboard show it; without it, they show how many subcommands have finished.
+    /// Ignored by a host older than ABI 1.3, and when `total` is not positive.
+    public func progress(done: Int, total: Int) {
+        guard total > 0, let host else { return }
+        host.functions.progress(host.call, done: min(max(done, 0), total), total: total)
+    }
+
     /// Writes a log line through the host.
     public func log(_ level: PluginLogLevel, _ message: String) {
         if let host { host.functions.log(host.call, level, message) }

@@ -56,13 +56,24 @@ final class PluginRuntime: Sendable {
             handle: pluginHandle,
             cancel: pluginCancel,
             command_flags: UnsafePointer(flags),
-            invert: pluginInvert
+            invert: pluginInvert,
+            plugin_flags: Self.pluginFlags
         ))
         installed.withLock { $0 = runtime }
         return UnsafeRawPointer(descriptor)
     }
 
     fileprivate static let installed = Mutex<PluginRuntime?>(nil)
+
+    /// `CMDBUS_PLUGIN_DEBUG_BUILD` when this copy of the SDK, and so the plugin, was built without
+    /// optimization (SwiftPM defines DEBUG in debug builds), so the host can say so.
+    static var pluginFlags: UInt32 {
+        #if DEBUG
+        CMDBUS_PLUGIN_DEBUG_BUILD
+        #else
+        0
+        #endif
+    }
 
     fileprivate func start(_ index: Int, payload: Data, call: CallHandle, host: HostFunctions) {
         let key = call.key

@@ -54,6 +54,15 @@ package enum JSONValue: Codable, Sendable, Equatable {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// The value as an integer, if it is one (or a number without a fraction).
+    package var intValue: Int? {
+        switch self {
+        case .integer(let value): Int(exactly: value)
+        case .number(let value): Int(exactly: value)
+        default: nil
+        }
+    }
+
     /// The string, if this is one.
     package var stringValue: String? {
         if case .string(let value) = self { value } else { nil }

@@ -30,6 +30,35 @@ struct CommandLineTests {
         #expect(result.stderr.contains("info greet-all: greeted 2 people"))
     }
 
+    @Test(arguments: [false, true])
+    func aHandlersOwnProgressIsTheCommandsProgress(isolated: Bool) async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        let result = try await cmdbus(
+            ["run", "greet-all", #"{"names":["Ada","Lin","Bo"]}"#, "--json", "--plugins", plugins.path] + (isolated ? ["--isolate"] : [])
+        )
+        #expect(result.status == 0, "\(result.stderr)")
+        let progress = result.stderr.split(separator: "\n").compactMap { try? jsonObject(String($0))["event"] as? [String: Any] }
+            .filter { $0["kind"] as? String == "progress" && $0["parentId"] == nil }
+            .map { "\($0["completed"] as? Int ?? -1)/\($0["total"] as? Int ?? -1)" }
+        // The handler's own count (0/3 … 3/3), not the subcommands finished so far (1/1, 2/2, …).
+        #expect(progress == ["0/3", "1/3", "2/3", "3/3"], "\(progress)")
+    }
+
+    @Test func aDebugBuildPluginIsFlagged() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        let text = try await cmdbus("plugins", "--plugins", plugins.path)
+        let json = try await cmdbus("plugins", "--json", "--plugins", plugins.path)
+        let entries = try #require((try jsonObject(json.stdout))["plugins"] as? [[String: Any]])
+        let greeter = try #require(entries.first { $0["name"] as? String == "greeter" })
+        let c = try #require(entries.first { $0["name"] as? String == "c-echo" })
+        // The test products are debug builds; the C example says nothing of how it was built.
+        #expect(greeter["debugBuild"] as? Bool == true && greeter["abi"] as? String == "1.3")
+        #expect(c["debugBuild"] as? Bool == false)
+        #expect(text.stdout.contains("debug build: unoptimized, often ten times slower; rebuild it with 'swift build -c release'"))
+    }
+
     @Test func theEnvironmentNamesThePluginDirectories() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }

@@ -47,9 +47,9 @@ extern "C" {
 #define CMDBUS_ABI_VERSION_MAJOR 1
 /**
  * The ABI minor version: additions that older hosts can ignore. 1.1 added command_flags
- * and invert; 1.2 added host->envelope.
+ * and invert; 1.2 added host->envelope; 1.3 added host->progress and plugin_flags.
  */
-#define CMDBUS_ABI_VERSION_MINOR 2
+#define CMDBUS_ABI_VERSION_MINOR 3
 /** The first field of every descriptor: "CMDB". */
 #define CMDBUS_PLUGIN_MAGIC 0x434D4442u
 
@@ -135,6 +135,15 @@ typedef struct cmdbus_host_api {
      * effects can check whether it already did the work for this id.
      */
     void (*envelope)(cmdbus_call *call, cmdbus_reply_fn on_reply, void *user_data);
+
+    /* ---- ABI 1.3: present when struct_size covers it. ---- */
+
+    /**
+     * Reports how far the command behind `call` has got: `done` of `total` units (total > 0,
+     * 0 <= done <= total). Once a handler reports progress, it is the command's progress;
+     * otherwise the host reports how many of the subcommands sent so far have finished.
+     */
+    void (*progress)(cmdbus_call *call, int64_t done, int64_t total);
 } cmdbus_host_api;
 
 /** Flags for cmdbus_plugin_descriptor.command_flags (ABI 1.1). */
@@ -219,7 +228,16 @@ typedef struct cmdbus_plugin_descriptor {
      * during invert(). May be NULL: no command has an inverse.
      */
     int32_t (*invert)(void *plugin_state, uint32_t command_index, cmdbus_bytes payload, cmdbus_call *call);
+
+    /* ---- ABI 1.3: hosts read it only when abi_minor >= 3 and struct_size covers it. ---- */
+
+    /** CMDBUS_PLUGIN_* flags about the plugin as a whole. */
+    uint32_t plugin_flags;
 } cmdbus_plugin_descriptor;
+
+/** Flags for cmdbus_plugin_descriptor.plugin_flags (ABI 1.3). */
+/** Built without optimization (a debug build): it works, but may run ten times slower. */
+#define CMDBUS_PLUGIN_DEBUG_BUILD 0x1u
 
 /** The type of the entry point, `cmdbus_plugin_v1`. */
 typedef const cmdbus_plugin_descriptor *(*cmdbus_plugin_entry_v1)(void);

@@ -146,11 +146,11 @@ extension CommandContext {
     }
 
     private func childDidFinish() {
-        let (finished, total) = execution.withLock { execution in
+        let (finished, total, reported) = execution.withLock { execution in
             execution.childrenFinished += 1
-            return (execution.childrenFinished, execution.children.count)
+            return (execution.childrenFinished, execution.children.count, execution.reportsProgress)
         }
-        bus.publish(self) { .progress(completed: finished, total: total) }
+        if !reported { bus.publish(self) { .progress(completed: finished, total: total) } }
     }
 
     /// Waits until every child has finished; a failed child whose result nobody awaited fails the parent.

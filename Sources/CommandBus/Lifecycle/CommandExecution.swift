@@ -12,5 +12,7 @@ struct CommandExecution: Sendable {
     var observed = false
     var children: [CommandContext] = []
     var childrenFinished = 0
+    /// Whether the handler reports its own progress, which then replaces the count of finished children.
+    var reportsProgress = false
     var attempts = 0
 }

@@ -230,6 +230,9 @@ public final class IsolatedPlugin: Sendable {
                 forward(frame, channel: channel)
             case .emit:
                 state.withLock { $0.pending[frame.id]?.context }?.emit(frame.name, payload: Data(frame.body))
+            case .progress:
+                let numbers = String(decoding: frame.body, as: UTF8.self).split(separator: " ").compactMap { Int($0) }
+                if numbers.count == 2 { state.withLock { $0.pending[frame.id]?.context }?.progress(done: numbers[0], total: numbers[1]) }
             case .log:
                 let level = LogLevel.allCases.indices.contains(Int(frame.status)) ? LogLevel.allCases[Int(frame.status)] : .info
                 let message = String(decoding: frame.body, as: UTF8.self)

@@ -144,6 +144,8 @@ package struct WorkerDescription: Codable {
     package let commands: [Command]
     /// Whether the plugin has a `cancel()`.
     package let cancellable: Bool
+    /// Whether it was built without optimization.
+    package let isDebugBuild: Bool?
 
     package init(_ plugin: LoadedPlugin) {
         name = plugin.name
@@ -154,6 +156,7 @@ package struct WorkerDescription: Codable {
         priority = plugin.priority
         commands = plugin.declared.map { Command(name: $0.name, maxConcurrency: $0.maxConcurrency, flags: $0.flags) }
         cancellable = plugin.descriptor?.raw.pointee.cancel != nil
+        isDebugBuild = plugin.isDebugBuild
     }
 
     package var json: String {

@@ -31,6 +31,8 @@ package struct WorkerFrame: Equatable, Sendable {
         case emit
         /// worker → host: a log line at level `status` about call `id` (0: none).
         case log
+        /// worker → host: call `id` reports progress; the body is "DONE TOTAL".
+        case progress
     }
 
     package var kind: Kind

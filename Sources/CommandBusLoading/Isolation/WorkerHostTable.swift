@@ -97,7 +97,7 @@ package enum WorkerHostTable {
             struct_size: UInt32(MemoryLayout<cmdbus_host_api>.size),
             abi_major: UInt32(CMDBUS_ABI_VERSION_MAJOR), abi_minor: UInt32(CMDBUS_ABI_VERSION_MINOR),
             complete: workerComplete, send: workerSend, emit: workerEmit, log: workerLog, is_cancelled: workerIsCancelled,
-            envelope: workerEnvelope
+            envelope: workerEnvelope, progress: workerProgress
         ))
         return UnsafePointer(table)
     }()
@@ -138,6 +138,11 @@ private let workerLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CCha
     guard let message else { return }
     let id = handle == nil ? 0 : WorkerSession.call(handle, for: "log()")?.id ?? 0
     WorkerSession.send(WorkerFrame(kind: .log, id: id, status: level, body: Array(String(cString: message).utf8)))
+}
+
+private let workerProgress: @convention(c) (OpaquePointer?, Int64, Int64) -> Void = { handle, done, total in
+    guard let call = WorkerSession.call(handle, for: "progress()") else { return }
+    WorkerSession.send(WorkerFrame(kind: .progress, id: call.id, body: Array("\(done) \(total)".utf8)))
 }
 
 private let workerIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in

@@ -7,7 +7,7 @@ import Foundation
 #endif
 import Synchronization
 
-/// The `cmdbus_host_api` table every plugin gets: complete, send, emit, log, is_cancelled.
+/// The `cmdbus_host_api` table every plugin gets: complete, send, emit, log, is_cancelled, envelope, progress.
 ///
 /// It is built once and never freed; plugins may keep the pointer for the life of the process.
 package enum HostFunctionTable {
@@ -23,7 +23,8 @@ package enum HostFunctionTable {
             emit: hostEmit,
             log: hostLog,
             is_cancelled: hostIsCancelled,
-            envelope: hostEnvelope
+            envelope: hostEnvelope,
+            progress: hostProgress
         ))
         return UnsafePointer(table)
     }()
@@ -75,6 +76,11 @@ private let hostLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>
     } else if handle == nil {
         PluginLog.standardError()(logLevel, text)
     }
+}
+
+private let hostProgress: @convention(c) (OpaquePointer?, Int64, Int64) -> Void = { handle, done, total in
+    guard let context = PluginCallRegistry.lookup(handle, for: "progress()")?.context else { return }
+    context.progress(done: Int(clamping: done), total: Int(clamping: total))
 }
 
 private let hostIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { handle in

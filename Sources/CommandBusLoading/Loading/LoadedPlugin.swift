@@ -27,6 +27,8 @@ public struct LoadedPlugin: Sendable {
     public let loadedAt: Date
     /// How long loading and initializing it took, in milliseconds.
     public let loadMilliseconds: Double
+    /// Whether it was built without optimization (it says so from ABI 1.3): it may run ten times slower.
+    public let isDebugBuild: Bool
 
     /// The commands it declares, with their flags.
     package let declared: [PluginDescriptor.Command]

@@ -35,10 +35,18 @@ package struct PluginDescriptor: @unchecked Sendable {
 
     /// The size of an ABI 1.0 descriptor: everything before `command_flags`.
     package static let version10Size = MemoryLayout<cmdbus_plugin_descriptor>.offset(of: \cmdbus_plugin_descriptor.command_flags)!
+    /// The size of an ABI 1.1 or 1.2 descriptor: everything before `plugin_flags`.
+    package static let version11Size = MemoryLayout<cmdbus_plugin_descriptor>.offset(of: \cmdbus_plugin_descriptor.plugin_flags)!
 
     /// Whether the plugin's descriptor has the ABI 1.1 fields.
     package var hasVersion11Fields: Bool {
-        abiMinor >= 1 && Int(raw.pointee.struct_size) >= MemoryLayout<cmdbus_plugin_descriptor>.size
+        abiMinor >= 1 && Int(raw.pointee.struct_size) >= Self.version11Size
+    }
+
+    /// Whether the plugin says it was built without optimization (ABI 1.3).
+    package var isDebugBuild: Bool {
+        abiMinor >= 3 && Int(raw.pointee.struct_size) >= MemoryLayout<cmdbus_plugin_descriptor>.size
+            && raw.pointee.plugin_flags & CMDBUS_PLUGIN_DEBUG_BUILD != 0
     }
 
     /// The ABI this host speaks.
@@ -66,7 +74,8 @@ package struct PluginDescriptor: @unchecked Sendable {
         guard fields.abi_minor <= host.minor else {
             throw .init("needs plugin ABI v\(fields.abi_major).\(fields.abi_minor); this host speaks only up to v\(host.major).\(host.minor)")
         }
-        let minimumSize = fields.abi_minor >= 1 ? MemoryLayout<cmdbus_plugin_descriptor>.size : Self.version10Size
+        let minimumSize = fields.abi_minor >= 3 ? MemoryLayout<cmdbus_plugin_descriptor>.size
+            : fields.abi_minor >= 1 ? Self.version11Size : Self.version10Size
         guard Int(fields.struct_size) >= minimumSize else {
             throw .init("descriptor is \(fields.struct_size) bytes, smaller than ABI v\(fields.abi_major).\(fields.abi_minor)'s \(minimumSize)")
         }

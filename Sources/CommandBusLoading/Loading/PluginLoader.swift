@@ -199,7 +199,7 @@ public struct PluginLoader: Sendable {
                 swiftVersion: descriptor.swiftVersion, priority: Int(descriptor.priority),
                 commands: descriptor.commands.map(\.name), loadedAt: Date(),
                 loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
-                declared: descriptor.commands, descriptor: descriptor, state: state, worker: nil,
+                isDebugBuild: descriptor.isDebugBuild, declared: descriptor.commands, descriptor: descriptor, state: state, worker: nil,
                 endpoint: PluginEndpoint(name: descriptor.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
         } catch {
@@ -223,7 +223,7 @@ public struct PluginLoader: Sendable {
                 sdkVersion: description.sdkVersion, swiftVersion: description.swiftVersion, priority: description.priority,
                 commands: declared.map(\.name), loadedAt: Date(),
                 loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
-                declared: declared, descriptor: nil, state: PluginState(pointer: nil), worker: worker,
+                isDebugBuild: description.isDebugBuild ?? false, declared: declared, descriptor: nil, state: PluginState(pointer: nil), worker: worker,
                 endpoint: PluginEndpoint(name: description.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
         } catch {
