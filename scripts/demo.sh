@@ -27,3 +27,6 @@ show can greet -p name=
 show run greet '{"nom": "Ada"}'
 show run c.fail '{}'
 show run no.such.command --json
+
+echo
+echo "To use cmdbus from any directory, install it: scripts/install.sh (into ~/.local/bin, or /usr/local/bin as root)."

@@ -21,5 +21,20 @@ export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
 start_test_postgres
 # A dashboard test that failed half-way may leave its server running; none outlives the run.
 trap 'stop_test_postgres; remove_test_namespaces; pkill -f "cmdbus serve .*cmdbus-dashboard-" 2>/dev/null || true' EXIT
-log "running the tests"
-swift test "$@"
+# Fixture plugins' deliberate stdout noise goes to a file, not the log.
+mkdir -p .build/test-artifacts
+export CMDBUS_FIXTURE_NOISE="$PWD/.build/test-artifacts/fixture-noise.log"
+: > "$CMDBUS_FIXTURE_NOISE"
+log "running the tests (full log: .build/test-artifacts/swift-test.log)"
+set +e
+swift test "$@" 2>&1 | tee .build/test-artifacts/swift-test.log
+status=${PIPESTATUS[0]}
+set -e
+# The last lines name every test that failed, so a reader need not scroll.
+failed=$(grep -aE '^✘ Test .* (failed|recorded an issue)' .build/test-artifacts/swift-test.log | sed -E 's/^✘ Test ([^ ]+).*/\1/' | sort -u)
+if [ "$status" -ne 0 ]; then
+    log "swift test failed (exit $status); failed tests:"
+    if [ -n "$failed" ]; then printf '    %s\n' $failed >&2; else echo "    (none reported: see the log above for a build or crash error)" >&2; fi
+    exit "$status"
+fi
+log "all tests passed"

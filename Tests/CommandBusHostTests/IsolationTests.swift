@@ -174,8 +174,13 @@ struct IsolationTests {
             for index in 0..<20 { lines.append(#"{"command":"greet","payload":{"name":"n\#(round)-\#(index)"}}"#) }
         }
         try lines.joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
-        let result = try await cmdbus(["batch", input.path, "--isolate", "--no-journal", "--concurrency", "4", "--plugins", directory.path])
+        // The noise on the plugin's stdout (here not sent to a file) must stay out of cmdbus's stdout.
+        let result = try await cmdbus(
+            ["batch", input.path, "--isolate", "--no-journal", "--concurrency", "4", "--plugins", directory.path],
+            environment: ["CMDBUS_FIXTURE_NOISE": ""]
+        )
         #expect(result.status == 1)  // some commands failed, none crashed the host
+        #expect(result.stderr.contains("noise from a plugin on stdout, line 999"), "the worker sends a plugin's stdout to stderr")
         let outcomes = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
         #expect(outcomes.count == lines.count)
         let greetings = outcomes.filter { $0["command"] as? String == "greet" }

@@ -34,8 +34,16 @@ static void handle(void *state, uint32_t index, cmdbus_bytes payload, cmdbus_cal
         return;
     }
     case 4:
-        for (int line = 0; line < 1000; line++) printf("noise from a plugin on stdout, line %d\n", line);
-        fflush(stdout);
+    {
+        /* Deliberate noise on stdout; scripts/test.sh sends it to a file ($CMDBUS_FIXTURE_NOISE)
+           so the test log stays readable. */
+        const char *path = getenv("CMDBUS_FIXTURE_NOISE");
+        FILE *out = (path && *path) ? fopen(path, "a") : NULL;
+        if (!out) out = stdout;
+        for (int line = 0; line < 1000; line++) fprintf(out, "noise from a plugin on stdout, line %d\n", line);
+        fflush(out);
+        if (out != stdout) fclose(out);
+    }
         answer(call, CMDBUS_OK, "{\"printed\":true}");
         return;
     default:
