@@ -88,7 +88,8 @@ public enum CommandLineTool {
             console.out(rest.first.flatMap { subcommands[$0]?.help } ?? usage)
         default:
             guard let subcommand = subcommands[first] else {
-                throw .usage("unknown subcommand \(quoted(first)); see 'cmdbus --help'")
+                let hint = HostSession.nearest(first, among: Array(subcommands.keys)).map { "did you mean \(quoted($0))? " } ?? ""
+                throw .usage("unknown subcommand \(quoted(first)); \(hint)see 'cmdbus --help'")
             }
             let parsed = try subcommand.spec.parse(rest)
             if parsed.has("help") { return console.out(subcommand.help) }

@@ -124,7 +124,7 @@ package struct HostSession: Sendable {
     }
 
     /// The command name nearest `name` (at most two edits away, and not `name` itself), if any.
-    static func nearest(_ name: String, among names: [String]) -> String? {
+    package static func nearest(_ name: String, among names: [String]) -> String? {
         func distance(_ a: [Character], _ b: [Character]) -> Int {
             var previous = Array(0...b.count)
             for (i, x) in a.enumerated() {

@@ -184,6 +184,10 @@ struct CommandLineTests {
         let common = ["--no-journal", "--plugins", plugins.path]
         let typo = try await cmdbus(["run", "gret", "-p", "name=Ada"] + common)
         #expect(typo.status == 69 && typo.stderr.contains("did you mean 'greet'?"), "\(typo.stderr)")
+        let verb = try await cmdbus("rn", "greet")
+        #expect(verb.status == 64 && verb.stderr.contains("unknown subcommand 'rn'; did you mean 'run'?"), "\(verb.stderr)")
+        let journalVerb = try await cmdbus("journal", "lst")
+        #expect(journalVerb.status == 64 && journalVerb.stderr.contains("did you mean 'list'?"), "\(journalVerb.stderr)")
         let forgotten = try await cmdbus(["run", "greet", "name=Ada"] + common)
         #expect(forgotten.status == 65 && forgotten.stderr.contains("set fields with -p 'name=Ada'"), "\(forgotten.stderr)")
         let split = try await cmdbus(["run", "greet", "-p", "name", "Ada"] + common)
