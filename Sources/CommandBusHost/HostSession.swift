@@ -43,7 +43,8 @@ package struct HostSession: Sendable {
         let loader = try loader(plugins, directories: directories, trust: trust)
         // Before loading, so what loading logs (an isolated plugin's worker starting) goes there too.
         if let pluginLog { loader.log.redirect(to: pluginLog) }
-        let catalog = loader.load(into: bus)
+        // Loading probes, dlopens and starts workers: blocking work, done off the cooperative pool.
+        let catalog = await DetachedThread.value { loader.load(into: bus) }
         if reportSkipped, !plugins.quiet {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
 

@@ -17,4 +17,12 @@ package enum DetachedThread {
         }, box)
         if created == 0 { pthread_detach(thread) } else { Unmanaged<Box>.fromOpaque(box).release() }
     }
+
+    /// Runs blocking work (dlopen, a child process, file I/O) on a thread of its own and returns
+    /// its value, so no thread of the small cooperative pool waits on it.
+    package static func value<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            start { continuation.resume(returning: body()) }
+        }
+    }
 }

@@ -263,7 +263,7 @@ struct CommandLineTests {
 
     @Test func helpAndVersionWork() async throws {
         let version = try await cmdbus("--version")
-        #expect(version.status == 0 && version.stdout.hasPrefix("cmdbus 1.0.0 (plugin ABI 1.2"))
+        #expect(version.status == 0 && version.stdout.hasPrefix("cmdbus 1.0.0 (plugin ABI 1.3"))
         for subcommand in ["run", "can", "plugins"] {
             let help = try await cmdbus(subcommand, "--help")
             #expect(help.status == 0 && help.stdout.hasPrefix("Usage: cmdbus \(subcommand)"))

@@ -158,7 +158,9 @@ struct HTTPServerTests {
 
     @Test func aSlowClientHoldsUpNobodyAndIsTimedOut() async throws {
         // Long enough that the slow client is still mid-request whatever the machine's load.
-        let patient = try Self.startServer()
+        var patientLimits = HTTPLimits()
+        patientLimits.requestTimeout = .seconds(300)
+        let patient = try Self.startServer(limits: patientLimits)
         let waiting = try await Self.python("""
             slow = conn()
             slow.sendall(b"GET / HT")        # and no more

@@ -171,7 +171,7 @@ struct JournalCommandTests {
     @Test func aOneShotRunReportsWhatADeadProcessLeftAndRecoverRunsIt() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
-        let orphan = try await Self.killedMidCommand(setup, milliseconds: 1_500)
+        let orphan = try await Self.killedMidCommand(setup, milliseconds: 8_000)
         let other = try await setup.run("run", "greet", "-p", "name=Ada")
         #expect(other.status == 0 && other.stdout.contains("Hello, Ada!"))
         #expect(other.stderr.contains("1 command(s) a process that died left unfinished"), "\(other.stderr)")

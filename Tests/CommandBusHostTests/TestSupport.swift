@@ -159,7 +159,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 /// that run a process or ask a server, which must not hold a thread of the small cooperative
 /// pool every test shares (a test starved of it fails for no reason of its own).
 func waitUntil(
-    _ timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(50), _ condition: @Sendable () async -> Bool
+    _ timeout: Duration = .seconds(60), every interval: Duration = .milliseconds(50), _ condition: @Sendable () async -> Bool
 ) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
@@ -170,7 +170,7 @@ func waitUntil(
 }
 
 /// Waits until `condition` holds, polling, for at most `timeout`.
-func waitUntil(_ timeout: Duration = .seconds(10), _ condition: @Sendable () -> Bool) async -> Bool {
+func waitUntil(_ timeout: Duration = .seconds(60), _ condition: @Sendable () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if condition() { return true }

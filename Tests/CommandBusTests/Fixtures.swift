@@ -72,7 +72,7 @@ final class Signal: Sendable {
 
 /// Waits until `condition` holds, polling, for at most `timeout`.
 func waitUntil(
-    _ timeout: Duration = .seconds(10),
+    _ timeout: Duration = .seconds(60),
     _ condition: @Sendable () -> Bool
 ) async -> Bool {
     let deadline = ContinuousClock.now + timeout

@@ -123,7 +123,7 @@ public final class IsolatedPlugin: Sendable {
             state.starts += 1
         }
         let restart = restarts > 0
-        log(restart ? .warning : .info, "worker \(pid) for \(FileSystem.lastComponent(path)) \(restart ? "restarted (restart \(restarts))" : "started")")
+        log(restart ? .warning : .debug, "worker \(pid) for \(FileSystem.lastComponent(path)) \(restart ? "restarted (restart \(restarts))" : "started")")
         DetachedThread.start { [self] in self.read(channel, pid: pid) }
         return .success(description)
     }

@@ -14,10 +14,13 @@ package final class PluginLog: Sendable {
         self.sink = Mutex(sink)
     }
 
-    /// A log that writes `cmdbus: plugin LEVEL: message` lines to standard error.
+    /// A log that writes `cmdbus: plugin LEVEL: message` lines to standard error, `debug` ones left out.
     package static func standardError() -> PluginLog {
         let console = Console()
-        return PluginLog { level, message in console.err("cmdbus: plugin \(level.rawValue): \(quotedLine(message))") }
+        return PluginLog { level, message in
+            guard level > .debug else { return }
+            console.err("cmdbus: plugin \(level.rawValue): \(quotedLine(message))")
+        }
     }
 
     /// Sends later lines to `sink` instead (a server's log, once it has one).
