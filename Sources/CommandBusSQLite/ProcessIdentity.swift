@@ -25,19 +25,23 @@ package struct ProcessIdentity: Hashable, Sendable {
     }
 
     /// Whether this process is still running.
+    /// A killed process its parent has not reaped yet (a zombie) is not running: its work is over.
     package var isAlive: Bool {
         guard kill(pid, 0) == 0 || errno == EPERM else { return false }
-        guard let start = Self.startTime(of: pid) else { return startTime == 0 }
-        return start == startTime
+        guard let stat = Self.stat(of: pid) else { return startTime == 0 }
+        return stat.startTime == startTime && stat.state != "Z" && stat.state != "X"
     }
 
-    /// Field 22 of /proc/PID/stat: the process's start time in clock ticks since boot.
-    private static func startTime(of pid: Int32) -> UInt64? {
+    /// Fields 3 (the state: R, S, Z, …) and 22 (the start time in clock ticks since boot) of /proc/PID/stat.
+    private static func stat(of pid: Int32) -> (state: Character, startTime: UInt64)? {
         guard let bytes = FileSystem.readPrefix(of: "/proc/\(pid)/stat", count: 1024), !bytes.isEmpty else { return nil }
         let text = String(decoding: bytes, as: UTF8.self)
         // The command name (field 2) may hold spaces; fields after it start past the last ')'.
         guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? UInt64(fields[19]) : nil
+        guard fields.count > 19, let state = fields[0].first, let start = UInt64(fields[19]) else { return nil }
+        return (state, start)
     }
+
+    private static func startTime(of pid: Int32) -> UInt64? { stat(of: pid)?.startTime }
 }

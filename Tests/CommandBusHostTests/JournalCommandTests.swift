@@ -1,3 +1,4 @@
+import CommandBusSQLite
 import Foundation
 import Testing
 
@@ -161,7 +162,13 @@ struct JournalCommandTests {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        #expect(await waitUntil(.seconds(60)) { ((try? await Self.states(setup)) ?? []).contains("running") })
+        // Read the journal file directly: a cheap poll, where a process per poll is slow on a loaded machine.
+        let journal = setup.journal
+        #expect(await waitUntil(.seconds(120)) {
+            guard let database = try? SQLiteDatabase(path: journal, create: false, readOnly: true) else { return false }
+            defer { database.close() }
+            return ((try? database.integer("SELECT count(*) FROM commands WHERE state = 'running'")) ?? 0) > 0
+        })
         kill(process.processIdentifier, SIGKILL)
         #expect(await waitUntil(.seconds(30)) { !process.isRunning })
         let listing = try await setup.run("journal", "list", "--state", "running")
