@@ -31,7 +31,7 @@ swift test "$@" 2>&1 | tee .build/test-artifacts/swift-test.log
 status=${PIPESTATUS[0]}
 set -e
 # The last lines name every test that failed, so a reader need not scroll.
-failed=$( (grep -aE '^✘ Test .* (failed|recorded an issue)' .build/test-artifacts/swift-test.log || true) | sed -E 's/^✘ Test ([^ ]+).*/\1/' | sort -u)
+failed=$( (grep -aE '^✘ Test .* (failed|recorded an issue)' .build/test-artifacts/swift-test.log | grep -av '^✘ Test run with' || true) | sed -E 's/^✘ Test ([^ ]+).*/\1/' | sort -u)
 if [ "$status" -ne 0 ]; then
     log "swift test failed (exit $status); failed tests:"
     if [ -n "$failed" ]; then printf '    %s\n' $failed >&2; else echo "    (none reported: see the log above for a build or crash error)" >&2; fi
