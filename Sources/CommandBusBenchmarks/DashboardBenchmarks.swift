@@ -60,13 +60,7 @@ enum DashboardBenchmarks {
         try server.run()
         defer { server.terminate(); server.waitUntilExit() }
 
-        var client: LineClient?
-        for _ in 0..<500 where client == nil {
-            client = LineClient(path: socketPath)
-            if client != nil, client!.ask(#"{"id":0,"op":"status"}"#).contains(#""ok":true"#) == false { client = nil }
-            if client == nil { usleep(10_000) }
-        }
-        guard let client else { throw BenchmarkFailure("cmdbus serve --http never answered on \(socketPath)") }
+        let client = try LineClient.whenServing(socketPath)
         let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
         guard let port = log.split(separator: "\n").first(where: { $0.contains("dashboard on ") })?
             .split(separator: ":").last.flatMap({ Int($0.prefix { $0.isNumber }) }) else {

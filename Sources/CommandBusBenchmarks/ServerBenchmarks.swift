@@ -28,13 +28,7 @@ enum ServerBenchmarks {
         try server.run()
         defer { server.terminate(); server.waitUntilExit() }
 
-        var client: LineClient?
-        for _ in 0..<500 where client == nil {
-            client = LineClient(path: socketPath)
-            if client != nil, client!.ask(#"{"id":0,"op":"status"}"#).contains(#""ok":true"#) == false { client = nil }
-            if client == nil { usleep(10_000) }
-        }
-        guard let client else { throw BenchmarkFailure("cmdbus serve never answered on \(socketPath)") }
+        let client = try LineClient.whenServing(socketPath)
 
         let send = #"{"id":1,"op":"send","command":"greet","payload":{"name":"Ada"},"metadata":{}}"#
         for _ in 0..<200 { _ = client.ask(send) }
@@ -108,6 +102,15 @@ final class LineClient: @unchecked Sendable {
     }
 
     deinit { close(descriptor) }
+
+    /// A client of the server at `path` once it answers `status`, trying for about five seconds.
+    static func whenServing(_ path: String) throws -> LineClient {
+        for _ in 0..<500 {
+            if let client = LineClient(path: path), client.ask(#"{"id":0,"op":"status"}"#).contains(#""ok":true"#) { return client }
+            usleep(10_000)
+        }
+        throw BenchmarkFailure("cmdbus serve never answered on \(path)")
+    }
 
     func ask(_ line: String) -> String {
         write(line + "\n")

@@ -1,3 +1,5 @@
+import CommandBusSupport
+
 /// Writes metrics in the Prometheus text exposition format (version 0.0.4).
 ///
 /// Each family is written whole, `# HELP` and `# TYPE` first; label values are escaped as the
@@ -38,16 +40,7 @@ package struct PrometheusText {
     }
 
     static func escaped(_ value: String) -> String {
-        var out = ""
-        for character in value {
-            switch character {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            default: out.append(character)
-            }
-        }
-        return out
+        escaping(value, ["\\": "\\\\", "\"": "\\\"", "\n": "\\n"])
     }
 
     static func format(_ value: Double) -> String {

@@ -144,30 +144,11 @@ package struct CommandTree: Sendable {
     }
 
     static func mermaidEscaped(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "\"": out += "#quot;"
-            case "<": out += "#lt;"
-            case ">": out += "#gt;"
-            case "\n": out += " "
-            default: out.append(character)
-            }
-        }
-        return out
+        escaping(text, ["\"": "#quot;", "<": "#lt;", ">": "#gt;", "\n": " "])
     }
 
     static func dotEscaped(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            default: out.append(character)
-            }
-        }
-        return out
+        escaping(text, ["\"": "\\\"", "\\": "\\\\", "\n": "\\n"])
     }
 
     // MARK: JSON

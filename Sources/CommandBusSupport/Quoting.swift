@@ -21,3 +21,14 @@ package func quotedLine(_ text: String) -> String {
     let quotedText = quoted(text)
     return String(quotedText.dropFirst().dropLast())
 }
+
+/// `text` with each character that `replacements` names replaced by its replacement: the one
+/// loop behind every escaping for a format (HTML, DOT, Mermaid, Prometheus labels).
+package func escaping(_ text: String, _ replacements: [Character: String]) -> String {
+    var out = ""
+    out.reserveCapacity(text.utf8.count)
+    for character in text {
+        if let replacement = replacements[character] { out += replacement } else { out.append(character) }
+    }
+    return out
+}

@@ -1,3 +1,5 @@
+import CommandBusSupport
+
 /// The dashboard's page, served from the binary: no CDN, no external fonts or scripts.
 ///
 /// The page is a shell; `DashboardScript.swift` renders every view from the JSON API with DOM
@@ -39,18 +41,7 @@ package enum DashboardAssets {
 
     /// `text` safe inside an HTML attribute or element.
     package static func htmlEscaped(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
-        }
-        return out
+        escaping(text, ["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"])
     }
 
     /// The favicon: a bus stop sign.
