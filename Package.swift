@@ -34,8 +34,10 @@ let package = Package(
         .target(name: "CommandBusSupport"),
         // The SQLite journal.
         .target(name: "CommandBusSQLite", dependencies: ["CommandBus", "CommandBusSupport", "CSQLite"]),
+        // The host's last words when an in-process plugin crashes it or calls exit() (C: signal handlers).
+        .target(name: "CCrashReport"),
         // Plugins: the loader, trust and probing, isolation workers. Knows nothing of journals, sockets or the CLI.
-        .target(name: "CommandBusLoading", dependencies: ["CommandBus", "CCommandBusABI", "CommandBusSupport"]),
+        .target(name: "CommandBusLoading", dependencies: ["CommandBus", "CCommandBusABI", "CommandBusSupport", "CCrashReport"]),
         // A host session (bus + plugins + journal), its failures, and the BusClient seam every front end talks to.
         .target(name: "CommandBusHost", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite"]),
         // cmdbus serve: the socket, its NDJSON protocol (both sides), hot loading.

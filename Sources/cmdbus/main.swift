@@ -13,6 +13,8 @@ import Glibc
 // rather than running plugin libraries' teardown in exit(): plugins are never unloaded.
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let role = ChildProcessRole(arguments: arguments) { role.run() }
+// One line naming the plugin if one loaded into this process crashes it or calls exit().
+PluginCrashReport.install()
 Task.detached {
     let status = await CommandLineTool.run(arguments)
     fflush(nil)

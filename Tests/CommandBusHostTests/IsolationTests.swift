@@ -68,6 +68,30 @@ struct IsolationTests {
         }
     }
 
+    @Test func aPluginThatCrashesTheHostInProcessIsNamedInOneLine() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await compileFixture("misbehave", into: directory)
+        let options = ["--plugins", directory.path, "--no-journal", "--no-probe"]
+        let quiet = ["SWIFT_BACKTRACE": "enable=no"]
+        let segv = try await cmdbus(["run", "bad.segv"] + options, environment: quiet)
+        #expect(segv.status != 0)
+        #expect(segv.stderr.hasPrefix(
+            "cmdbus: error: plugin 'misbehave' (misbehave.so) crashed the host with SIGSEGV while running 'bad.segv'; "
+        ), "\(segv.stderr.prefix(400))")
+        #expect(segv.stderr.contains("run untrusted plugins with --isolate"))
+        let abort = try await cmdbus(["run", "bad.abort"] + options, environment: quiet)
+        #expect(abort.status != 0 && abort.stderr.contains("crashed the host with SIGABRT while running 'bad.abort'"), "\(abort.stderr.prefix(400))")
+        let exited = try await cmdbus(["run", "bad.exit"] + options, environment: quiet)
+        #expect(exited.status == 3)
+        #expect(exited.stderr.contains(
+            "a plugin ended the host with exit() (the last plugin call was 'bad.exit' in plugin 'misbehave' (misbehave.so))"
+        ), "\(exited.stderr)")
+        // A host that ends normally says none of this.
+        let fine = try await cmdbus(["run", "ok.echo", "[1]"] + options, environment: quiet)
+        #expect(fine.status == 0 && fine.stdout == "[1]\n" && !fine.stderr.contains("ended the host"), "\(fine.stderr)")
+    }
+
     @Test func stdoutNoiseDoesNotCorruptTheProtocol() async throws {
         let (bus, directory) = try await isolatedBus()
         defer { directory.remove() }

@@ -11,6 +11,14 @@ import Foundation
 package struct PluginCommandHandler: DynamicCommandHandler {
     package let plugin: LoadedPlugin
     package let command: PluginDescriptor.Command
+    /// Names the plugin and command in the host's last words if the plugin's code crashes it.
+    private let crashLabel: PluginCrashLabel
+
+    package init(plugin: LoadedPlugin, command: PluginDescriptor.Command) {
+        self.plugin = plugin
+        self.command = command
+        crashLabel = PluginCrashLabel(plugin: plugin.name, file: plugin.path, command: command.name)
+    }
 
     package var commandName: String { command.name }
     package var maxConcurrency: Int? { command.maxConcurrency }
@@ -47,7 +55,9 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         PluginCallRegistry.register(probe)
         defer { PluginCallRegistry.remove(probe) }
         let answer = payload.withUnsafeBytes { raw in
-            function(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
+            crashLabel.around {
+                function(plugin.state.pointer, command.index, cmdbus_bytes(data: raw.bindMemory(to: UInt8.self).baseAddress, length: raw.count), probe.handle)
+            }
         }
         return (answer, probe.completion?.body)
     }
@@ -62,10 +72,10 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         defer { buffer.deallocate() }
         _ = payload.copyBytes(to: buffer.bindMemory(to: UInt8.self))
         let bytes = cmdbus_bytes(data: UnsafePointer(buffer.bindMemory(to: UInt8.self).baseAddress), length: payload.count)
-        let state = plugin.state, index = command.index
+        let state = plugin.state, index = command.index, label = crashLabel
         let cancel = plugin.descriptor!.raw.pointee.cancel
         let (status, body) = await withTaskCancellationHandler {
-            await call.wait { handle(state.pointer, index, bytes, call.handle) }
+            await call.wait { label.around { handle(state.pointer, index, bytes, call.handle) } }
         } onCancel: {
             if PluginCallRegistry.isLive(call) { cancel?(state.pointer, call.handle) }
         }

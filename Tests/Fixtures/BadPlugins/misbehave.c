@@ -2,7 +2,7 @@
  * A plugin whose handlers misbehave on purpose, for the isolation tests:
  *   bad.segv   segfaults            bad.abort  calls abort()
  *   bad.loop   never returns        bad.alloc  tries to allocate 10 GiB
- *   bad.print  writes to stdout, then answers
+ *   bad.print  writes to stdout, then answers   bad.exit   calls exit(3)
  *   ok.echo    answers with its payload
  */
 #include <stdio.h>
@@ -46,13 +46,14 @@ static void handle(void *state, uint32_t index, cmdbus_bytes payload, cmdbus_cal
     }
         answer(call, CMDBUS_OK, "{\"printed\":true}");
         return;
+    case 6: exit(3);
     default:
         host->complete(call, CMDBUS_OK, payload);
     }
 }
 
 static const cmdbus_command_descriptor commands[] = {
-    { "bad.segv", 0 }, { "bad.abort", 0 }, { "bad.loop", 0 }, { "bad.alloc", 0 }, { "bad.print", 0 }, { "ok.echo", 0 },
+    { "bad.segv", 0 }, { "bad.abort", 0 }, { "bad.loop", 0 }, { "bad.alloc", 0 }, { "bad.print", 0 }, { "ok.echo", 0 }, { "bad.exit", 0 },
 };
 static const cmdbus_plugin_descriptor descriptor = {
     .magic = CMDBUS_PLUGIN_MAGIC, .abi_major = CMDBUS_ABI_VERSION_MAJOR, .abi_minor = CMDBUS_ABI_VERSION_MINOR,
