@@ -62,7 +62,7 @@ let package = Package(
             ]
         ),
         // A thin main: worker and probe children first, then the command line.
-        .executableTarget(name: "cmdbus", dependencies: ["CommandBusCLI", "CommandBusLoading"]),
+        .executableTarget(name: "cmdbus", dependencies: ["CommandBusCLI", "CommandBusLoading", "CommandBusSupport"]),
         .target(name: "Greeter", dependencies: ["CommandBusPlugin"], path: "Plugins/Greeter"),
         .target(name: "GreetAll", dependencies: ["CommandBusPlugin"], path: "Plugins/GreetAll"),
         .target(name: "CEcho", dependencies: ["CCommandBusABI"], path: "Plugins/CEcho"),

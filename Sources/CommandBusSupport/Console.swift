@@ -1,4 +1,9 @@
 import Glibc
+import Synchronization
+
+/// The descriptor results go to: the process's stdout, or a private copy of it once
+/// ``Console/keepResultsPrivate()`` has pointed descriptor 1 at stderr.
+private let resultDescriptor = Atomic<Int32>(STDOUT_FILENO)
 
 /// Where the CLI writes: results to stdout, everything else (errors, events, warnings) to stderr.
 package struct Console: Sendable {
@@ -9,7 +14,20 @@ package struct Console: Sendable {
     package init() {}
 
     package func out(_ text: String) {
-        Self.write(text + "\n", to: STDOUT_FILENO)
+        Self.write(text + "\n", to: resultDescriptor.load(ordering: .acquiring))
+    }
+
+    /// Keeps stdout for results alone: results go to a private copy of descriptor 1, and
+    /// descriptor 1 itself then points at stderr, so whatever a plugin loaded into this process
+    /// prints (`printf`, `print`) lands on stderr and never in the middle of a result.
+    /// `cmdbus`'s main calls it once, before any plugin loads; child processes do not.
+    package static func keepResultsPrivate() {
+        let copy = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
+        guard copy >= 0, dup2(STDERR_FILENO, STDOUT_FILENO) >= 0 else {
+            if copy >= 0 { close(copy) }
+            return
+        }
+        resultDescriptor.store(copy, ordering: .releasing)
     }
 
     package func err(_ text: String) {

@@ -1,5 +1,6 @@
 import CommandBusCLI
 import CommandBusLoading
+import CommandBusSupport
 import Dispatch
 import Glibc
 
@@ -15,6 +16,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 if let role = ChildProcessRole(arguments: arguments) { role.run() }
 // One line naming the plugin if one loaded into this process crashes it or calls exit().
 PluginCrashReport.install()
+// Results keep stdout to themselves: a plugin's own prints go to stderr.
+Console.keepResultsPrivate()
 Task.detached {
     let status = await CommandLineTool.run(arguments)
     fflush(nil)

@@ -68,7 +68,7 @@ struct IsolationTests {
         }
     }
 
-    @Test func aPluginThatCrashesTheHostInProcessIsNamedInOneLine() async throws {
+    @Test func anInProcessPluginThatCrashesExitsOrPrintsIsNamedOrKeptOffStdout() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         try await compileFixture("misbehave", into: directory)
@@ -87,6 +87,10 @@ struct IsolationTests {
         #expect(exited.stderr.contains(
             "a plugin ended the host with exit() (the last plugin call was 'bad.exit' in plugin 'misbehave' (misbehave.so))"
         ), "\(exited.stderr)")
+        // In process, a plugin's prints go to stderr: stdout holds the result alone.
+        let printed = try await cmdbus(["run", "bad.print"] + options, environment: ["CMDBUS_FIXTURE_NOISE": ""])
+        #expect(printed.status == 0 && printed.stdout == "{\"printed\":true}\n", "\(printed.stdout.prefix(200))")
+        #expect(printed.stderr.contains("noise from a plugin on stdout, line 999"))
         // A host that ends normally says none of this.
         let fine = try await cmdbus(["run", "ok.echo", "[1]"] + options, environment: quiet)
         #expect(fine.status == 0 && fine.stdout == "[1]\n" && !fine.stderr.contains("ended the host"), "\(fine.stderr)")
