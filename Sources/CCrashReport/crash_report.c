@@ -42,6 +42,20 @@ static const char *last_component(const char *path) {
     return slash ? slash + 1 : path;
 }
 
+/* Appends "<before>the last plugin call was 'C' in plugin 'P' (F)<after>", if there was one. */
+static void append_last_call(char *line, size_t size, size_t *used, const char *before, const char *after) {
+    if (!last_plugin) return;
+    append(line, size, used, before);
+    append(line, size, used, "the last plugin call was '");
+    append(line, size, used, last_command);
+    append(line, size, used, "' in plugin '");
+    append(line, size, used, last_plugin);
+    append(line, size, used, "' (");
+    append(line, size, used, last_component(last_file));
+    append(line, size, used, ")");
+    append(line, size, used, after);
+}
+
 static void on_fatal(int signal, siginfo_t *info, void *context) {
     (void)info;
     if (!reported) {
@@ -75,15 +89,7 @@ static void on_fatal(int signal, siginfo_t *info, void *context) {
                 append(line, sizeof line, &used, " in ");
                 append(line, sizeof line, &used, last_component(where.dli_fname));
             }
-            if (last_plugin) {
-                append(line, sizeof line, &used, "; the last plugin call was '");
-                append(line, sizeof line, &used, last_command);
-                append(line, sizeof line, &used, "' in plugin '");
-                append(line, sizeof line, &used, last_plugin);
-                append(line, sizeof line, &used, "' (");
-                append(line, sizeof line, &used, last_component(last_file));
-                append(line, sizeof line, &used, ")");
-            }
+            append_last_call(line, sizeof line, &used, "; ", "");
         }
         append(line, sizeof line, &used,
                "; a journaled command stays for 'cmdbus journal recover'; run untrusted plugins with --isolate so a crash fails only its command\n");
@@ -103,15 +109,7 @@ static void on_exit_hook(void) {
     size_t used = 0;
     line[0] = 0;
     append(line, sizeof line, &used, "cmdbus: error: a plugin ended the host with exit()");
-    if (last_plugin) {
-        append(line, sizeof line, &used, " (the last plugin call was '");
-        append(line, sizeof line, &used, last_command);
-        append(line, sizeof line, &used, "' in plugin '");
-        append(line, sizeof line, &used, last_plugin);
-        append(line, sizeof line, &used, "' (");
-        append(line, sizeof line, &used, last_component(last_file));
-        append(line, sizeof line, &used, "))");
-    }
+    append_last_call(line, sizeof line, &used, " (", ")");
     append(line, sizeof line, &used,
            "; a journaled command stays for 'cmdbus journal recover'; run untrusted plugins with --isolate so this ends only their worker\n");
     (void)!write(STDERR_FILENO, line, used);
