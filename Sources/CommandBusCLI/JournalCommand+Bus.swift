@@ -32,7 +32,7 @@ extension JournalCommand {
 
     private static func busShow(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let record = try busFind(operands, in: try busJournal(arguments), verb: "show")
-        console.out(json(record).text)
+        console.out(record.json.text)
     }
 
     private static func busRetry(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {

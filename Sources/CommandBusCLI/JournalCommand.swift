@@ -110,7 +110,7 @@ enum JournalCommand {
         var records = all
         if let limit = try arguments.positiveInteger("limit"), records.count > limit { records = Array(records.suffix(limit)) }
         if arguments.has("json") {
-            console.out(JSONValue.array(records.map(json)).text)
+            console.out(JSONValue.array(records.map(\.json)).text)
             return
         }
         for record in records {
@@ -124,7 +124,7 @@ enum JournalCommand {
     private static func show(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let journal = try existingJournal(arguments)
         let record = try await find(operands, in: journal, verb: "show")
-        console.out(json(record).text)
+        console.out(record.json.text)
     }
 
     private static func retry(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
@@ -309,9 +309,6 @@ enum JournalCommand {
         if let date = try? Date(text, strategy: .iso8601) { return (nil, date) }
         throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
     }
-
-    /// An entry as JSON, with its payload and result inline.
-    static func json(_ record: JournalRecord) -> JSONValue { record.json }
 
     private static func tree(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let formatName = arguments.value("format") ?? "text"

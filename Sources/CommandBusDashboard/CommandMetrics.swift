@@ -1,4 +1,5 @@
 import CommandBusSupport
+import CommandBusHost
 import CommandBus
 import Synchronization
 #if canImport(FoundationEssentials)
@@ -132,12 +133,5 @@ package final class CommandMetrics: CommandObserver {
             let missing = min(max(0, state.endedTotal - after), state.recent.count)
             return (Array(state.recent.suffix(missing)), state.endedTotal)
         }
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a floating-point number.
-    package var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -115,9 +115,8 @@ package final class Dashboard: Sendable {
     // MARK: Shared JSON
 
     static func totals(_ statistics: BusStatistics) -> JSONValue {
-        let summary = statistics.summary(uptime: .zero, plugins: 0)
-        guard case .object(let fields) = summary else { return .null }
-        return .object(["completed": fields["completed"] ?? .integer(0), "failed": fields["failed"] ?? .integer(0)])
+        let counts = statistics.counts
+        return .object(["completed": .integer(Int64(counts.completed)), "failed": .integer(Int64(counts.failed))])
     }
 
     static func json(_ second: CommandMetrics.Second) -> JSONValue {

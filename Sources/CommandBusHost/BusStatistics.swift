@@ -33,8 +33,7 @@ package final class BusStatistics: CommandObserver {
         let idle = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             guard let start = state.started.removeValue(forKey: envelope.id) else { return [] }
             if ended == .succeeded { state.completed += 1 } else { state.failed += 1 }
-            let elapsed = now - start
-            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            let ms = (now - start).seconds * 1000
             var list = state.latencies[envelope.commandName, default: []]
             list.append(ms)
             if list.count > Self.window { list.removeFirst(list.count - Self.window) }
@@ -68,6 +67,9 @@ package final class BusStatistics: CommandObserver {
     /// Commands accepted and not finished.
     package var inFlight: Int { state.withLock { $0.started.count } }
 
+    /// How many commands succeeded and how many did not, without the latency summary's sorting.
+    package var counts: (completed: Int, failed: Int) { state.withLock { ($0.completed, $0.failed) } }
+
     /// The ids of the commands accepted and not finished.
     package var inFlightIDs: [UUID] { state.withLock { Array($0.started.keys) } }
 
@@ -82,7 +84,7 @@ package final class BusStatistics: CommandObserver {
                 .object(["count": .integer(Int64(values.count)), "p50Ms": .number(percentile(values, 0.5)), "p99Ms": .number(percentile(values, 0.99))])
             }
             return .object([
-                "uptimeSeconds": .number(Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18),
+                "uptimeSeconds": .number(uptime.seconds),
                 "plugins": .integer(Int64(plugins)), "inFlight": .integer(Int64(state.started.count)),
                 "completed": .integer(Int64(state.completed)), "failed": .integer(Int64(state.failed)),
                 "commands": .object(commands),

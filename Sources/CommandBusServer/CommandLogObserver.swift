@@ -30,9 +30,7 @@ final class CommandLogObserver: CommandObserver {
         guard let start = started.withLock({ $0.removeValue(forKey: envelope.id) }) else { return }
         let level = LogLevel.info
         guard level >= log.threshold else { return }
-        let elapsed = now - start
-        let exact = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        let milliseconds = (exact * 10).rounded() / 10
+        let milliseconds = ((now - start).seconds * 10_000).rounded() / 10
         var line = "\(quotedLine(envelope.commandName)) \(envelope.id) \(state.rawValue) in \(milliseconds) ms"
         if let error { line += ": \(quotedLine(error.message))" }
         if let trace = TraceContext.traceID(in: envelope.metadata) { line += " trace=\(trace)" }

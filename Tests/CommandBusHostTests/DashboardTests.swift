@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 /// `cmdbus serve --http` end to end: the built binary, a real browser (headless Chromium through
@@ -27,7 +26,7 @@ struct DashboardTests {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = try FileHandle(forWritingTo: log)
             try process.run()
-            Self.started.withLock { $0.append(self) }
+            Self.started.add(self)
             let ready = await waitUntil(.seconds(60)) { self.output.contains("serving on") || !self.process.isRunning }
             try #require(ready && process.isRunning, "the server did not start: \(output)")
             let line = try #require(output.split(separator: "\n").first { $0.contains("dashboard on ") })
@@ -60,12 +59,12 @@ struct DashboardTests {
             return (Int(lines[0]) ?? 0, lines.count > 1 ? String(lines[1]) : "")
         }
 
-        /// Every server a test started and has not stopped; the next test stops what a failed one left.
-        private static let started = Mutex<[DashboardServer]>([])
+        /// Every server a test started and has not stopped.
+        private static let started = StartedProcesses<DashboardServer>()
 
         /// Stops every server still running.
         static func stopAll() async {
-            for server in started.withLock({ servers -> [DashboardServer] in defer { servers = [] }; return servers }) { await server.stop() }
+            for server in started.takeAll() { await server.stop() }
         }
 
         func stop() async {

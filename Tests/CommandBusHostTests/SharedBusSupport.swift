@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 /// A database of its own in the throwaway PostgreSQL cluster scripts/test.sh starts
@@ -62,7 +61,7 @@ final class BusHostProcess: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: log)
         try process.run()
-        Self.started.withLock { $0.append(self) }
+        Self.started.add(self)
         let joined = await waitUntil(.seconds(60)) { self.output.contains("joined the bus") || !self.process.isRunning }
         try #require(joined && process.isRunning, "the host did not join the bus: \(output)")
     }
@@ -74,13 +73,12 @@ final class BusHostProcess: @unchecked Sendable {
 
     func signal(_ number: Int32) { kill(pid, number) }
 
-    /// Every host a test started and has not stopped: a test stops them all before it ends, so
-    /// none outlives the test process (a deferred stop may not run before it exits).
-    private static let started = Mutex<[BusHostProcess]>([])
+    /// Every host a test started and has not stopped.
+    private static let started = StartedProcesses<BusHostProcess>()
 
     /// Stops every host still running.
     static func stopAll() async {
-        for host in started.withLock({ hosts -> [BusHostProcess] in defer { hosts = [] }; return hosts }) { await host.stop() }
+        for host in started.takeAll() { await host.stop() }
     }
 
     /// SIGTERM, then waits for it to leave.

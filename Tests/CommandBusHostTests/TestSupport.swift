@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// Where the package, its build products and the ABI header are.
@@ -177,4 +178,21 @@ func waitUntil(_ timeout: Duration = .seconds(60), _ condition: @Sendable () -> 
         try? await Task.sleep(for: .milliseconds(2))
     }
     return condition()
+}
+
+/// The servers of one kind that tests started and have not stopped: each test stops what an
+/// earlier, failed one left, so none outlives the test process (a deferred async stop may not
+/// run before it exits).
+final class StartedProcesses<Server: AnyObject & Sendable>: Sendable {
+    private let servers = Mutex<[Server]>([])
+
+    func add(_ server: Server) { servers.withLock { $0.append(server) } }
+
+    /// Every one added and not taken yet, for stopping.
+    func takeAll() -> [Server] {
+        servers.withLock { servers in
+            defer { servers = [] }
+            return servers
+        }
+    }
 }
