@@ -31,7 +31,9 @@ let package = Package(
         // The host, as modules the compiler keeps apart (README: "Architecture"). Each may use only
         // the modules listed here, and scripts/check-layering.sh fails the tests if one imports more.
         // Small shared pieces: JSON values, quoting, files, child processes, threads, the console.
-        .target(name: "CommandBusSupport"),
+        .target(name: "CommandBusSupport", dependencies: ["CProcess"]),
+        // Linux's pidfd_open, which the Glibc module leaves out (nothing to link: it is in libc).
+        .systemLibrary(name: "CProcess"),
         // The SQLite journal.
         .target(name: "CommandBusSQLite", dependencies: ["CommandBus", "CommandBusSupport", "CSQLite"]),
         // The host's last words when an in-process plugin crashes it or calls exit() (C: signal handlers).

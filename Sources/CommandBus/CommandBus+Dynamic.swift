@@ -35,6 +35,21 @@ extension CommandBus {
         }
     }
 
+    /// Whether some handler would take the named command with this payload, asking each handler
+    /// for its full answer: a handler that decides in `handle` (a plugin in a worker process) is
+    /// asked for real, where ``canHandle(name:payload:)`` takes its quick yes. Nothing runs.
+    /// - Throws: ``CommandBusError`` with code `decodingFailed` if the payload does not decode.
+    public func wouldHandle(name: String, payload: Data) async throws(CommandBusError) -> Bool {
+        try checkSize(of: .json(payload), name: name)
+        var entries = routes.withLock { $0.handlers(for: name) }
+        if let fallbackEntry { entries.append(fallbackEntry) }
+        for entry in entries {
+            let prepared = try entry.box.prepare(.json(payload), commandName: name)
+            if try await entry.box.wouldHandle(prepared, commandName: name) { return true }
+        }
+        return false
+    }
+
     /// Whether a handler registered on this bus (not the fallback) would take the command now.
     package func canHandleLocally(name: String, payload: Data) throws(CommandBusError) -> Bool {
         do {

@@ -33,6 +33,12 @@ public protocol DynamicCommandHandler: Sendable {
     /// - Throws: ``CommandBusError`` with code `decodingFailed` if the payload is malformed.
     func canHandle(payload: Data) throws -> Bool
 
+    /// The handler's full answer to ``canHandle(payload:)``, for someone who asks without
+    /// sending (``CommandBus/wouldHandle(name:payload:)``). A handler whose `canHandle` only
+    /// says yes quickly and decides in `handle` (see ``HandlerDeclined``) asks for real here;
+    /// by default this is `canHandle`.
+    func wouldHandle(payload: Data) async throws -> Bool
+
     /// Does the work for the JSON `payload` and returns the JSON result.
     func handle(payload: Data, context: CommandContext) async throws -> Data
 }
@@ -49,4 +55,7 @@ extension DynamicCommandHandler {
 
     /// Takes every payload by default.
     public func canHandle(payload: Data) throws -> Bool { true }
+
+    /// `canHandle`, by default.
+    public func wouldHandle(payload: Data) async throws -> Bool { try canHandle(payload: payload) }
 }

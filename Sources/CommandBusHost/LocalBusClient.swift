@@ -112,7 +112,8 @@ package struct LocalBusClient: BusClient {
 
     package func canHandle(_ name: String, payload: Data) async throws(HostFailure) -> Bool {
         do {
-            return try session.bus.canHandle(name: name, payload: payload)
+            // The full answer: an isolated plugin's can_handle() is asked in its worker.
+            return try await session.bus.wouldHandle(name: name, payload: payload)
         } catch {
             throw session.failure(error, command: name)
         }

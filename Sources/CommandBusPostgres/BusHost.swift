@@ -227,6 +227,11 @@ package final class BusHost: Sendable {
             do throws(CommandBusError) {
                 let result = try await ticket.result
                 outcome = .complete(id: row.id, attempt: row.attempt, state: .succeeded, result: result, code: nil, message: nil, retryAfter: nil)
+            } catch where error.code == .noHandler {
+                // A handler here said yes at routing and declined in handle (an isolated plugin's
+                // can_handle() runs in its worker): nothing ran, so another host may take it.
+                state.withLock { _ = $0.running.removeValue(forKey: row.id) }
+                return finish(row, .decline(id: row.id, attempt: row.attempt))
             } catch {
                 let retry: Duration? = error.isRetryable && row.attempt < row.maxAttempts ? Self.backoff(attempt: row.attempt) : nil
                 let ended = ticket.state.isTerminal ? ticket.state : .failed

@@ -201,11 +201,15 @@ package final class CommandServer: Sendable {
             }
         case "can":
             guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "can needs \"command\"")) }
-            do {
-                let answer = try bus.canHandle(name: name, payload: Data((request.payload ?? .object([:])).text.utf8))
-                connection.send(Self.success(request.id, ["canHandle": .bool(answer)]))
-            } catch {
-                connection.send(Self.failure(request.id, code: HostFailure.Code(error).name, error.message))
+            let payload = Data((request.payload ?? .object([:])).text.utf8)
+            Task { [bus] in
+                do throws(CommandBusError) {
+                    // The full answer: an isolated plugin's can_handle() is asked in its worker.
+                    let answer = try await bus.wouldHandle(name: name, payload: payload)
+                    connection.send(Self.success(request.id, ["canHandle": .bool(answer)]))
+                } catch {
+                    connection.send(Self.failure(request.id, code: HostFailure.Code(error).name, error.message))
+                }
             }
         case "cancel":
             guard let id = request.commandId.flatMap(UUID.init(uuidString:)) else {

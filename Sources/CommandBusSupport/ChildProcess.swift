@@ -1,3 +1,4 @@
+import CProcess
 import Glibc
 
 /// Runs a program to completion with a deadline, capturing its standard output.
@@ -38,47 +39,53 @@ package struct ChildProcess {
             close(pipeEnds[0])
             return nil
         }
-        _ = fcntl(pipeEnds[0], F_SETFL, fcntl(pipeEnds[0], F_GETFL) | O_NONBLOCK)
+        defer { close(pipeEnds[0]) }
         var output: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let end = ContinuousClock.now + deadline
+        let ending = wait(for: pid, reading: pipeEnds[0], into: &output, deadline: ContinuousClock.now + deadline)
+        // What it wrote just before it ended.
+        _ = fcntl(pipeEnds[0], F_SETFL, fcntl(pipeEnds[0], F_GETFL) | O_NONBLOCK)
+        while readSome(pipeEnds[0], into: &output) {}
+        return (ending, output)
+    }
+
+    /// Waits for `pid` to end, or kills it at `deadline`, without polling: one `poll()` on its
+    /// stdout and its pidfd. Its stdout is read as it comes (a full pipe would stop it) into `collected`.
+    private static func wait(for pid: pid_t, reading stdout: Int32, into output: inout [UInt8], deadline: ContinuousClock.Instant) -> Ending {
+        let process = pidfd_open(pid, 0)
+        defer { if process >= 0 { close(process) } }
+        var watching = [pollfd(fd: stdout, events: Int16(POLLIN), revents: 0), pollfd(fd: process, events: Int16(POLLIN), revents: 0)]
         var status: Int32 = 0
-        var ending: Ending?
-        var watch = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
-        var open = true
-        // Waits on the child's stdout until it closes (the child is done), or the deadline.
-        while ending == nil {
-            let remaining = end - ContinuousClock.now
-            if remaining <= .zero {
-                kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
-                ending = .killedAtDeadline
+        while true {
+            let remaining = deadline - ContinuousClock.now
+            if remaining <= .zero { break }
+            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+            // Without a pidfd (a kernel before 5.3) the wait ends when stdout closes, as the child exits.
+            if process < 0 && watching[0].fd < 0 { break }
+            if poll(&watching, 2, milliseconds) < 0 {
+                if errno == EINTR { continue }
                 break
             }
-            if open {
-                let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
-                if poll(&watch, 1, milliseconds) < 0 && errno != EINTR { open = false }
-                let got = buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
-                if got > 0 { if output.count < 1 << 20 { output += buffer[..<got] }; continue }
-                if got == 0 { open = false }
-                if got < 0 && errno == EAGAIN { continue }
-            }
-            if waitpid(pid, &status, WNOHANG) == pid {
-                ending = Self.ending(status)
-            } else if !open {
-                // Its stdout closed, so it is exiting; only a child that closed stdout and lives
-                // on waits here longer than a moment (still bounded by the deadline).
-                var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
-                nanosleep(&pause, nil)
+            if watching[0].revents != 0 && !readSome(stdout, into: &output) { watching[0].fd = -1 }
+            if watching[1].revents != 0 {
+                waitpid(pid, &status, 0)
+                return ending(status)
             }
         }
-        while true {
-            let got = buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
-            guard got > 0, output.count < 1 << 20 else { break }
-            output += buffer[..<got]
+        if process < 0 && watching[0].fd < 0 {
+            waitpid(pid, &status, 0)
+            return ending(status)
         }
-        close(pipeEnds[0])
-        return (ending!, output)
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+        return .killedAtDeadline
+    }
+
+    /// Reads what the pipe has now into `output` (which keeps at most 1 MiB); `false` at its end.
+    private static func readSome(_ descriptor: Int32, into output: inout [UInt8]) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let got = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if got > 0 && output.count < 1 << 20 { output += buffer[..<got] }
+        return got > 0 || (got < 0 && errno == EINTR)
     }
 
     /// Starts `executable` with `passing` open as descriptor `target` (and `closing` closed in

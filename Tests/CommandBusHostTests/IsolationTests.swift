@@ -114,8 +114,41 @@ struct IsolationTests {
         defer { directory.remove() }
         let result = try await bus.send(name: "greet-all", payload: json(#"{"names":["Ada","Lin"]}"#))
         #expect(try JSONSerialization.jsonObject(with: result) as? [String: [String]] == ["greetings": ["Hello, Ada!", "Hello, Lin!"]])
-        #expect(try bus.canHandle(name: "greet", payload: json(#"{"name":"x"}"#)))
-        #expect(try !bus.canHandle(name: "greet", payload: json(#"{"name":""}"#)))
+        // Asked on its own, the plugin's can_handle() answers from the worker.
+        #expect(try await bus.wouldHandle(name: "greet", payload: json(#"{"name":"x"}"#)))
+        #expect(try await !bus.wouldHandle(name: "greet", payload: json(#"{"name":""}"#)))
+    }
+
+    /// Routing does not wait for a worker: the plugin's can_handle() runs in the worker as the first
+    /// step of the call, and its "no" passes the command on to the next handler in the chain.
+    @Test func anIsolatedPluginsNoPassesTheCommandToTheNextHandler() async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        bus.register(Stranger(), priority: -100)
+        #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
+        #expect(try await bus.send(name: "greet", payload: json(#"{"name":""}"#)) == json(#"{"greeting":"Hello, stranger!"}"#))
+    }
+
+    /// A cancellation that comes before the call reaches the worker is not lost: the call is never sent.
+    @Test func aCancellationBeforeTheCallIsSentIsNotLost() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try directory.install("libFixturePlugin.so")
+        let bus = CommandBus()
+        let loader = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path)
+        let catalog = await DetachedThread.value { loader.load(into: bus) }
+        defer { catalog.stopWorkers() }
+        let plugin = try #require(catalog.plugins.first)
+        let sleep = try #require(plugin.declared.first { $0.name == "fixture.sleep" })
+        let isolated = IsolatedCommandHandler(plugin: plugin, worker: try #require(plugin.worker), command: sleep)
+        bus.register(CancelsItselfFirst(inner: isolated), priority: 100)
+        let start = ContinuousClock.now
+        await #expect {
+            try await bus.send(name: "fixture.sleep", payload: json(#"{"milliseconds":20000,"stubborn":true}"#))
+        } throws: { error in
+            (error as? CommandBusError)?.code == .cancelled
+        }
+        #expect(ContinuousClock.now - start < .seconds(15), "the stubborn sleep ran: the cancellation was lost")
     }
 
     @Test func aPluginThatKeepsCrashingIsQuarantined() async throws {
@@ -238,5 +271,21 @@ struct IsolationTests {
         try "{not json".write(to: config, atomically: true, encoding: .utf8)
         let broken = try await cmdbus(["run", "greet", "--no-journal", "--plugins", directory.path], environment: environment)
         #expect(broken.status == 64 && broken.stderr.contains("configuration \(config.path) is malformed"))
+    }
+}
+
+/// Greets whoever the plugin declined.
+private struct Stranger: DynamicCommandHandler {
+    let commandName = "greet"
+    func handle(payload: Data, context: CommandContext) async throws -> Data { json(#"{"greeting":"Hello, stranger!"}"#) }
+}
+
+/// Cancels its own task, then calls the isolated handler: the cancellation arrives before the call is sent.
+private struct CancelsItselfFirst: DynamicCommandHandler {
+    let inner: IsolatedCommandHandler
+    var commandName: String { inner.commandName }
+    func handle(payload: Data, context: CommandContext) async throws -> Data {
+        withUnsafeCurrentTask { $0?.cancel() }
+        return try await inner.handle(payload: payload, context: context)
     }
 }

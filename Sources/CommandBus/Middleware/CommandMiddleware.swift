@@ -25,13 +25,12 @@ public protocol CommandMiddleware: Sendable {
 /// The middleware list around one handler call.
 struct MiddlewarePipeline: Sendable {
     let middleware: [any CommandMiddleware]
-    let box: any HandlerBox
-    let prepared: CommandPayload
+    let assignment: HandlerAssignment
 
     func run(_ context: CommandContext, from index: Int = 0) async throws -> CommandOutput {
         guard index < middleware.count else {
             context.recordAttempt()
-            return try await box.handle(prepared, context: context)
+            return try await context.handleInChain(assignment)
         }
         return try await middleware[index].intercept(context) {
             try await run(context, from: index + 1)

@@ -13,6 +13,8 @@ protocol HandlerBox: Sendable {
     /// Converts the payload into the form this handler takes (decodes JSON, or encodes a typed command).
     func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload
     func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool
+    /// The full answer, which a handler that decides in `handle` may have to ask for (another process).
+    func wouldHandle(_ prepared: CommandPayload, commandName: String) async throws(CommandBusError) -> Bool
     func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput
 }
 
@@ -34,6 +36,10 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
 
     func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool {
         handler.canHandle(try prepared.command(as: Handler.HandledCommand.self))
+    }
+
+    func wouldHandle(_ prepared: CommandPayload, commandName: String) async throws(CommandBusError) -> Bool {
+        try canHandle(prepared, commandName: commandName)
     }
 
     func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
@@ -65,6 +71,16 @@ struct DynamicHandlerBox: HandlerBox {
     func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool {
         do {
             return try handler.canHandle(payload: try prepared.jsonData(commandName: commandName))
+        } catch let error as CommandBusError {
+            throw error
+        } catch {
+            throw .decodingFailed(commandName, cause: error)
+        }
+    }
+
+    func wouldHandle(_ prepared: CommandPayload, commandName: String) async throws(CommandBusError) -> Bool {
+        do {
+            return try await handler.wouldHandle(payload: try prepared.jsonData(commandName: commandName))
         } catch let error as CommandBusError {
             throw error
         } catch {

@@ -6,25 +6,40 @@ import Foundation
 
 extension CommandBus {
     /// Picks the handler for a command: the first, in priority order, whose `canHandle` says yes.
+    /// - Parameter declined: The handler that declined it in `handle` (``HandlerDeclined``): only
+    ///   the handlers after it in the chain are asked.
     /// - Throws: `noHandler` when none will; `decodingFailed` when the payload does not fit the chosen handler.
-    func route(_ payload: CommandPayload, name: String, useFallback: Bool = true) throws(CommandBusError) -> (RouteEntry, CommandPayload) {
-        if let limit = configuration.maxPayloadBytes, case .json(let data) = payload, data.count > limit {
-            throw CommandBusError(
-                code: .payloadTooLarge, message: "payload for '\(name)' is \(data.count) bytes, more than the \(limit)-byte limit"
-            )
-        }
+    func route(
+        _ payload: CommandPayload, name: String, useFallback: Bool = true, after declined: RouteEntry? = nil
+    ) throws(CommandBusError) -> (RouteEntry, CommandPayload) {
+        try checkSize(of: payload, name: name)
         let entries = routes.withLock { $0.handlers(for: name) }
-        for entry in entries {
+        let fallback = useFallback ? fallbackEntry : nil
+        var start = entries.startIndex
+        if let declined {
+            if declined.registrationID == fallback?.registrationID { throw .noHandler(name, registered: entries.count) }
+            start = entries.firstIndex { $0.registrationID == declined.registrationID }.map { $0 + 1 } ?? entries.endIndex
+        }
+        for entry in entries[start...] {
             let prepared = try entry.box.prepare(payload, commandName: name)
             if try entry.box.canHandle(prepared, commandName: name) {
                 return (entry, prepared)
             }
         }
-        if useFallback, let fallback = fallbackEntry {
+        if let fallback {
             let prepared = try fallback.box.prepare(payload, commandName: name)
             if try fallback.box.canHandle(prepared, commandName: name) { return (fallback, prepared) }
         }
         throw .noHandler(name, registered: entries.count)
+    }
+
+    /// Refuses a JSON payload over the configured limit.
+    func checkSize(of payload: CommandPayload, name: String) throws(CommandBusError) {
+        if let limit = configuration.maxPayloadBytes, case .json(let data) = payload, data.count > limit {
+            throw CommandBusError(
+                code: .payloadTooLarge, message: "payload for '\(name)' is \(data.count) bytes, more than the \(limit)-byte limit"
+            )
+        }
     }
 
     /// Routes and starts a command; routing errors are thrown to the sender.

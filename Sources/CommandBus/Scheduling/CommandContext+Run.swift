@@ -46,9 +46,9 @@ extension CommandContext {
                 try? await journal.update(JournalUpdate(id: envelope.id, state: .running, attempts: attempts), waitUntilDurable: false)
             }
             let output = if middleware.isEmpty {
-                try await entry.box.handle(assignment.prepared, context: self)
+                try await handleInChain(assignment)
             } else {
-                try await MiddlewarePipeline(middleware: middleware, box: entry.box, prepared: assignment.prepared).run(self)
+                try await MiddlewarePipeline(middleware: middleware, assignment: assignment).run(self)
             }
             try await awaitChildren()
             return await conclude(.success(output), as: .succeeded)
@@ -59,6 +59,26 @@ extension CommandContext {
                 return await conclude(.failure(busError), as: .failed)
             } else {
                 return await conclude(.failure(.handlerFailed(name, cause: error)), as: .failed)
+            }
+        }
+    }
+
+    /// Runs the assigned handler; if it declines (``HandlerDeclined``), the next one in the chain
+    /// that would take the command runs instead, holding a slot of its own handler's limit.
+    func handleInChain(_ assignment: HandlerAssignment) async throws -> CommandOutput {
+        do {
+            return try await assignment.entry.box.handle(assignment.prepared, context: self)
+        } catch is HandlerDeclined {
+            var declined = assignment.entry
+            while true {
+                let (entry, prepared) = try bus.route(assignment.prepared, name: envelope.commandName, after: declined)
+                if let limiter = entry.limiter { try await limiter.acquire() }
+                defer { entry.limiter?.release() }
+                do {
+                    return try await entry.box.handle(prepared, context: self)
+                } catch is HandlerDeclined {
+                    declined = entry
+                }
             }
         }
     }

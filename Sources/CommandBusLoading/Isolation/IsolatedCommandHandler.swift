@@ -1,6 +1,5 @@
 import CCommandBusABI
 import CommandBus
-import Dispatch
 import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -9,54 +8,94 @@ import Foundation
 #endif
 
 /// Puts one command of an isolated plugin on the bus: each call crosses to the worker process.
+///
+/// Routing never waits for the worker: ``canHandle(payload:)`` says yes for the command the
+/// worker advertised, and the plugin's own `can_handle()` runs in the worker as the first step of
+/// `handle`, in the same round trip. If it says no, `handle` throws ``HandlerDeclined`` and the
+/// bus passes the command to the next handler in the chain. ``wouldHandle(payload:)`` asks the
+/// worker for real, for `cmdbus can`.
 package struct IsolatedCommandHandler: DynamicCommandHandler {
     package let plugin: LoadedPlugin
     package let worker: IsolatedPlugin
     package let command: PluginDescriptor.Command
-    /// How long `can_handle()` may take in the worker.
-    package static let canHandleDeadline: DispatchTimeInterval = .seconds(5)
+    /// How long `can_handle()` may take in the worker when asked on its own.
+    package static let canHandleDeadline: Duration = .seconds(5)
+
+    package init(plugin: LoadedPlugin, worker: IsolatedPlugin, command: PluginDescriptor.Command) {
+        self.plugin = plugin
+        self.worker = worker
+        self.command = command
+    }
 
     package var commandName: String { command.name }
     package var maxConcurrency: Int? { command.maxConcurrency }
     package var isJournaled: Bool { command.isJournaled }
 
-    package func canHandle(payload: Data) throws -> Bool {
-        // With no worker running (it crashed and waits out its backoff), say yes and let
-        // handle() start one: routing must not wait for a process to start.
-        guard worker.isRunning else { return true }
-        let answered = DispatchSemaphore(value: 0)
-        let answer = Mutex<(Int32, [UInt8])?>(nil)
-        _ = worker.call(.canHandle, index: command.index, payload: Array(payload), context: nil) { status, body in
-            answer.withLock { $0 = (status, body) }
-            answered.signal()
-        }
-        guard answered.wait(timeout: .now() + Self.canHandleDeadline) == .success, let (status, body) = answer.withLock({ $0 }) else {
-            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: "did not answer can_handle() within 5 s")
+    package func canHandle(payload: Data) throws -> Bool { true }
+
+    package func wouldHandle(payload: Data) async throws -> Bool {
+        let running = try await runningWorker()
+        let (status, body) = await withUnsafeContinuation { (continuation: UnsafeContinuation<(Int32, [UInt8]), Never>) in
+            let id = worker.call(.canHandle, on: running, index: command.index, payload: payload, context: nil) {
+                continuation.resume(returning: ($0, $1))
+            }
+            // A timer, not a thread waiting: a can_handle() that hangs is given up on.
+            Task { [worker] in
+                try? await Task.sleep(for: Self.canHandleDeadline)
+                worker.abandon(id, reason: "did not answer can_handle() within \(Self.canHandleDeadline)")
+            }
         }
         if status >= 0 { return status != 0 }
         let message = String(decoding: body, as: UTF8.self)
-        throw PluginErrors.error(plugin: plugin, command: command.name, status: status == IsolatedPlugin.crashedStatus ? status : -status, message: message.isEmpty ? "the plugin refused the payload" : message)
+        throw PluginErrors.error(
+            plugin: plugin, command: command.name, status: status == IsolatedPlugin.crashedStatus ? status : -status,
+            message: message.isEmpty ? "the plugin refused the payload" : message
+        )
     }
 
     package func handle(payload: Data, context: CommandContext) async throws -> Data {
-        if let failure = await worker.ensureRunning() {
-            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: failure.reason)
-        }
-        let callID = Mutex<UInt64>(0)
+        let running = try await runningWorker()
+        let call = Mutex(CallState.notSent)
         let (status, body) = await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<(Int32, [UInt8]), Never>) in
-                let id = worker.call(.handle, index: command.index, payload: Array(payload), context: context) { status, body in
-                    continuation.resume(returning: (status, body))
+                // The call is made under the lock that a cancellation takes too, so a cancellation
+                // either finds the call's id or stops it being sent: it is never lost in between.
+                let cancelledFirst = call.withLock { state -> Bool in
+                    guard case .notSent = state else { return true }
+                    state = .sent(worker.call(.handle, on: running, index: command.index, payload: payload, context: context) {
+                        continuation.resume(returning: ($0, $1))
+                    })
+                    return false
                 }
-                callID.withLock { $0 = id }
+                if cancelledFirst { continuation.resume(returning: (Int32(CMDBUS_CANCELLED.rawValue), [])) }
             }
         } onCancel: {
-            let id = callID.withLock { $0 }
-            if id != 0 { worker.cancel(id) }
+            let sent = call.withLock { state -> UInt64? in
+                if case .sent(let id) = state { return id }
+                state = .cancelledBeforeSending
+                return nil
+            }
+            if let sent { worker.cancel(sent) }
         }
+        if status == IsolatedPlugin.declinedStatus { throw HandlerDeclined() }
         guard status == Int32(CMDBUS_OK.rawValue) else {
             throw PluginErrors.error(plugin: plugin, command: command.name, status: status, message: String(decoding: body, as: UTF8.self))
         }
         return Data(body)
+    }
+
+    /// Where a call is, for a cancellation that may come at any moment.
+    private enum CallState {
+        case notSent
+        case cancelledBeforeSending
+        case sent(UInt64)
+    }
+
+    private func runningWorker() async throws(CommandBusError) -> IsolatedPlugin.RunningWorker {
+        switch await worker.ensureRunning() {
+        case .success(let running): return running
+        case .failure(let failure):
+            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: failure.reason)
+        }
     }
 }

@@ -31,22 +31,14 @@ public final class IsolatedPlugin: Sendable {
 
     /// The status a call ends with when its worker died (not an ABI value).
     package static let crashedStatus: Int32 = -1_000
+    /// The status a call ends with when the plugin's `can_handle()` said no (not an ABI value).
+    package static let declinedStatus: Int32 = -1_001
 
-    private struct State {
-        package var channel: FrameChannel?
-        package var pid: pid_t = 0
-        /// Whether the running worker's plugin has a `cancel()`; if not, cancelling kills the worker.
-        package var cancellable = true
-        package var nextID: UInt64 = 1
-        package var pending: [UInt64: Pending] = [:]
-        package var crashes: [ContinuousClock.Instant] = []
-        /// Workers started so far; every one after the first is a restart.
-        package var starts = 0
-        /// Workers the host killed itself (a deadline), whose end is not a crash.
-        package var killed: Set<pid_t> = []
-        package var quarantine: String?
-        /// What the running worker loaded.
-        package var description: WorkerDescription?
+    /// A running worker: the socket to it and what it loaded.
+    package struct RunningWorker: Sendable {
+        package let pid: pid_t
+        package let channel: FrameChannel
+        package let description: WorkerDescription
     }
 
     /// A call waiting for a worker, and the command it belongs to (for its subcommands and events).
@@ -56,8 +48,13 @@ public final class IsolatedPlugin: Sendable {
         package let answer: @Sendable (Int32, [UInt8]) -> Void
     }
 
+    private struct State {
+        var lifecycle = WorkerLifecycle<RunningWorker>(crashLimit: IsolatedPlugin.crashLimit, crashWindow: IsolatedPlugin.crashWindow)
+        var nextID: UInt64 = 1
+        var pending: [UInt64: Pending] = [:]
+    }
+
     private let state = Mutex(State())
-    private let starting = Mutex(())
 
     package init(path: String, executable: String, log: PluginLog) {
         self.log = log
@@ -66,21 +63,77 @@ public final class IsolatedPlugin: Sendable {
     }
 
     /// The reason the plugin is quarantined, if it is.
-    package var quarantine: String? { state.withLock { $0.quarantine } }
+    package var quarantine: String? { state.withLock { $0.lifecycle.quarantine } }
+
+    /// Whether a worker is running now.
+    package var isRunning: Bool { state.withLock { $0.lifecycle.running != nil } }
+
+    /// How many times a worker was started again after the first (after a crash, a timeout or a stop).
+    package var restarts: Int { state.withLock { max(0, $0.lifecycle.starts - 1) } }
 
     // MARK: Starting
 
-    /// Starts a worker (if none runs) and returns what it loaded.
+    /// Starts a worker (if none runs) and returns what it loaded, blocking the calling thread
+    /// (the loader's, never a cooperative one) until it is up or has failed.
     @discardableResult
     package func start() throws(PluginLoadFailure) -> WorkerDescription {
-        var result: Result<WorkerDescription, PluginLoadFailure> = .failure(.init("not started"))
-        starting.withLock { _ in result = startLocked() }
-        return try result.get()
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<RunningWorker, PluginLoadFailure>?>(nil)
+        acquire { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get().description
     }
 
-    private func startLocked() -> Result<WorkerDescription, PluginLoadFailure> {
-        if let reason = quarantine { return .failure(.init(reason)) }
-        if let running = state.withLock({ $0.channel == nil ? nil : $0.description }) { return .success(running) }
+    /// The running worker, starting one (after the crash backoff) if none runs, without holding a
+    /// thread while it waits: the backoff is a timer and the start runs on a thread of its own.
+    package func ensureRunning() async -> Result<RunningWorker, PluginLoadFailure> {
+        if let running = state.withLock({ $0.lifecycle.running }) { return .success(running.worker) }
+        return await withCheckedContinuation { continuation in
+            acquire { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// Asks the lifecycle for a worker and carries out its decision; `waiter` hears the outcome once.
+    private func acquire(_ waiter: @escaping WorkerLifecycle<RunningWorker>.Waiter) {
+        switch state.withLock({ $0.lifecycle.requestStart(now: .now, waiter: waiter) }) {
+        case .use(let worker):
+            waiter(.success(worker))
+        case .refuse(let failure):
+            waiter(.failure(failure))
+        case .joined:
+            break
+        case .waitUntil(let instant):
+            // A timer, not a thread asleep.
+            Task { [self] in
+                try? await Task.sleep(until: instant, clock: .continuous)
+                acquire(waiter)
+            }
+        case .start:
+            DetachedThread.start { [self] in
+                let launched = launch()
+                let now = ContinuousClock.now
+                let waiters = state.withLock { state in
+                    switch launched {
+                    case .success(let (pid, worker)): state.lifecycle.started(pid: pid, worker: worker)
+                    case .failure(let failure): state.lifecycle.startFailed(failure, now: now)
+                    }
+                }
+                let result = launched.map(\.1)
+                if case .success(let (pid, worker)) = launched {
+                    let restarts = restarts
+                    log(restarts > 0 ? .warning : .debug, "worker \(pid) for \(FileSystem.lastComponent(path)) \(restarts > 0 ? "restarted (restart \(restarts))" : "started")")
+                    DetachedThread.start { [self] in read(worker.channel, pid: pid) }
+                }
+                for other in [waiter] + waiters { other(result) }
+            }
+        }
+    }
+
+    /// Spawns a worker and waits (at most ``startDeadline``) for it to say what it loaded.
+    private func launch() -> Result<(pid_t, RunningWorker), PluginLoadFailure> {
         var sockets: [Int32] = [0, 0]
         // Close-on-exec, so other children never inherit a worker's socket (its EOF must mean it died);
         // the dup2 onto descriptor 3 in the worker's own spawn clears the flag on its end there.
@@ -109,23 +162,13 @@ public final class IsolatedPlugin: Sendable {
                 _ = ending(of: pid)
             } else {
                 // It answered nothing useful within the deadline: make sure it is gone before reaping it.
-                if first != nil || waitpid(pid, nil, WNOHANG) == 0 { kill(pid, SIGKILL) }
+                kill(pid, SIGKILL)
                 reason = "its worker \(ending(of: pid)) while loading"
             }
             channel.close()
             return .failure(.init(reason))
         }
-        state.withLock { state in
-            state.channel = channel
-            state.pid = pid
-            state.cancellable = description.cancellable
-            state.description = description
-            state.starts += 1
-        }
-        let restart = restarts > 0
-        log(restart ? .warning : .debug, "worker \(pid) for \(FileSystem.lastComponent(path)) \(restart ? "restarted (restart \(restarts))" : "started")")
-        DetachedThread.start { [self] in self.read(channel, pid: pid) }
-        return .success(description)
+        return .success((pid, RunningWorker(pid: pid, channel: channel, description: description)))
     }
 
     /// How a worker process ended, for messages: "crashed with SIGSEGV", "exited with status 1".
@@ -138,56 +181,38 @@ public final class IsolatedPlugin: Sendable {
 
     // MARK: Calling
 
-    /// Whether a worker is running now.
-    package var isRunning: Bool { state.withLock { $0.channel != nil } }
-
-    /// How many times a worker was started again after the first (after a crash, a timeout or a stop).
-    package var restarts: Int { state.withLock { max(0, $0.starts - 1) } }
-
-    /// Starts a worker if none runs, after the crash backoff, without holding a cooperative
-    /// thread: the wait is a task sleep and the start runs on a thread of its own.
-    /// - Returns: Why it could not start (for example, quarantine), or `nil` once it runs.
-    package func ensureRunning() async -> PluginLoadFailure? {
-        if isRunning { return nil }
-        let wait = backoffRemaining()
-        if wait > .zero { try? await Task.sleep(for: wait) }
-        return await withCheckedContinuation { continuation in
-            DetachedThread.start { [self] in
-                do throws(PluginLoadFailure) {
-                    try start()
-                    continuation.resume(returning: nil)
-                } catch {
-                    continuation.resume(returning: error)
-                }
-            }
-        }
-    }
-
-    /// Sends a call to the running worker; `answer` gets the status and body (at once, with
-    /// `crashedStatus`, if no worker runs: callers start one with ``ensureRunning()`` first).
+    /// Sends a call to `worker`; `answer` gets the status and body (at once, with `crashedStatus`,
+    /// if the worker is gone).
     /// - Returns: The call's id, to cancel it.
-    package func call(_ kind: WorkerFrame.Kind, index: UInt32, payload: [UInt8], context: CommandContext?,
-              answer: @escaping @Sendable (Int32, [UInt8]) -> Void) -> UInt64 {
-        let (id, channel) = state.withLock { state -> (UInt64, FrameChannel?) in
+    package func call(
+        _ kind: WorkerFrame.Kind, on worker: RunningWorker, index: UInt32, payload: Data, context: CommandContext?,
+        answer: @escaping @Sendable (Int32, [UInt8]) -> Void
+    ) -> UInt64 {
+        let id = state.withLock { state -> UInt64 in
             let id = state.nextID
             state.nextID += 1
-            state.pending[id] = Pending(pid: state.pid, context: context, answer: answer)
-            return (id, state.channel)
+            state.pending[id] = Pending(pid: worker.pid, context: context, answer: answer)
+            return id
         }
-        let envelope = context.flatMap { try? JSONEncoder().encode($0.envelope) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
-        if channel?.send(WorkerFrame(kind: kind, id: id, status: Int32(bitPattern: index), name: envelope, body: payload)) != true {
-            state.withLock { $0.pending.removeValue(forKey: id) }?.answer(Self.crashedStatus, Array("its worker is gone".utf8))
+        if !worker.channel.send(kind, id: id, status: Int32(bitPattern: index), body: payload) {
+            abandon(id, reason: "its worker is gone")
         }
         return id
+    }
+
+    /// Gives up on call `id` (it took too long, or could not be sent): it ends now with
+    /// `crashedStatus` and `reason`, and a late answer is dropped.
+    package func abandon(_ id: UInt64, reason: String) {
+        state.withLock { $0.pending.removeValue(forKey: id) }?.answer(Self.crashedStatus, Array(reason.utf8))
     }
 
     /// Asks the worker to cancel call `id`. A plugin with no `cancel()` has its worker killed now;
     /// otherwise the worker is killed if the call is still running after a grace period.
     package func cancel(_ id: UInt64) {
-        let (channel, pending, cancellable) = state.withLock { ($0.channel, $0.pending[id], $0.cancellable) }
-        guard let pending else { return }
-        guard cancellable else { return killWorker(pending.pid) }
-        channel?.send(WorkerFrame(kind: .cancel, id: id))
+        let (worker, pending) = state.withLock { ($0.lifecycle.running?.worker, $0.pending[id]) }
+        guard let pending, let worker else { return }
+        guard worker.description.cancellable else { return killWorker(pending.pid) }
+        worker.channel.send(WorkerFrame(kind: .cancel, id: id))
         // A timer, not a thread asleep: the grace period spends nothing while it runs.
         Task { [self] in
             try? await Task.sleep(for: Self.cancelGrace)
@@ -197,25 +222,13 @@ public final class IsolatedPlugin: Sendable {
 
     /// Stops the worker, if one runs: calls in flight fail, and a later call starts another.
     public func stop() {
-        let pid = state.withLock { $0.channel == nil ? nil : $0.pid }
-        if let pid { killWorker(pid) }
+        if let pid = state.withLock({ $0.lifecycle.running?.pid }) { killWorker(pid) }
     }
 
     /// Kills a worker on purpose; new calls start another at once, and it does not count as a crash.
     private func killWorker(_ pid: pid_t) {
-        state.withLock { state in
-            state.killed.insert(pid)
-            if state.pid == pid { state.channel = nil }
-        }
+        state.withLock { $0.lifecycle.killing(pid: pid) }
         kill(pid, SIGKILL)
-    }
-
-    /// How long to wait before starting a worker again: a backoff that doubles with each recent crash.
-    private func backoffRemaining() -> Duration {
-        let (crashes, last) = state.withLock { ($0.crashes.count, $0.crashes.last) }
-        guard crashes > 0, let last else { return .zero }
-        let backoff = min(Duration.milliseconds(100) * (1 << min(crashes - 1, 6)), .seconds(5))
-        return max(.zero, last + backoff - ContinuousClock.now)
     }
 
     // MARK: Reading
@@ -228,6 +241,13 @@ public final class IsolatedPlugin: Sendable {
                 state.withLock { $0.pending.removeValue(forKey: frame.id) }?.answer(frame.status, frame.body)
             case .send:
                 forward(frame, channel: channel)
+            case .envelope:
+                let envelope = state.withLock { $0.pending[frame.parent]?.context?.envelope }
+                if let envelope, let json = try? JSONEncoder().encode(envelope) {
+                    channel.send(.reply, id: frame.id, status: Int32(CMDBUS_OK.rawValue), body: json)
+                } else {
+                    channel.send(.reply, id: frame.id, status: Int32(CMDBUS_FAILED.rawValue), body: "envelope: unknown or completed call".utf8)
+                }
             case .emit:
                 state.withLock { $0.pending[frame.id]?.context }?.emit(frame.name, payload: Data(frame.body))
             case .progress:
@@ -269,22 +289,14 @@ public final class IsolatedPlugin: Sendable {
     private func workerDied(pid: pid_t) {
         let how = ending(of: pid)
         let now = ContinuousClock.now
-        let (orphans, killed) = state.withLock { state -> ([Pending], Bool) in
+        let (orphans, end) = state.withLock { state -> ([Pending], WorkerLifecycle<RunningWorker>.Ending) in
             let orphans = state.pending.filter { $0.value.pid == pid }
             for id in orphans.keys { state.pending[id] = nil }
-            if state.pid == pid { state.channel = nil }
-            let killed = state.killed.remove(pid) != nil
-            if !killed {
-                state.crashes = state.crashes.filter { now - $0 < Self.crashWindow } + [now]
-                if state.crashes.count >= Self.crashLimit {
-                    state.quarantine = "quarantined: its worker crashed \(state.crashes.count) times within \(Self.crashWindow) (last: \(how))"
-                }
-            }
-            return (Array(orphans.values), killed)
+            return (Array(orphans.values), state.lifecycle.ended(pid: pid, now: now, how: how))
         }
-        let reason = killed ? "its worker was killed: a handler ran past its deadline" : "its worker \(how)"
+        let reason = end == .killedOnPurpose ? "its worker was killed: a handler ran past its deadline" : "its worker \(how)"
         for call in orphans { call.answer(Self.crashedStatus, Array(reason.utf8)) }
-        if !killed {
+        if case .crashed(let quarantine) = end {
             log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(orphans.count) call(s) in flight failed")
             if let quarantine { log(.warning, "\(FileSystem.lastComponent(path)) \(quarantine)") }
         }

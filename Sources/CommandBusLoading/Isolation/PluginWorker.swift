@@ -36,30 +36,30 @@ package enum PluginWorker {
         }
         WorkerSession.pluginLabel.withLock { $0 = "'\(quotedLine(plugin.name))' (\(FileSystem.lastComponent(file)))" }
         channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
-        let descriptor = plugin.descriptor!.raw.pointee
-        let state = plugin.state.pointer
-        let handlers = HandlerThreads()
+        let entry = PluginEntryPoints(descriptor: plugin.descriptor!.raw.pointee, state: plugin.state.pointer)
+        let threads = WorkerSession.threads
+        // This thread only reads: plugin code runs on `threads`, so a handler may wait for its own
+        // subcommand's reply (which this thread reads), and can_handle is answered while handlers run.
         while let frame = channel.receive() {
             switch frame.kind {
             case .handle:
-                let call = WorkerCall(id: frame.id, payload: frame.body, envelope: Array(frame.name.utf8))
+                let call = WorkerCall(id: frame.id, payload: WorkerPayload(frame.body))
                 WorkerSession.register(call)
-                // Plugin code never runs on the reader: a handler may wait for its own subcommand's
-                // reply (which this thread reads), and can_handle is answered while handlers run.
-                handlers.submit(HandleJob(function: descriptor.handle, state: state, index: UInt32(bitPattern: frame.status), call: call))
+                let index = UInt32(bitPattern: frame.status)
+                threads.submit { entry.decideAndHandle(index: index, call: call) }
             case .canHandle:
-                let probe = WorkerCall(id: 0, payload: frame.body)
-                WorkerSession.register(probe)
-                let answer = descriptor.can_handle?(state, UInt32(bitPattern: frame.status), probe.payloadBytes, probe.handle) ?? 1
-                WorkerSession.remove(probe)
-                channel.send(WorkerFrame(kind: .canHandleAnswer, id: frame.id, status: answer, body: probe.message))
+                let payload = WorkerPayload(frame.body), index = UInt32(bitPattern: frame.status), id = frame.id
+                threads.submit {
+                    let (answer, message) = entry.canHandle(index: index, payload: payload)
+                    WorkerSession.send(.canHandleAnswer, id: id, status: answer, body: message)
+                }
             case .cancel:
                 if let call = WorkerSession.call(withID: frame.id) {
                     call.cancelled.store(true, ordering: .releasing)
-                    descriptor.cancel?(state, call.handle)
+                    entry.descriptor.cancel?(entry.state, call.handle)
                 }
             case .reply:
-                WorkerSession.takeReply(frame.id)?.deliver(status: frame.status, body: frame.body)
+                WorkerSession.takeReply(frame.id)?(frame.status, frame.body)
             default:
                 break
             }
@@ -68,26 +68,45 @@ package enum PluginWorker {
     }
 }
 
-/// One `handle()` call, run on a thread of its own. (Unchecked `Sendable`: the plugin's state
-/// pointer and function are the plugin's, which promises they may be used from any thread.)
-private struct HandleJob: @unchecked Sendable {
-    let function: (@convention(c) (UnsafeMutableRawPointer?, UInt32, cmdbus_bytes, OpaquePointer?) -> Void)?
+/// The plugin's functions and state. (Unchecked `Sendable`: they are the plugin's, which
+/// promises they may be called from any thread.)
+private struct PluginEntryPoints: @unchecked Sendable {
+    let descriptor: cmdbus_plugin_descriptor
     let state: UnsafeMutableRawPointer?
-    let index: UInt32
-    let call: WorkerCall
 
-    func run() { function?(state, index, call.payloadBytes, call.handle) }
+    /// Asks `can_handle()` (on a handle of its own), answering as the ABI does: 1, 0 or -status, and any message.
+    func canHandle(index: UInt32, payload: WorkerPayload) -> (Int32, [UInt8]) {
+        guard let canHandle = descriptor.can_handle else { return (1, []) }
+        let probe = WorkerCall(id: 0, payload: payload)
+        WorkerSession.register(probe)
+        defer { WorkerSession.remove(probe) }
+        return (canHandle(state, index, payload.bytes, probe.handle), probe.message)
+    }
+
+    /// One round trip for routing and work: `can_handle()` first, and a "no" completes the call
+    /// with `declinedStatus` (the host passes the command on), a refusal with its status.
+    func decideAndHandle(index: UInt32, call: WorkerCall) {
+        let (answer, message) = canHandle(index: index, payload: call.payload)
+        guard answer > 0 else {
+            WorkerSession.remove(call)
+            let status = answer == 0 ? IsolatedPlugin.declinedStatus : -answer
+            let body = answer == 0 || !message.isEmpty ? message : Array("the plugin refused the payload".utf8)
+            WorkerSession.send(.complete, id: call.id, status: status, body: body)
+            return
+        }
+        descriptor.handle?(state, index, call.payloadBytes, call.handle)
+    }
 }
 
-/// The threads `handle()` calls run on: an idle one takes the next call, and a new one starts
-/// when none is idle (a handler may block), so the reader never waits for plugin code and a
-/// thread is not started per call.
-private final class HandlerThreads: @unchecked Sendable {
+/// The threads plugin code runs on: an idle one takes the next job, and a new one starts when
+/// none is idle (a handler may block), so the reader never waits for plugin code and a thread
+/// is not started per call.
+package final class HandlerThreads: Sendable {
     // The jobs and the idle count are under the lock; each idle thread waits on the semaphore.
-    private let state = Mutex<(jobs: [HandleJob], idle: Int)>(([], 0))
+    private let state = Mutex<(jobs: [@Sendable () -> Void], idle: Int)>(([], 0))
     private let wake = DispatchSemaphore(value: 0)
 
-    func submit(_ job: HandleJob) {
+    package func submit(_ job: @escaping @Sendable () -> Void) {
         let reuse = state.withLock { state -> Bool in
             state.jobs.append(job)
             guard state.idle > 0 else { return false }
@@ -100,7 +119,7 @@ private final class HandlerThreads: @unchecked Sendable {
     private func work() {
         while true {
             if let job = state.withLock({ $0.jobs.isEmpty ? nil : $0.jobs.removeFirst() }) {
-                job.run()
+                job()
                 continue
             }
             state.withLock { $0.idle += 1 }

@@ -13,7 +13,8 @@ package struct WorkerFrame: Equatable, Sendable {
         case ready = 1
         /// worker → host: the plugin did not load; the body is why.
         case loadFailed
-        /// host → worker: run commands[status] with the body as payload, as call `id`; `name` is the envelope (JSON).
+        /// host → worker: run commands[status] with the body as payload, as call `id`. The worker asks
+        /// the plugin's `can_handle()` first and completes with `declinedStatus` if it says no.
         case handle
         /// host → worker: would commands[status] take this payload? Answered by `canHandleAnswer`.
         case canHandle
@@ -33,6 +34,9 @@ package struct WorkerFrame: Equatable, Sendable {
         case log
         /// worker → host: call `id` reports progress; the body is "DONE TOTAL".
         case progress
+        /// worker → host: the envelope (JSON) of call `parent`, please, as `reply` `id` (asked for
+        /// only when the plugin calls `host->envelope`, so a call does not carry it).
+        case envelope
     }
 
     package var kind: Kind
@@ -47,28 +51,38 @@ package struct WorkerFrame: Equatable, Sendable {
     package static let headerLength = 1 + 8 + 8 + 4 + 4
 
     package var encoded: [UInt8] {
-        let nameBytes = Array(name.utf8)
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(4 + Self.headerLength + nameBytes.count + body.count)
-        func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes += $0 } }
-        append(UInt32(Self.headerLength + nameBytes.count + body.count))
+        Self.encode(kind, id: id, parent: parent, status: status, name: name.utf8, body: body, into: &bytes)
+        return bytes
+    }
+
+    /// Appends one frame's bytes, length prefix first, to `bytes`.
+    package static func encode(
+        _ kind: Kind, id: UInt64, parent: UInt64, status: Int32, name: some Collection<UInt8>, body: some Collection<UInt8>,
+        into bytes: inout [UInt8]
+    ) {
+        bytes.reserveCapacity(bytes.count + 4 + headerLength + name.count + body.count)
+        func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
+        append(UInt32(headerLength + name.count + body.count))
         bytes.append(kind.rawValue)
         append(id)
         append(parent)
         append(status)
-        append(UInt32(nameBytes.count))
-        bytes += nameBytes
-        bytes += body
-        return bytes
+        append(UInt32(name.count))
+        bytes.append(contentsOf: name)
+        bytes.append(contentsOf: body)
     }
 
     /// Decodes the part after the length prefix; `nil` if it is malformed.
-    package init?(decoding bytes: [UInt8]) {
+    package init?(decoding bytes: ArraySlice<UInt8>) {
+        self.init(decoding: bytes.withUnsafeBytes { $0 })
+    }
+
+    /// Decodes the part after the length prefix; `nil` if it is malformed.
+    package init?(decoding bytes: UnsafeRawBufferPointer) {
         guard bytes.count >= Self.headerLength, let kind = Kind(rawValue: bytes[0]) else { return nil }
         func read<T: FixedWidthInteger>(_ offset: Int, as: T.Type) -> T {
-            var value: T = 0
-            _ = withUnsafeMutableBytes(of: &value) { bytes.copyBytes(to: $0, from: offset..<(offset + MemoryLayout<T>.size)) }
-            return T(littleEndian: value)
+            T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
         }
         let nameLength = Int(read(21, as: UInt32.self))
         guard nameLength <= bytes.count - Self.headerLength else { return nil }
@@ -76,8 +90,8 @@ package struct WorkerFrame: Equatable, Sendable {
         id = read(1, as: UInt64.self)
         parent = read(9, as: UInt64.self)
         status = read(17, as: Int32.self)
-        name = String(decoding: bytes[Self.headerLength..<(Self.headerLength + nameLength)], as: UTF8.self)
-        body = Array(bytes[(Self.headerLength + nameLength)...])
+        name = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[Self.headerLength..<(Self.headerLength + nameLength)]), as: UTF8.self)
+        body = Array(UnsafeRawBufferPointer(rebasing: bytes[(Self.headerLength + nameLength)...]))
     }
 
     package init(kind: Kind, id: UInt64 = 0, parent: UInt64 = 0, status: Int32 = 0, name: String = "", body: [UInt8] = []) {
@@ -91,9 +105,20 @@ package struct WorkerFrame: Equatable, Sendable {
 }
 
 /// Frames over one socket: whole frames written under a lock, read by one reader.
+///
+/// Writes reuse one buffer and cost one `send` each; reads fill a buffer with as much as the
+/// socket has and take frames from it, so a burst of frames costs one `recv`.
 package final class FrameChannel: Sendable {
     package let descriptor: Int32
-    private let writing = Mutex(())
+    private let writing = Mutex<[UInt8]>([])
+    private let reading = Mutex<ReadBuffer>(ReadBuffer())
+
+    private struct ReadBuffer {
+        var bytes = [UInt8](repeating: 0, count: 64 << 10)
+        /// The unread bytes are `bytes[start..<end]`.
+        var start = 0
+        var end = 0
+    }
 
     package init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -102,28 +127,56 @@ package final class FrameChannel: Sendable {
     /// Writes a frame; `false` if the other side is gone.
     @discardableResult
     package func send(_ frame: WorkerFrame) -> Bool {
-        let bytes = frame.encoded
-        return writing.withLock { _ in sendAll(descriptor, bytes) }
+        send(frame.kind, id: frame.id, parent: frame.parent, status: frame.status, name: frame.name.utf8, body: frame.body)
+    }
+
+    /// Writes a frame from its parts, without making a ``WorkerFrame``; `false` if the other side is gone.
+    @discardableResult
+    package func send(
+        _ kind: WorkerFrame.Kind, id: UInt64 = 0, parent: UInt64 = 0, status: Int32 = 0,
+        name: some Collection<UInt8> = EmptyCollection(), body: some Collection<UInt8> = EmptyCollection()
+    ) -> Bool {
+        writing.withLock { buffer in
+            buffer.removeAll(keepingCapacity: true)
+            WorkerFrame.encode(kind, id: id, parent: parent, status: status, name: name, body: body, into: &buffer)
+            defer { if buffer.capacity > 1 << 20 { buffer = [] } }
+            return sendAll(descriptor, buffer)
+        }
     }
 
     /// Blocks for the next frame; `nil` when the other side has closed, or sent something malformed.
     package func receive() -> WorkerFrame? {
-        guard let prefix = read(exactly: 4) else { return nil }
-        let length = Int(UInt32(prefix[0]) | UInt32(prefix[1]) << 8 | UInt32(prefix[2]) << 16 | UInt32(prefix[3]) << 24)
-        guard length <= WorkerFrame.maxLength, let rest = read(exactly: length) else { return nil }
-        return WorkerFrame(decoding: rest)
+        reading.withLock { buffer in
+            guard fill(&buffer, toHold: 4) else { return nil }
+            let length = buffer.bytes.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: buffer.start, as: UInt32.self))) }
+            guard length <= WorkerFrame.maxLength, fill(&buffer, toHold: 4 + length) else { return nil }
+            let frame = WorkerFrame(decoding: buffer.bytes[(buffer.start + 4)..<(buffer.start + 4 + length)])
+            buffer.start += 4 + length
+            return frame
+        }
     }
 
-    private func read(exactly count: Int) -> [UInt8]? {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var filled = 0
-        while filled < count {
-            let got = bytes.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress! + filled, count - filled, 0) }
-            if got < 0 && errno == EINTR { continue }
-            if got <= 0 { return nil }
-            filled += got
+    /// Reads until the buffer holds `count` unread bytes; `false` at the end of the stream.
+    private func fill(_ buffer: inout ReadBuffer, toHold count: Int) -> Bool {
+        guard buffer.end - buffer.start < count else { return true }
+        if buffer.start > 0 {
+            // Move the unread tail to the front, and grow for a frame larger than the buffer.
+            let unread = buffer.end - buffer.start
+            buffer.bytes.withUnsafeMutableBytes { raw in
+                raw.baseAddress!.copyMemory(from: raw.baseAddress! + buffer.start, byteCount: unread)
+            }
+            buffer.start = 0
+            buffer.end = unread
         }
-        return bytes
+        if buffer.bytes.count < count { buffer.bytes += [UInt8](repeating: 0, count: count - buffer.bytes.count) }
+        while buffer.end < count {
+            let end = buffer.end
+            let got = buffer.bytes.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress! + end, $0.count - end, 0) }
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 { return false }
+            buffer.end += got
+        }
+        return true
     }
 
     package func close() { Glibc.close(descriptor) }

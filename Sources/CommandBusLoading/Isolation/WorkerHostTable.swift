@@ -1,5 +1,6 @@
 import CCommandBusABI
 import Synchronization
+import Dispatch
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -7,46 +8,58 @@ import Foundation
 #endif
 import Glibc
 
+/// A payload the worker received, kept at one address until every call that reads it is done
+/// (the ABI promises a plugin its payload stays valid until it completes the call).
+package final class WorkerPayload: @unchecked Sendable {
+    // Written once in init, only read after.
+    private let buffer: UnsafeMutableBufferPointer<UInt8>
+    private let count: Int
+
+    package init(_ bytes: [UInt8]) {
+        buffer = .allocate(capacity: max(bytes.count, 1))
+        _ = buffer.initialize(from: bytes)
+        count = bytes.count
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// The bytes as the plugin sees them.
+    package var bytes: cmdbus_bytes { cmdbus_bytes(data: UnsafePointer(buffer.baseAddress), length: count) }
+}
+
 /// One call the worker made into its plugin. Its handle is an id the worker never reuses, not
 /// an address, so a handle kept after `complete()` cannot reach a later call.
-package final class WorkerCall: @unchecked Sendable {
-    // The payload buffer is written once in init and only read after; the rest is atomic or locked.
+package final class WorkerCall: Sendable {
     /// The host's id for the call (0 for a `can_handle()` probe).
     package let id: UInt64
-    /// The payload, kept alive until the call completes (the ABI promises that).
-    private let payload: UnsafeMutableBufferPointer<UInt8>
+    /// The payload, kept alive until the call completes.
+    package let payload: WorkerPayload
     package let cancelled = Atomic<Bool>(false)
     private let probeMessage = Mutex<[UInt8]>([])
-
-    /// The command's envelope as JSON, for `host->envelope`.
-    package let envelope: [UInt8]
     /// The handle the plugin sees.
     package let handleID: UInt64
 
-    package init(id: UInt64, payload bytes: [UInt8], envelope: [UInt8] = []) {
+    package init(id: UInt64, payload: WorkerPayload) {
         self.id = id
+        self.payload = payload
         handleID = WorkerSession.nextHandleID()
-        self.envelope = envelope
-        payload = .allocate(capacity: max(bytes.count, 1))
-        _ = payload.initialize(from: bytes)
-        count = bytes.count
     }
-    private let count: Int
-
-    deinit { payload.deallocate() }
 
     package var handle: OpaquePointer { OpaquePointer(bitPattern: UInt(handleID))! }
-    package var payloadBytes: cmdbus_bytes { cmdbus_bytes(data: UnsafePointer(payload.baseAddress), length: count) }
+    package var payloadBytes: cmdbus_bytes { payload.bytes }
     package var message: [UInt8] { probeMessage.withLock { $0 } }
 
     package func keepMessage(_ bytes: [UInt8]) { probeMessage.withLock { $0 = bytes } }
 }
 
-/// The worker's state: its channel to the host, its live calls, and its subcommands awaiting replies.
+/// The worker's state: its channel to the host, its live calls, the threads plugin code runs on,
+/// and the requests (subcommands, envelopes) awaiting the host's reply.
 package enum WorkerSession {
     package static let channel = Mutex<FrameChannel?>(nil)
+    /// Where plugin code runs: never on the thread that reads the host's frames.
+    package static let threads = HandlerThreads()
     private static let calls = Mutex<[UInt64: WorkerCall]>([:])
-    private static let replies = Mutex<(next: UInt64, waiting: [UInt64: ReplyCallback])>((1, [:]))
+    private static let replies = Mutex<(next: UInt64, waiting: [UInt64: @Sendable (Int32, [UInt8]) -> Void])>((1, [:]))
     private static let handles = Atomic<UInt64>(0)
     private static let warnedAboutHandles = Atomic<Bool>(false)
     /// The plugin this worker serves, as messages name it: `'name' (file)`.
@@ -74,7 +87,16 @@ package enum WorkerSession {
         channel.withLock { $0 }?.send(frame)
     }
 
-    package static func expectReply(_ reply: ReplyCallback) -> UInt64 {
+    /// Sends a frame from its parts.
+    package static func send(
+        _ kind: WorkerFrame.Kind, id: UInt64 = 0, parent: UInt64 = 0, status: Int32 = 0,
+        name: some Collection<UInt8> = EmptyCollection(), body: some Collection<UInt8> = EmptyCollection()
+    ) {
+        channel.withLock { $0 }?.send(kind, id: id, parent: parent, status: status, name: name, body: body)
+    }
+
+    /// Registers what to do with the host's reply; returns the request id to send.
+    package static func expectReply(_ reply: @escaping @Sendable (Int32, [UInt8]) -> Void) -> UInt64 {
         replies.withLock { state in
             let id = state.next
             state.next += 1
@@ -83,7 +105,7 @@ package enum WorkerSession {
         }
     }
 
-    package static func takeReply(_ id: UInt64) -> ReplyCallback? {
+    package static func takeReply(_ id: UInt64) -> (@Sendable (Int32, [UInt8]) -> Void)? {
         replies.withLock { $0.waiting.removeValue(forKey: id) }
     }
 }
@@ -103,6 +125,11 @@ package enum WorkerHostTable {
     }()
 }
 
+/// The bytes a plugin passed, borrowed for the length of the host function.
+private func borrowed(_ bytes: cmdbus_bytes) -> UnsafeBufferPointer<UInt8> {
+    UnsafeBufferPointer(start: bytes.data, count: bytes.data == nil ? 0 : bytes.length)
+}
+
 private func bytes(_ borrowed: cmdbus_bytes) -> [UInt8] {
     Array(Data(borrowing: borrowed))
 }
@@ -114,7 +141,7 @@ private let workerComplete: @convention(c) (OpaquePointer?, Int32, cmdbus_bytes)
         return
     }
     WorkerSession.remove(call)
-    WorkerSession.send(WorkerFrame(kind: .complete, id: call.id, status: status, body: bytes(body)))
+    WorkerSession.send(.complete, id: call.id, status: status, body: borrowed(body))
 }
 
 private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = {
@@ -125,8 +152,11 @@ private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, c
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("send: unknown or completed parent call".utf8))
         return
     }
-    let id = WorkerSession.expectReply(reply)
-    WorkerSession.send(WorkerFrame(kind: .send, id: id, parent: call.id, name: String(cString: name), body: bytes(payload)))
+    // The reply is read on the reader thread; the plugin's on_reply runs on a handler thread.
+    let id = WorkerSession.expectReply { status, body in
+        WorkerSession.threads.submit { reply.deliver(status: status, body: body) }
+    }
+    WorkerSession.send(.send, id: id, parent: call.id, name: UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name)), body: borrowed(payload))
 }
 
 private let workerEmit: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes) -> Void = { handle, name, payload in
@@ -153,9 +183,19 @@ private let workerIsCancelled: @convention(c) (OpaquePointer?) -> Int32 = { hand
 private let workerEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, UnsafeMutableRawPointer?) -> Void = { handle, onReply, userData in
     guard let onReply else { return }
     let reply = ReplyCallback(function: onReply, userData: userData)
-    guard let call = WorkerSession.call(handle, for: "envelope()"), !call.envelope.isEmpty else {
+    guard let call = WorkerSession.call(handle, for: "envelope()"), call.id != 0 else {
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("envelope: unknown or completed call".utf8))
         return
     }
-    reply.deliver(status: Int32(CMDBUS_OK.rawValue), body: call.envelope)
+    // Asked of the host only now, so calls do not carry it; this thread waits (never the reader).
+    let answered = DispatchSemaphore(value: 0)
+    let answer = Mutex<(Int32, [UInt8])>((Int32(CMDBUS_FAILED.rawValue), Array("envelope: the host is gone".utf8)))
+    let id = WorkerSession.expectReply { status, body in
+        answer.withLock { $0 = (status, body) }
+        answered.signal()
+    }
+    WorkerSession.send(.envelope, id: id, parent: call.id)
+    answered.wait()
+    let (status, body) = answer.withLock { $0 }
+    reply.deliver(status: status, body: body)
 }
