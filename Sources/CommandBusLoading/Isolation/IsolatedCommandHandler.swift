@@ -1,5 +1,6 @@
 import CCommandBusABI
 import CommandBus
+import Glibc
 import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -18,6 +19,8 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
     package let plugin: LoadedPlugin
     package let worker: IsolatedPlugin
     package let command: PluginDescriptor.Command
+    /// How long a caller keeps checking for a quick answer before it suspends (see ``CallAnswer``).
+    package static let answerSpin: Duration = .microseconds(Int64(getenv("ISO_T1").map { String(cString: $0) }.flatMap { Int($0) } ?? 0))
     /// How long `can_handle()` may take in the worker when asked on its own.
     package static let canHandleDeadline: Duration = .seconds(5)
 
@@ -56,19 +59,18 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
     package func handle(payload: Data, context: CommandContext) async throws -> Data {
         let running = try await runningWorker()
         let call = Mutex(CallState.notSent)
-        let (status, body) = await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<(Int32, [UInt8]), Never>) in
-                // The call is made under the lock that a cancellation takes too, so a cancellation
-                // either finds the call's id or stops it being sent: it is never lost in between.
-                let cancelledFirst = call.withLock { state -> Bool in
-                    guard case .notSent = state else { return true }
-                    state = .sent(worker.call(.handle, on: running, index: command.index, payload: payload, context: context) {
-                        continuation.resume(returning: ($0, $1))
-                    })
-                    return false
-                }
-                if cancelledFirst { continuation.resume(returning: (Int32(CMDBUS_CANCELLED.rawValue), [])) }
+        let answer = CallAnswer()
+        let (status, body) = await withTaskCancellationHandler { () async -> CallAnswer.Value in
+            // The call is made under the lock that a cancellation takes too, so a cancellation
+            // either finds the call's id or stops it being sent: it is never lost in between.
+            let cancelledFirst = call.withLock { state -> Bool in
+                guard case .notSent = state else { return true }
+                state = .sent(worker.call(.handle, on: running, index: command.index, payload: payload, context: context, answer: answer.deliver))
+                return false
             }
+            if cancelledFirst { return (Int32(CMDBUS_CANCELLED.rawValue), [UInt8]()) }
+            if let quick = answer.spin(for: Self.answerSpin) { return quick }
+            return await answer.wait()
         } onCancel: {
             let sent = call.withLock { state -> UInt64? in
                 if case .sent(let id) = state { return id }

@@ -29,6 +29,9 @@ public final class IsolatedPlugin: Sendable {
     /// How long a cancelled call may take to finish before its worker is killed.
     package static let cancelGrace: Duration = .seconds(1)
 
+    /// How long the reader keeps asking for a frame before it sleeps, while calls are out.
+    package static let answerSpin: Duration = .microseconds(Int64(getenv("ISO_READER").map { String(cString: $0) }.flatMap { Int($0) } ?? 50))
+
     /// The status a call ends with when its worker died (not an ABI value).
     package static let crashedStatus: Int32 = -1_000
     /// The status a call ends with when the plugin's `can_handle()` said no (not an ABI value).
@@ -235,7 +238,8 @@ public final class IsolatedPlugin: Sendable {
 
     /// The reader thread of one worker: answers, subcommands, events and logs, until the worker ends.
     private func read(_ channel: FrameChannel, pid: pid_t) {
-        while let frame = channel.receive() {
+        // While calls are out, the reader keeps asking a moment before it sleeps: an answer is due.
+        while let frame = channel.receive(spinning: state.withLock { $0.pending.isEmpty } ? .zero : Self.answerSpin) {
             switch frame.kind {
             case .complete, .canHandleAnswer:
                 state.withLock { $0.pending.removeValue(forKey: frame.id) }?.answer(frame.status, frame.body)

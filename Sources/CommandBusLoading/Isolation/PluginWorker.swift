@@ -37,34 +37,92 @@ package enum PluginWorker {
         WorkerSession.pluginLabel.withLock { $0 = "'\(quotedLine(plugin.name))' (\(FileSystem.lastComponent(file)))" }
         channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
         let entry = PluginEntryPoints(descriptor: plugin.descriptor!.raw.pointee, state: plugin.state.pointer)
-        let threads = WorkerSession.threads
-        // This thread only reads: plugin code runs on `threads`, so a handler may wait for its own
-        // subcommand's reply (which this thread reads), and can_handle is answered while handlers run.
-        while let frame = channel.receive() {
-            switch frame.kind {
-            case .handle:
-                let call = WorkerCall(id: frame.id, payload: WorkerPayload(frame.body))
-                WorkerSession.register(call)
-                let index = UInt32(bitPattern: frame.status)
-                threads.submit { entry.decideAndHandle(index: index, call: call) }
-            case .canHandle:
-                let payload = WorkerPayload(frame.body), index = UInt32(bitPattern: frame.status), id = frame.id
-                threads.submit {
-                    let (answer, message) = entry.canHandle(index: index, payload: payload)
-                    WorkerSession.send(.canHandleAnswer, id: id, status: answer, body: message)
-                }
-            case .cancel:
-                if let call = WorkerSession.call(withID: frame.id) {
-                    call.cancelled.store(true, ordering: .releasing)
-                    entry.descriptor.cancel?(entry.state, call.handle)
-                }
-            case .reply:
-                WorkerSession.takeReply(frame.id)?(frame.status, frame.body)
-            default:
-                break
+        WorkerThreads(channel: channel) { frame in job(for: frame, entry: entry) }.serve()
+    }
+
+    /// What a frame from the host asks for: plugin code to run (on a thread that has handed the
+    /// reading on), or `nil` when the reader has dealt with it itself.
+    private static func job(for frame: WorkerFrame, entry: PluginEntryPoints) -> (@Sendable () -> Void)? {
+        switch frame.kind {
+        case .handle:
+            let call = WorkerCall(id: frame.id, payload: WorkerPayload(frame.body))
+            WorkerSession.register(call)
+            let index = UInt32(bitPattern: frame.status)
+            return { entry.decideAndHandle(index: index, call: call) }
+        case .canHandle:
+            let payload = WorkerPayload(frame.body), index = UInt32(bitPattern: frame.status), id = frame.id
+            return {
+                let (answer, message) = entry.canHandle(index: index, payload: payload)
+                WorkerSession.send(.canHandleAnswer, id: id, status: answer, body: message)
             }
+        case .cancel:
+            guard let call = WorkerSession.call(withID: frame.id) else { return nil }
+            call.cancelled.store(true, ordering: .releasing)
+            guard entry.descriptor.cancel != nil else { return nil }
+            return { entry.cancel(call) }
+        case .reply:
+            guard let reply = WorkerSession.takeReply(frame.id) else { return nil }
+            let status = frame.status, body = frame.body
+            return { reply(status, body) }
+        default:
+            return nil
         }
-        _exit(0)
+    }
+}
+
+/// The worker's threads, leader and followers: one of them reads the host's frames at a time,
+/// and when a frame asks for plugin code, that thread hands the reading to another and runs the
+/// code itself. So the call starts without waking a thread, the reader never runs plugin code (a
+/// handler may wait for its own subcommand's reply, which the next reader reads), and
+/// `can_handle` is answered while handlers run.
+///
+/// A thread done with its job reads again at once if nobody is reading (the usual case when
+/// calls are short); otherwise it waits to be woken. A new thread starts only when every
+/// thread is busy in plugin code.
+private final class WorkerThreads: Sendable {
+    private let channel: FrameChannel
+    private let job: @Sendable (WorkerFrame) -> (@Sendable () -> Void)?
+    /// Whether a thread is reading, and how many wait on `wake`.
+    private let state = Mutex<(reading: Bool, idle: Int)>((false, 0))
+    private let wake = DispatchSemaphore(value: 0)
+    /// How long a reader keeps asking the socket before it sleeps in `recv` (see ``FrameChannel/receive(spinning:)``).
+    static let spin: Duration = .microseconds(Int64(getenv("ISO_WORKER").map { String(cString: $0) }.flatMap { Int($0) } ?? 50))
+
+    init(channel: FrameChannel, job: @escaping @Sendable (WorkerFrame) -> (@Sendable () -> Void)?) {
+        self.channel = channel
+        self.job = job
+    }
+
+    /// Runs this thread as one of the worker's threads; the worker exits when the host's end closes.
+    func serve() -> Never {
+        while true {
+            let reader = state.withLock { state -> Bool in
+                if !state.reading {
+                    state.reading = true
+                    return true
+                }
+                state.idle += 1
+                return false
+            }
+            guard reader else {
+                wake.wait()
+                continue
+            }
+            var work: (@Sendable () -> Void)?
+            while work == nil {
+                guard let frame = channel.receive(spinning: Self.spin) else { _exit(0) }
+                work = job(frame)
+            }
+            // Hand the reading on before running plugin code: to an idle thread, or a new one.
+            let wakeIdle = state.withLock { state -> Bool in
+                state.reading = false
+                guard state.idle > 0 else { return false }
+                state.idle -= 1
+                return true
+            }
+            if wakeIdle { wake.signal() } else { DetachedThread.start { [self] in serve() } }
+            work?()
+        }
     }
 }
 
@@ -83,6 +141,11 @@ private struct PluginEntryPoints: @unchecked Sendable {
         return (canHandle(state, index, payload.bytes, probe.handle), probe.message)
     }
 
+    /// Tells the plugin to cancel a call.
+    func cancel(_ call: WorkerCall) {
+        descriptor.cancel?(state, call.handle)
+    }
+
     /// One round trip for routing and work: `can_handle()` first, and a "no" completes the call
     /// with `declinedStatus` (the host passes the command on), a refusal with its status.
     func decideAndHandle(index: UInt32, call: WorkerCall) {
@@ -95,36 +158,6 @@ private struct PluginEntryPoints: @unchecked Sendable {
             return
         }
         descriptor.handle?(state, index, call.payloadBytes, call.handle)
-    }
-}
-
-/// The threads plugin code runs on: an idle one takes the next job, and a new one starts when
-/// none is idle (a handler may block), so the reader never waits for plugin code and a thread
-/// is not started per call.
-package final class HandlerThreads: Sendable {
-    // The jobs and the idle count are under the lock; each idle thread waits on the semaphore.
-    private let state = Mutex<(jobs: [@Sendable () -> Void], idle: Int)>(([], 0))
-    private let wake = DispatchSemaphore(value: 0)
-
-    package func submit(_ job: @escaping @Sendable () -> Void) {
-        let reuse = state.withLock { state -> Bool in
-            state.jobs.append(job)
-            guard state.idle > 0 else { return false }
-            state.idle -= 1
-            return true
-        }
-        if reuse { wake.signal() } else { DetachedThread.start { [self] in work() } }
-    }
-
-    private func work() {
-        while true {
-            if let job = state.withLock({ $0.jobs.isEmpty ? nil : $0.jobs.removeFirst() }) {
-                job()
-                continue
-            }
-            state.withLock { $0.idle += 1 }
-            wake.wait()
-        }
     }
 }
 

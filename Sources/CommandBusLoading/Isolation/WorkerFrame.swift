@@ -145,11 +145,14 @@ package final class FrameChannel: Sendable {
     }
 
     /// Blocks for the next frame; `nil` when the other side has closed, or sent something malformed.
-    package func receive() -> WorkerFrame? {
+    /// - Parameter spin: How long to keep asking before the thread sleeps in `recv`, when an answer
+    ///   is due soon: waking a sleeping thread costs tens of microseconds on a virtual machine,
+    ///   more than a whole call, so a short bounded spin is what makes a crossing cheap.
+    package func receive(spinning spin: Duration = .zero) -> WorkerFrame? {
         reading.withLock { buffer in
-            guard fill(&buffer, toHold: 4) else { return nil }
+            guard fill(&buffer, toHold: 4, spinning: spin) else { return nil }
             let length = buffer.bytes.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: buffer.start, as: UInt32.self))) }
-            guard length <= WorkerFrame.maxLength, fill(&buffer, toHold: 4 + length) else { return nil }
+            guard length <= WorkerFrame.maxLength, fill(&buffer, toHold: 4 + length, spinning: spin) else { return nil }
             let frame = WorkerFrame(decoding: buffer.bytes[(buffer.start + 4)..<(buffer.start + 4 + length)])
             buffer.start += 4 + length
             return frame
@@ -157,7 +160,7 @@ package final class FrameChannel: Sendable {
     }
 
     /// Reads until the buffer holds `count` unread bytes; `false` at the end of the stream.
-    private func fill(_ buffer: inout ReadBuffer, toHold count: Int) -> Bool {
+    private func fill(_ buffer: inout ReadBuffer, toHold count: Int, spinning spin: Duration) -> Bool {
         guard buffer.end - buffer.start < count else { return true }
         if buffer.start > 0 {
             // Move the unread tail to the front, and grow for a frame larger than the buffer.
@@ -169,10 +172,14 @@ package final class FrameChannel: Sendable {
             buffer.end = unread
         }
         if buffer.bytes.count < count { buffer.bytes += [UInt8](repeating: 0, count: count - buffer.bytes.count) }
+        let spinUntil = spin > .zero ? ContinuousClock.now + spin : nil
         while buffer.end < count {
             let end = buffer.end
-            let got = buffer.bytes.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress! + end, $0.count - end, 0) }
-            if got < 0 && errno == EINTR { continue }
+            let waitForData = spinUntil.map { ContinuousClock.now >= $0 } ?? true
+            let got = buffer.bytes.withUnsafeMutableBytes {
+                recv(descriptor, $0.baseAddress! + end, $0.count - end, waitForData ? 0 : Int32(MSG_DONTWAIT))
+            }
+            if got < 0 && (errno == EINTR || (!waitForData && errno == EAGAIN)) { continue }
             if got <= 0 { return false }
             buffer.end += got
         }

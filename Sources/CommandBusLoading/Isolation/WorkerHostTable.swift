@@ -56,8 +56,6 @@ package final class WorkerCall: Sendable {
 /// and the requests (subcommands, envelopes) awaiting the host's reply.
 package enum WorkerSession {
     package static let channel = Mutex<FrameChannel?>(nil)
-    /// Where plugin code runs: never on the thread that reads the host's frames.
-    package static let threads = HandlerThreads()
     private static let calls = Mutex<[UInt64: WorkerCall]>([:])
     private static let replies = Mutex<(next: UInt64, waiting: [UInt64: @Sendable (Int32, [UInt8]) -> Void])>((1, [:]))
     private static let handles = Atomic<UInt64>(0)
@@ -152,10 +150,8 @@ private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, c
         reply.deliver(status: Int32(CMDBUS_FAILED.rawValue), body: Array("send: unknown or completed parent call".utf8))
         return
     }
-    // The reply is read on the reader thread; the plugin's on_reply runs on a handler thread.
-    let id = WorkerSession.expectReply { status, body in
-        WorkerSession.threads.submit { reply.deliver(status: status, body: body) }
-    }
+    // The reply runs the plugin's on_reply as a job: never on the thread reading frames.
+    let id = WorkerSession.expectReply { status, body in reply.deliver(status: status, body: body) }
     WorkerSession.send(.send, id: id, parent: call.id, name: UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name)), body: borrowed(payload))
 }
 
