@@ -31,15 +31,15 @@ let package = Package(
         // The host, as modules the compiler keeps apart (README: "Architecture"). Each may use only
         // the modules listed here, and scripts/check-layering.sh fails the tests if one imports more.
         // Small shared pieces: JSON values, quoting, files, child processes, threads, the console.
-        .target(name: "CommandBusSupport", dependencies: ["CProcess"]),
-        // Linux's pidfd_open, which the Glibc module leaves out (nothing to link: it is in libc).
-        .systemLibrary(name: "CProcess"),
+        .target(name: "CommandBusSupport", dependencies: ["CLinux"]),
+        // Linux's pidfd_open and timerfd, which the Glibc module leaves out (nothing to link: they are in libc).
+        .systemLibrary(name: "CLinux"),
         // The SQLite journal.
         .target(name: "CommandBusSQLite", dependencies: ["CommandBus", "CommandBusSupport", "CSQLite"]),
         // The host's last words when an in-process plugin crashes it or calls exit() (C: signal handlers).
         .target(name: "CCrashReport"),
         // Plugins: the loader, trust and probing, isolation workers. Knows nothing of journals, sockets or the CLI.
-        .target(name: "CommandBusLoading", dependencies: ["CommandBus", "CCommandBusABI", "CommandBusSupport", "CCrashReport"]),
+        .target(name: "CommandBusLoading", dependencies: ["CommandBus", "CCommandBusABI", "CommandBusSupport", "CCrashReport", "CLinux"]),
         // A host session (bus + plugins + journal), its failures, and the BusClient seam every front end talks to.
         .target(name: "CommandBusHost", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite"]),
         // cmdbus serve: the socket, its NDJSON protocol (both sides), hot loading.

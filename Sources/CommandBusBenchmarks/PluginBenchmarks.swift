@@ -55,11 +55,6 @@ enum PluginBenchmarks {
         defer { isolatedCatalog.stopWorkers() }
         guard isolatedCatalog.plugins.count == 1 else { throw BenchmarkFailure("could not isolate libGreeter.so: \(isolatedCatalog.skipped)") }
         _ = try await latencies(isolated, payload, count: 2_000)
-        if let loops = ProcessInfo.processInfo.environment["PROFILE_ISOLATED"].flatMap(Int.init) {
-            let sampler = try await latencies(isolated, payload, count: loops)
-            print("profile p50", sampler.percentile(50))
-            exit(0)
-        }
         var isolatedP50: [Double] = [], sameRunPluginP50: [Double] = []
         for _ in 0..<CoreBenchmarks.rounds {
             isolatedP50.append(try await latencies(isolated, payload, count: CoreBenchmarks.sendsPerRound / 4).percentile(50))

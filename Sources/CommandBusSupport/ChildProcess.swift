@@ -1,4 +1,4 @@
-import CProcess
+import CLinux
 import Glibc
 
 /// Runs a program to completion with a deadline, capturing its standard output.

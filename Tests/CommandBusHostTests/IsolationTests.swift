@@ -129,6 +129,27 @@ struct IsolationTests {
         #expect(try await bus.send(name: "greet", payload: json(#"{"name":""}"#)) == json(#"{"greeting":"Hello, stranger!"}"#))
     }
 
+    /// A handler that holds its thread for seconds does not hold up the worker: another call and a
+    /// can_handle() question are read and answered beside it.
+    @Test(.timeLimit(.minutes(2)))
+    func otherCallsAreAnsweredWhileAHandlerHoldsItsThread() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try directory.install("libFixturePlugin.so")
+        let bus = CommandBus()
+        let loader = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path)
+        let catalog = await DetachedThread.value { loader.load(into: bus) }
+        defer { catalog.stopWorkers() }
+        let stubborn = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":4000,"stubborn":true}"#))
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        _ = try await bus.send(name: "fixture.whoami", payload: json("{}"))
+        #expect(try await bus.wouldHandle(name: "fixture.whoami", payload: json("{}")))
+        #expect(ContinuousClock.now - start < .seconds(2), "the quick call waited for the stubborn one")
+        #expect(stubborn.state == .running)
+        _ = try await stubborn.result
+    }
+
     /// A cancellation that comes before the call reaches the worker is not lost: the call is never sent.
     @Test func aCancellationBeforeTheCallIsSentIsNotLost() async throws {
         let directory = try TemporaryDirectory()

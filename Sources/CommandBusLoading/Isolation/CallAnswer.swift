@@ -3,10 +3,8 @@ import Synchronization
 /// The answer to one call into a worker: delivered once by the host's reader thread, taken by
 /// the task that made the call.
 ///
-/// The caller first keeps checking for a few microseconds (``spin(for:)``) and only then
-/// suspends (``wait()``). On a virtual machine, waking a parked thread costs tens of
-/// microseconds, more than the whole crossing when the plugin is quick; an answer that comes
-/// within the spin is taken without any thread being woken.
+/// The caller reads the worker's frames itself for a moment, looking at ``value``, and only
+/// then suspends (``wait()``); see ``IsolatedPlugin/answer(to:from:)``.
 package final class CallAnswer: Sendable {
     package typealias Value = (status: Int32, body: [UInt8])
 
@@ -27,15 +25,9 @@ package final class CallAnswer: Sendable {
         waiter?.resume(returning: (status, body))
     }
 
-    /// The answer, if it arrives within `duration`; `nil` otherwise.
-    package func spin(for duration: Duration) -> Value? {
-        let end = ContinuousClock.now + duration
-        var checks = 0
-        while !ready.load(ordering: .acquiring) {
-            checks += 1
-            // Reading the clock costs more than the flag: look at it every 64 checks.
-            if checks & 63 == 0 && ContinuousClock.now >= end { return nil }
-        }
+    /// The answer, if it has arrived.
+    package var value: Value? {
+        guard ready.load(ordering: .acquiring) else { return nil }
         return state.withLock { $0.value }
     }
 

@@ -20,7 +20,6 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
     package let worker: IsolatedPlugin
     package let command: PluginDescriptor.Command
     /// How long a caller keeps checking for a quick answer before it suspends (see ``CallAnswer``).
-    package static let answerSpin: Duration = .microseconds(Int64(getenv("ISO_T1").map { String(cString: $0) }.flatMap { Int($0) } ?? 0))
     /// How long `can_handle()` may take in the worker when asked on its own.
     package static let canHandleDeadline: Duration = .seconds(5)
 
@@ -38,16 +37,15 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
 
     package func wouldHandle(payload: Data) async throws -> Bool {
         let running = try await runningWorker()
-        let (status, body) = await withUnsafeContinuation { (continuation: UnsafeContinuation<(Int32, [UInt8]), Never>) in
-            let id = worker.call(.canHandle, on: running, index: command.index, payload: payload, context: nil) {
-                continuation.resume(returning: ($0, $1))
-            }
-            // A timer, not a thread waiting: a can_handle() that hangs is given up on.
-            Task { [worker] in
-                try? await Task.sleep(for: Self.canHandleDeadline)
-                worker.abandon(id, reason: "did not answer can_handle() within \(Self.canHandleDeadline)")
-            }
+        let answer = CallAnswer()
+        let id = worker.call(.canHandle, on: running, index: command.index, payload: payload, context: nil, answer: answer)
+        // A timer, not a thread waiting: a can_handle() that hangs is given up on.
+        let deadline = Task { [worker] in
+            try? await Task.sleep(for: Self.canHandleDeadline)
+            worker.abandon(id, reason: "did not answer can_handle() within \(Self.canHandleDeadline)")
         }
+        let (status, body) = await worker.answer(to: answer, from: running)
+        deadline.cancel()
         if status >= 0 { return status != 0 }
         let message = String(decoding: body, as: UTF8.self)
         throw PluginErrors.error(
@@ -65,12 +63,11 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
             // either finds the call's id or stops it being sent: it is never lost in between.
             let cancelledFirst = call.withLock { state -> Bool in
                 guard case .notSent = state else { return true }
-                state = .sent(worker.call(.handle, on: running, index: command.index, payload: payload, context: context, answer: answer.deliver))
+                state = .sent(worker.call(.handle, on: running, index: command.index, payload: payload, context: context, answer: answer))
                 return false
             }
             if cancelledFirst { return (Int32(CMDBUS_CANCELLED.rawValue), [UInt8]()) }
-            if let quick = answer.spin(for: Self.answerSpin) { return quick }
-            return await answer.wait()
+            return await worker.answer(to: answer, from: running)
         } onCancel: {
             let sent = call.withLock { state -> UInt64? in
                 if case .sent(let id) = state { return id }

@@ -40,7 +40,8 @@ public final class IsolatedPlugin: Sendable {
     /// A running worker: the socket to it and what it loaded.
     package struct RunningWorker: Sendable {
         package let pid: pid_t
-        package let channel: FrameChannel
+        package let reader: WorkerReader
+        package var channel: FrameChannel { reader.channel }
         package let description: WorkerDescription
     }
 
@@ -128,7 +129,7 @@ public final class IsolatedPlugin: Sendable {
                 if case .success(let (pid, worker)) = launched {
                     let restarts = restarts
                     log(restarts > 0 ? .warning : .debug, "worker \(pid) for \(FileSystem.lastComponent(path)) \(restarts > 0 ? "restarted (restart \(restarts))" : "started")")
-                    DetachedThread.start { [self] in read(worker.channel, pid: pid) }
+                    DetachedThread.start { [self] in watch(worker) }
                 }
                 for other in [waiter] + waiters { other(result) }
             }
@@ -171,7 +172,13 @@ public final class IsolatedPlugin: Sendable {
             channel.close()
             return .failure(.init(reason))
         }
-        return .success((pid, RunningWorker(pid: pid, channel: channel, description: description)))
+        guard let reader = WorkerReader(channel: channel) else {
+            kill(pid, SIGKILL)
+            _ = ending(of: pid)
+            channel.close()
+            return .failure(.init("cannot make a pipe to watch its worker"))
+        }
+        return .success((pid, RunningWorker(pid: pid, reader: reader, description: description)))
     }
 
     /// How a worker process ended, for messages: "crashed with SIGSEGV", "exited with status 1".
@@ -185,22 +192,41 @@ public final class IsolatedPlugin: Sendable {
     // MARK: Calling
 
     /// Sends a call to `worker`; `answer` gets the status and body (at once, with `crashedStatus`,
-    /// if the worker is gone).
+    /// if the worker is gone). Wait for it with ``answer(to:from:)``.
     /// - Returns: The call's id, to cancel it.
     package func call(
-        _ kind: WorkerFrame.Kind, on worker: RunningWorker, index: UInt32, payload: Data, context: CommandContext?,
-        answer: @escaping @Sendable (Int32, [UInt8]) -> Void
+        _ kind: WorkerFrame.Kind, on worker: RunningWorker, index: UInt32, payload: Data, context: CommandContext?, answer: CallAnswer
     ) -> UInt64 {
         let id = state.withLock { state -> UInt64 in
             let id = state.nextID
             state.nextID += 1
-            state.pending[id] = Pending(pid: worker.pid, context: context, answer: answer)
+            state.pending[id] = Pending(pid: worker.pid, context: context, answer: answer.deliver)
             return id
         }
         if !worker.channel.send(kind, id: id, status: Int32(bitPattern: index), body: payload) {
             abandon(id, reason: "its worker is gone")
         }
         return id
+    }
+
+    /// Waits for a call's answer: first by reading the worker's frames on this thread for a moment
+    /// (``answerSpin``), so a quick answer wakes nobody; then suspended, with the watcher reading.
+    package func answer(to answer: CallAnswer, from worker: RunningWorker) async -> CallAnswer.Value {
+        let end = ContinuousClock.now + Self.answerSpin
+        while true {
+            if let value = answer.value { return value }
+            switch worker.channel.receiveNow(ifFree: true) {
+            case .frame(let frame):
+                handle(frame, from: worker)
+                continue
+            case .nothingYet where ContinuousClock.now < end:
+                continue
+            case .nothingYet, .busy, .ended:
+                break
+            }
+            worker.reader.needWatcher()
+            return await answer.wait()
+        }
     }
 
     /// Gives up on call `id` (it took too long, or could not be sent): it ends now with
@@ -236,41 +262,43 @@ public final class IsolatedPlugin: Sendable {
 
     // MARK: Reading
 
-    /// The reader thread of one worker: answers, subcommands, events and logs, until the worker ends.
-    private func read(_ channel: FrameChannel, pid: pid_t) {
-        // While calls are out, the reader keeps asking a moment before it sleeps: an answer is due.
-        while let frame = channel.receive(spinning: state.withLock { $0.pending.isEmpty } ? .zero : Self.answerSpin) {
-            switch frame.kind {
-            case .complete, .canHandleAnswer:
-                state.withLock { $0.pending.removeValue(forKey: frame.id) }?.answer(frame.status, frame.body)
-            case .send:
-                forward(frame, channel: channel)
-            case .envelope:
-                let envelope = state.withLock { $0.pending[frame.parent]?.context?.envelope }
-                if let envelope, let json = try? JSONEncoder().encode(envelope) {
-                    channel.send(.reply, id: frame.id, status: Int32(CMDBUS_OK.rawValue), body: json)
-                } else {
-                    channel.send(.reply, id: frame.id, status: Int32(CMDBUS_FAILED.rawValue), body: "envelope: unknown or completed call".utf8)
-                }
-            case .emit:
-                state.withLock { $0.pending[frame.id]?.context }?.emit(frame.name, payload: Data(frame.body))
-            case .progress:
-                let numbers = String(decoding: frame.body, as: UTF8.self).split(separator: " ").compactMap { Int($0) }
-                if numbers.count == 2 { state.withLock { $0.pending[frame.id]?.context }?.progress(done: numbers[0], total: numbers[1]) }
-            case .log:
-                let level = LogLevel.allCases.indices.contains(Int(frame.status)) ? LogLevel.allCases[Int(frame.status)] : .info
-                let message = String(decoding: frame.body, as: UTF8.self)
-                if let context = state.withLock({ $0.pending[frame.id]?.context }) {
-                    context.log(level, message)
-                } else {
-                    log(level, message)
-                }
-            default:
-                break
+    /// The watcher thread of one worker (see ``WorkerReader``), until the worker ends.
+    private func watch(_ worker: RunningWorker) {
+        worker.reader.watch(callsOut: { state.withLock { !$0.pending.isEmpty } }) { frame in handle(frame, from: worker) }
+        workerDied(pid: worker.pid)
+    }
+
+    /// One frame from a worker, on whichever thread read it: answers, subcommands, events and logs.
+    private func handle(_ frame: WorkerFrame, from worker: RunningWorker) {
+        let channel = worker.channel
+        switch frame.kind {
+        case .complete, .canHandleAnswer:
+            state.withLock { $0.pending.removeValue(forKey: frame.id) }?.answer(frame.status, frame.body)
+        case .send:
+            forward(frame, channel: channel)
+        case .envelope:
+            let envelope = state.withLock { $0.pending[frame.parent]?.context?.envelope }
+            if let envelope, let json = try? JSONEncoder().encode(envelope) {
+                channel.send(.reply, id: frame.id, status: Int32(CMDBUS_OK.rawValue), body: json)
+            } else {
+                channel.send(.reply, id: frame.id, status: Int32(CMDBUS_FAILED.rawValue), body: "envelope: unknown or completed call".utf8)
             }
+        case .emit:
+            state.withLock { $0.pending[frame.id]?.context }?.emit(frame.name, payload: Data(frame.body))
+        case .progress:
+            let numbers = String(decoding: frame.body, as: UTF8.self).split(separator: " ").compactMap { Int($0) }
+            if numbers.count == 2 { state.withLock { $0.pending[frame.id]?.context }?.progress(done: numbers[0], total: numbers[1]) }
+        case .log:
+            let level = LogLevel.allCases.indices.contains(Int(frame.status)) ? LogLevel.allCases[Int(frame.status)] : .info
+            let message = String(decoding: frame.body, as: UTF8.self)
+            if let context = state.withLock({ $0.pending[frame.id]?.context }) {
+                context.log(level, message)
+            } else {
+                log(level, message)
+            }
+        default:
+            break
         }
-        channel.close()
-        workerDied(pid: pid)
     }
 
     private func forward(_ frame: WorkerFrame, channel: FrameChannel) {

@@ -7,6 +7,7 @@ import Foundation
 #endif
 import Synchronization
 import Dispatch
+import CLinux
 import Glibc
 
 /// The worker side of isolated mode: `cmdbus plugins worker FILE` loads one plugin and serves
@@ -37,7 +38,9 @@ package enum PluginWorker {
         WorkerSession.pluginLabel.withLock { $0 = "'\(quotedLine(plugin.name))' (\(FileSystem.lastComponent(file)))" }
         channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
         let entry = PluginEntryPoints(descriptor: plugin.descriptor!.raw.pointee, state: plugin.state.pointer)
-        WorkerThreads(channel: channel) { frame in job(for: frame, entry: entry) }.serve()
+        let threads = WorkerThreads(channel: channel) { frame in job(for: frame, entry: entry) }
+        WorkerSession.threads.withLock { $0 = threads }
+        threads.serve()
     }
 
     /// What a frame from the host asks for: plugin code to run (on a thread that has handed the
@@ -71,34 +74,58 @@ package enum PluginWorker {
 }
 
 /// The worker's threads, leader and followers: one of them reads the host's frames at a time,
-/// and when a frame asks for plugin code, that thread hands the reading to another and runs the
-/// code itself. So the call starts without waking a thread, the reader never runs plugin code (a
-/// handler may wait for its own subcommand's reply, which the next reader reads), and
-/// `can_handle` is answered while handlers run.
+/// and when a frame asks for plugin code, that thread runs the code itself, so a call starts
+/// without a thread being woken.
 ///
-/// A thread done with its job reads again at once if nobody is reading (the usual case when
-/// calls are short); otherwise it waits to be woken. A new thread starts only when every
-/// thread is busy in plugin code.
-private final class WorkerThreads: Sendable {
+/// While it runs plugin code nobody reads, until the job is over (the usual case: the thread
+/// reads again) or a reader is needed: the job has run for ``readerAfter`` (a timer fires), or
+/// the plugin called a host function that waits for the host (``ensureReader()``). Then an idle
+/// thread (or a new one) takes over the reading, so a handler may wait for its own subcommand's
+/// reply, and `can_handle` and cancellations are read while handlers run. Waking a thread costs
+/// tens of microseconds on a virtual machine, more than a whole quick call; arming the timer
+/// costs a system call and wakes nobody.
+final class WorkerThreads: Sendable {
     private let channel: FrameChannel
     private let job: @Sendable (WorkerFrame) -> (@Sendable () -> Void)?
-    /// Whether a thread is reading, and how many wait on `wake`.
-    private let state = Mutex<(reading: Bool, idle: Int)>((false, 0))
+    private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
+    /// Fires when plugin code may have run for `readerAfter` with nobody reading.
+    private let timer: Int32
     /// How long a reader keeps asking the socket before it sleeps in `recv` (see ``FrameChannel/receive(spinning:)``).
-    static let spin: Duration = .microseconds(Int64(getenv("ISO_WORKER").map { String(cString: $0) }.flatMap { Int($0) } ?? 50))
+    static let spin: Duration = .microseconds(50)
+    /// How long plugin code may run with nobody reading before another thread reads beside it.
+    static let readerAfter: Duration = .milliseconds(1)
+
+    private struct State {
+        /// Whether a thread is reading.
+        var reading = false
+        /// Threads waiting on `wake`.
+        var idle = 0
+        /// Since when nobody has been reading, while plugin code runs.
+        var unreadSince: ContinuousClock.Instant?
+        /// Whether the timer is set. It is set once for a stream of quick calls, not per call:
+        /// setting a timer costs microseconds on a virtual machine.
+        var timerSet = false
+    }
 
     init(channel: FrameChannel, job: @escaping @Sendable (WorkerFrame) -> (@Sendable () -> Void)?) {
         self.channel = channel
         self.job = job
+        timer = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_CLOEXEC))
     }
 
     /// Runs this thread as one of the worker's threads; the worker exits when the host's end closes.
     func serve() -> Never {
+        if timer >= 0 { DetachedThread.start { [self] in watchTimer() } }
+        return member()
+    }
+
+    private func member() -> Never {
         while true {
             let reader = state.withLock { state -> Bool in
                 if !state.reading {
                     state.reading = true
+                    state.unreadSince = nil
                     return true
                 }
                 state.idle += 1
@@ -113,15 +140,62 @@ private final class WorkerThreads: Sendable {
                 guard let frame = channel.receive(spinning: Self.spin) else { _exit(0) }
                 work = job(frame)
             }
-            // Hand the reading on before running plugin code: to an idle thread, or a new one.
-            let wakeIdle = state.withLock { state -> Bool in
+            let setTimer = state.withLock { state -> Bool in
                 state.reading = false
-                guard state.idle > 0 else { return false }
-                state.idle -= 1
-                return true
+                state.unreadSince = state.unreadSince ?? .now
+                defer { state.timerSet = true }
+                return !state.timerSet
             }
-            if wakeIdle { wake.signal() } else { DetachedThread.start { [self] in serve() } }
+            if timer < 0 {
+                ensureReader()
+            } else if setTimer {
+                set(timer: Self.readerAfter)
+            }
             work?()
+        }
+    }
+
+    /// Makes sure a thread reads now: an idle one is woken, or a new one started, if nobody reads.
+    func ensureReader() {
+        let start = state.withLock { state -> Bool? in
+            guard !state.reading else { return nil }
+            guard state.idle > 0 else { return true }
+            state.idle -= 1
+            return false
+        }
+        switch start {
+        case true?: DetachedThread.start { [self] in member() }
+        case false?: wake.signal()
+        case nil: break
+        }
+    }
+
+    private func set(timer delay: Duration) {
+        let nanoseconds = max(1, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+        var setting = itimerspec(
+            it_interval: timespec(tv_sec: 0, tv_nsec: 0),
+            it_value: timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        )
+        timerfd_settime(timer, 0, &setting, nil)
+    }
+
+    /// The timer's thread: when the timer fires, a reader starts if plugin code has run for
+    /// `readerAfter` with nobody reading; if it ran for less, the timer is set for the rest.
+    private func watchTimer() {
+        var expirations: UInt64 = 0
+        while true {
+            let got = read(timer, &expirations, MemoryLayout<UInt64>.size)
+            if got < 0 && errno == EINTR { continue }
+            guard got == MemoryLayout<UInt64>.size else { return }
+            let now = ContinuousClock.now
+            let rest = state.withLock { state -> Duration? in
+                guard !state.reading, let since = state.unreadSince, now - since < Self.readerAfter else {
+                    state.timerSet = false
+                    return nil
+                }
+                return since + Self.readerAfter - now
+            }
+            if let rest { set(timer: rest) } else { ensureReader() }
         }
     }
 }

@@ -104,21 +104,16 @@ package struct WorkerFrame: Equatable, Sendable {
     }
 }
 
-/// Frames over one socket: whole frames written under a lock, read by one reader.
+/// Frames over one socket: whole frames written under a lock, read under another.
 ///
 /// Writes reuse one buffer and cost one `send` each; reads fill a buffer with as much as the
-/// socket has and take frames from it, so a burst of frames costs one `recv`.
+/// socket has and take frames from it, so a burst of frames costs one `recv`. A thread may
+/// block for the next frame (``receive(spinning:)``) or take one only if it is there now
+/// (``receiveNow(ifFree:)``), which is how the host's callers read their own answers.
 package final class FrameChannel: Sendable {
     package let descriptor: Int32
-    private let writing = Mutex<[UInt8]>([])
+    private let writing = Mutex<(buffer: [UInt8], closed: Bool)>(([], false))
     private let reading = Mutex<ReadBuffer>(ReadBuffer())
-
-    private struct ReadBuffer {
-        var bytes = [UInt8](repeating: 0, count: 64 << 10)
-        /// The unread bytes are `bytes[start..<end]`.
-        var start = 0
-        var end = 0
-    }
 
     package init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -136,55 +131,149 @@ package final class FrameChannel: Sendable {
         _ kind: WorkerFrame.Kind, id: UInt64 = 0, parent: UInt64 = 0, status: Int32 = 0,
         name: some Collection<UInt8> = EmptyCollection(), body: some Collection<UInt8> = EmptyCollection()
     ) -> Bool {
-        writing.withLock { buffer in
-            buffer.removeAll(keepingCapacity: true)
-            WorkerFrame.encode(kind, id: id, parent: parent, status: status, name: name, body: body, into: &buffer)
-            defer { if buffer.capacity > 1 << 20 { buffer = [] } }
-            return sendAll(descriptor, buffer)
+        writing.withLock { state in
+            guard !state.closed else { return false }
+            state.buffer.removeAll(keepingCapacity: true)
+            WorkerFrame.encode(kind, id: id, parent: parent, status: status, name: name, body: body, into: &state.buffer)
+            defer { if state.buffer.capacity > 1 << 20 { state.buffer = [] } }
+            return sendAll(descriptor, state.buffer)
         }
     }
 
     /// Blocks for the next frame; `nil` when the other side has closed, or sent something malformed.
-    /// - Parameter spin: How long to keep asking before the thread sleeps in `recv`, when an answer
-    ///   is due soon: waking a sleeping thread costs tens of microseconds on a virtual machine,
-    ///   more than a whole call, so a short bounded spin is what makes a crossing cheap.
+    /// - Parameter spin: How long to keep asking before the thread sleeps in `recv`: waking a
+    ///   sleeping thread costs tens of microseconds on a virtual machine, more than a whole call.
     package func receive(spinning spin: Duration = .zero) -> WorkerFrame? {
         reading.withLock { buffer in
-            guard fill(&buffer, toHold: 4, spinning: spin) else { return nil }
-            let length = buffer.bytes.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: buffer.start, as: UInt32.self))) }
-            guard length <= WorkerFrame.maxLength, fill(&buffer, toHold: 4 + length, spinning: spin) else { return nil }
-            let frame = WorkerFrame(decoding: buffer.bytes[(buffer.start + 4)..<(buffer.start + 4 + length)])
-            buffer.start += 4 + length
-            return frame
+            let spinUntil = spin > .zero ? ContinuousClock.now + spin : nil
+            while true {
+                switch buffer.takeFrame() {
+                case .frame(let frame): return frame
+                case .malformed: return nil
+                case .incomplete: break
+                }
+                let wait = spinUntil.map { ContinuousClock.now >= $0 } ?? true
+                guard buffer.fill(from: descriptor, waiting: wait) != .ended else { return nil }
+            }
         }
     }
 
-    /// Reads until the buffer holds `count` unread bytes; `false` at the end of the stream.
-    private func fill(_ buffer: inout ReadBuffer, toHold count: Int, spinning spin: Duration) -> Bool {
-        guard buffer.end - buffer.start < count else { return true }
-        if buffer.start > 0 {
-            // Move the unread tail to the front, and grow for a frame larger than the buffer.
-            let unread = buffer.end - buffer.start
-            buffer.bytes.withUnsafeMutableBytes { raw in
-                raw.baseAddress!.copyMemory(from: raw.baseAddress! + buffer.start, byteCount: unread)
-            }
-            buffer.start = 0
-            buffer.end = unread
-        }
-        if buffer.bytes.count < count { buffer.bytes += [UInt8](repeating: 0, count: count - buffer.bytes.count) }
-        let spinUntil = spin > .zero ? ContinuousClock.now + spin : nil
-        while buffer.end < count {
-            let end = buffer.end
-            let waitForData = spinUntil.map { ContinuousClock.now >= $0 } ?? true
-            let got = buffer.bytes.withUnsafeMutableBytes {
-                recv(descriptor, $0.baseAddress! + end, $0.count - end, waitForData ? 0 : Int32(MSG_DONTWAIT))
-            }
-            if got < 0 && (errno == EINTR || (!waitForData && errno == EAGAIN)) { continue }
-            if got <= 0 { return false }
-            buffer.end += got
-        }
-        return true
+    /// What ``receiveNow(ifFree:)`` found.
+    package enum Ready: Sendable {
+        /// The next frame.
+        case frame(WorkerFrame)
+        /// No whole frame has arrived yet.
+        case nothingYet
+        /// Another thread is reading (only when asked `ifFree`).
+        case busy
+        /// The other side has closed, or sent something malformed: no frame will come.
+        case ended
     }
 
-    package func close() { Glibc.close(descriptor) }
+    /// The next frame if it has arrived, without waiting for one.
+    /// - Parameter ifFree: Answer ``Ready/busy`` at once if another thread is reading, instead of waiting for it.
+    package func receiveNow(ifFree: Bool = false) -> Ready {
+        if ifFree { return reading.withLockIfAvailable { takeReady(&$0) } ?? .busy }
+        return reading.withLock { takeReady(&$0) }
+    }
+
+    private func takeReady(_ buffer: inout ReadBuffer) -> Ready {
+        while true {
+            switch buffer.takeFrame() {
+            case .frame(let frame): return .frame(frame)
+            case .malformed: return .ended
+            case .incomplete: break
+            }
+            switch buffer.fill(from: descriptor, waiting: false) {
+            case .ended: return .ended
+            case .nothingYet: return .nothingYet
+            case .read: continue
+            }
+        }
+    }
+
+    /// Closes the socket once no thread is using it, so a late reader or writer never reaches a
+    /// descriptor number the process has since reused. (Not while a thread blocks in ``receive(spinning:)``.)
+    package func close() {
+        writing.withLock { state in
+            reading.withLock { buffer in
+                guard !state.closed else { return }
+                state.closed = true
+                buffer.ended = true
+                Glibc.close(descriptor)
+            }
+        }
+    }
+}
+
+/// The bytes read from a socket and not yet taken as frames.
+private struct ReadBuffer {
+    var bytes = [UInt8](repeating: 0, count: 64 << 10)
+    /// The unread bytes are `bytes[start..<end]`.
+    var start = 0
+    var end = 0
+    /// Whether the stream has ended (or the channel closed): nothing more is read.
+    var ended = false
+
+    enum Taken {
+        case frame(WorkerFrame)
+        case incomplete
+        case malformed
+    }
+
+    enum Filled {
+        case read
+        case nothingYet
+        case ended
+    }
+
+    /// The next whole frame in the buffer, if there is one.
+    mutating func takeFrame() -> Taken {
+        let unread = end - start
+        guard unread >= 4 else { return .incomplete }
+        let length = bytes.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: start, as: UInt32.self))) }
+        guard length <= WorkerFrame.maxLength else { return .malformed }
+        guard unread >= 4 + length else {
+            makeRoom(for: 4 + length)
+            return .incomplete
+        }
+        let frame = bytes.withUnsafeBytes { WorkerFrame(decoding: UnsafeRawBufferPointer(rebasing: $0[(start + 4)..<(start + 4 + length)])) }
+        start += 4 + length
+        if start == end { start = 0; end = 0 }
+        return frame.map(Taken.frame) ?? .malformed
+    }
+
+    /// Makes sure a frame of `count` bytes (with its prefix) fits after the unread bytes move to the front.
+    private mutating func makeRoom(for count: Int) {
+        if start > 0 {
+            let unread = end - start
+            bytes.withUnsafeMutableBytes { raw in
+                raw.baseAddress!.copyMemory(from: raw.baseAddress! + start, byteCount: unread)
+            }
+            start = 0
+            end = unread
+        }
+        if bytes.count < count { bytes += [UInt8](repeating: 0, count: count - bytes.count) }
+    }
+
+    /// Reads what the socket has, waiting for something if `waiting`.
+    mutating func fill(from descriptor: Int32, waiting: Bool) -> Filled {
+        guard !ended else { return .ended }
+        if end == bytes.count { makeRoom(for: end - start + 1) }
+        while true {
+            let offset = end
+            let got = bytes.withUnsafeMutableBytes {
+                recv(descriptor, $0.baseAddress! + offset, $0.count - offset, waiting ? 0 : Int32(MSG_DONTWAIT))
+            }
+            if got > 0 {
+                end += got
+                return .read
+            }
+            if got < 0 && errno == EINTR { continue }
+            if got < 0 && errno == EAGAIN && !waiting { return .nothingYet }
+            // The end of the stream, an error, or (at start-up) the receive timeout.
+            if got == 0 || errno != EAGAIN { ended = true }
+            return .ended
+        }
+    }
 }

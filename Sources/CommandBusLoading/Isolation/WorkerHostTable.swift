@@ -56,6 +56,8 @@ package final class WorkerCall: Sendable {
 /// and the requests (subcommands, envelopes) awaiting the host's reply.
 package enum WorkerSession {
     package static let channel = Mutex<FrameChannel?>(nil)
+    /// The worker's threads, told when plugin code is about to wait for the host.
+    static let threads = Mutex<WorkerThreads?>(nil)
     private static let calls = Mutex<[UInt64: WorkerCall]>([:])
     private static let replies = Mutex<(next: UInt64, waiting: [UInt64: @Sendable (Int32, [UInt8]) -> Void])>((1, [:]))
     private static let handles = Atomic<UInt64>(0)
@@ -152,6 +154,8 @@ private let workerSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, c
     }
     // The reply runs the plugin's on_reply as a job: never on the thread reading frames.
     let id = WorkerSession.expectReply { status, body in reply.deliver(status: status, body: body) }
+    // The plugin may now wait for the reply: somebody must read it.
+    WorkerSession.threads.withLock { $0 }?.ensureReader()
     WorkerSession.send(.send, id: id, parent: call.id, name: UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name)), body: borrowed(payload))
 }
 
@@ -191,6 +195,7 @@ private let workerEnvelope: @convention(c) (OpaquePointer?, cmdbus_reply_fn?, Un
         answered.signal()
     }
     WorkerSession.send(.envelope, id: id, parent: call.id)
+    WorkerSession.threads.withLock { $0 }?.ensureReader()
     answered.wait()
     let (status, body) = answer.withLock { $0 }
     reply.deliver(status: status, body: body)
