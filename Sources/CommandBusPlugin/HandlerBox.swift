@@ -40,6 +40,10 @@ struct PluginHandlerBox: Sendable {
         }
         handle = { payload, context in
             let command = try lastDecoded.take(for: payload) ?? Self.decode(H.HandledCommand.self, from: payload)
+            // CMDBUS_PLUGIN_HANDLE_DECIDES: the host may not have asked can_handle first.
+            guard handler.canHandle(command) else {
+                throw PluginError(.declined, "'\(H.HandledCommand.name)' declined this payload (canHandle said no)")
+            }
             let result = try await handler.handle(command, context: context)
             return try JSONWire.encoder.encode(result)
         }

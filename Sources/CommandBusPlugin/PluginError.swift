@@ -23,6 +23,8 @@ public struct PluginError: Error, Sendable, CustomStringConvertible {
         public static let noHandler = Status(rawValue: Int32(CMDBUS_NO_HANDLER.rawValue))
         /// A subcommand timed out.
         public static let timedOut = Status(rawValue: Int32(CMDBUS_TIMED_OUT.rawValue))
+        /// The handler's `canHandle` said no when it was called to handle (the host passes the command on).
+        public static let declined = Status(rawValue: Int32(CMDBUS_DECLINED.rawValue))
     }
 
     /// The status the host sees.

@@ -67,11 +67,13 @@ final class PluginRuntime: Sendable {
 
     /// `CMDBUS_PLUGIN_DEBUG_BUILD` when this copy of the SDK, and so the plugin, was built without
     /// optimization (SwiftPM defines DEBUG in debug builds), so the host can say so.
+    /// Always `CMDBUS_PLUGIN_HANDLE_DECIDES`: handle() checks `canHandle` itself (on the command it
+    /// decodes anyway), so the host calls the plugin once per command.
     static var pluginFlags: UInt32 {
         #if DEBUG
-        CMDBUS_PLUGIN_DEBUG_BUILD
+        CMDBUS_PLUGIN_DEBUG_BUILD | CMDBUS_PLUGIN_HANDLE_DECIDES
         #else
-        0
+        CMDBUS_PLUGIN_HANDLE_DECIDES
         #endif
     }
 

@@ -38,7 +38,7 @@ enum BadPluginFile: String, CaseIterable, Sendable {
         case .otherABIEntryPoint:
             return (try await compileFixture("abi_v2", into: directory).path, "built for plugin ABI v2")
         case .otherABIInDescriptor:
-            return (try await compileFixture("abi_field_mismatch", into: directory).path, "built for plugin ABI v2.0; this host speaks v1.3")
+            return (try await compileFixture("abi_field_mismatch", into: directory).path, "built for plugin ABI v2.0; this host speaks v1.4")
         case .missingName:
             return (try await compileFixture("missing_name", into: directory).path, "missing its name")
         case .directory:

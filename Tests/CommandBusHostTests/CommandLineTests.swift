@@ -54,7 +54,7 @@ struct CommandLineTests {
         let greeter = try #require(entries.first { $0["name"] as? String == "greeter" })
         let c = try #require(entries.first { $0["name"] as? String == "c-echo" })
         // The test products are debug builds; the C example says nothing of how it was built.
-        #expect(greeter["debugBuild"] as? Bool == true && greeter["abi"] as? String == "1.3")
+        #expect(greeter["debugBuild"] as? Bool == true && greeter["abi"] as? String == "1.4")
         #expect(c["debugBuild"] as? Bool == false)
         #expect(text.stdout.contains("debug build: unoptimized, often ten times slower; rebuild it with 'swift build -c release'"))
     }
@@ -263,7 +263,7 @@ struct CommandLineTests {
 
     @Test func helpAndVersionWork() async throws {
         let version = try await cmdbus("--version")
-        #expect(version.status == 0 && version.stdout.hasPrefix("cmdbus 1.0.0 (plugin ABI 1.3"))
+        #expect(version.status == 0 && version.stdout.hasPrefix("cmdbus 1.0.0 (plugin ABI 1.4"))
         for subcommand in ["run", "can", "plugins"] {
             let help = try await cmdbus(subcommand, "--help")
             #expect(help.status == 0 && help.stdout.hasPrefix("Usage: cmdbus \(subcommand)"))

@@ -33,7 +33,7 @@ struct PluginLoaderTests {
         #expect(catalog.skipped.isEmpty)
         #expect(Set(catalog.plugins.map(\.name)) == ["greeter", "greet-all", "c-echo"])
         let greeter = try #require(catalog.plugins.first { $0.name == "greeter" })
-        #expect(greeter.abi == "1.3" && greeter.sdkVersion == "1.0.0" && greeter.swiftVersion != nil)
+        #expect(greeter.abi == "1.4" && greeter.sdkVersion == "1.0.0" && greeter.swiftVersion != nil)
         #expect(catalog.plugins.first { $0.name == "c-echo" }?.swiftVersion == nil)
 
         // The typed path reaches a plugin handler, as does the dynamic one.
@@ -42,15 +42,15 @@ struct PluginLoaderTests {
         #expect(echoed == json(#"{"a":[1,2]}"#))
     }
 
-    @Test func canHandleCrossesTheBoundaryWithoutRunning() throws {
+    @Test func wouldHandleCrossesTheBoundaryWithoutRunning() async throws {
         let directory = try examplePluginDirectory()
         defer { directory.remove() }
         let bus = CommandBus()
         _ = PluginLoader(directories: [directory.path]).load(into: bus)
-        #expect(try bus.canHandle(name: "greet", payload: json(#"{"name":"Ada"}"#)))
-        #expect(try !bus.canHandle(name: "greet", payload: json(#"{"name":"  "}"#)))
-        #expect(throws: CommandBusError(code: .decodingFailed, message: "")) {
-            try bus.canHandle(name: "greet", payload: json("not json"))
+        #expect(try await bus.wouldHandle(name: "greet", payload: json(#"{"name":"Ada"}"#)))
+        #expect(try await !bus.wouldHandle(name: "greet", payload: json(#"{"name":"  "}"#)))
+        await #expect(throws: CommandBusError(code: .decodingFailed, message: "")) {
+            try await bus.wouldHandle(name: "greet", payload: json("not json"))
         }
     }
 
@@ -151,6 +151,28 @@ struct PluginLoaderTests {
         #expect(try await bus.send(Greet(name: "Ada")).greeting == "Hello, Ada!")
     }
 
+    /// An SDK plugin's handle() decides (ABI 1.4): one call into the plugin per command, and its
+    /// canHandle's "no" passes the command to the next handler, as the chain of responsibility says.
+    @Test func aPluginsNoInHandlePassesTheCommandDownTheChain() async throws {
+        let directory = try examplePluginDirectory()
+        defer { directory.remove() }
+        let bus = CommandBus()
+        let catalog = PluginLoader(directories: [directory.path]).load(into: bus)
+        #expect(catalog.plugins.first { $0.name == "greeter" }?.abi == "1.4")
+        // Asked without sending, the plugin's own can_handle() answers.
+        #expect(try await !bus.wouldHandle(name: "greet", payload: json(#"{"name":" "}"#)))
+        #expect(try bus.canHandle(name: "greet", payload: json(#"{"name":" "}"#)), "routing takes the command as wanted")
+        bus.register(GreetsStrangers(), priority: -100)
+        #expect(try await bus.send(name: "greet", payload: json(#"{"name":"Ada"}"#)) == json(#"{"greeting":"Hello, Ada!"}"#))
+        #expect(try await bus.send(name: "greet", payload: json(#"{"name":" "}"#)) == json(#"{"greeting":"Hello, stranger!"}"#))
+        // A payload that does not decode is an error, not a "no": it is not passed on.
+        await #expect {
+            try await bus.send(name: "greet", payload: json(#"{"name":42}"#))
+        } throws: { error in
+            (error as? CommandBusError)?.code == .decodingFailed
+        }
+    }
+
     @Test func aPluginHandlerSeesItsEnvelopeInProcessAndIsolated() async throws {
         let (bus, directory) = try fixtureBus()
         defer { directory.remove() }
@@ -213,4 +235,10 @@ struct PluginLoaderTests {
         let catalog = PluginLoader(directories: ["/nonexistent/cmdbus-plugins"]).load(into: bus)
         #expect(catalog.skipped == [SkippedPluginFile(path: "/nonexistent/cmdbus-plugins", reason: "plugin directory does not exist")])
     }
+}
+
+/// Greets whoever the plugins declined.
+private struct GreetsStrangers: DynamicCommandHandler {
+    let commandName = "greet"
+    func handle(payload: Data, context: CommandContext) async throws -> Data { json(#"{"greeting":"Hello, stranger!"}"#) }
 }

@@ -47,9 +47,10 @@ extern "C" {
 #define CMDBUS_ABI_VERSION_MAJOR 1
 /**
  * The ABI minor version: additions that older hosts can ignore. 1.1 added command_flags
- * and invert; 1.2 added host->envelope; 1.3 added host->progress and plugin_flags.
+ * and invert; 1.2 added host->envelope; 1.3 added host->progress and plugin_flags; 1.4 added
+ * CMDBUS_PLUGIN_HANDLE_DECIDES and CMDBUS_DECLINED.
  */
-#define CMDBUS_ABI_VERSION_MINOR 3
+#define CMDBUS_ABI_VERSION_MINOR 4
 /** The first field of every descriptor: "CMDB". */
 #define CMDBUS_PLUGIN_MAGIC 0x434D4442u
 
@@ -68,7 +69,13 @@ typedef enum cmdbus_status {
     /** The (sub)command ran past its deadline. */
     CMDBUS_TIMED_OUT = 5,
     /** The handler failed, but trying again may succeed; the body is a UTF-8 message. */
-    CMDBUS_FAILED_RETRYABLE = 6
+    CMDBUS_FAILED_RETRYABLE = 6,
+    /**
+     * (ABI 1.4) handle() would not take this command after all: its can_handle says no. Only
+     * from a plugin that sets CMDBUS_PLUGIN_HANDLE_DECIDES, before it has done anything; the
+     * host passes the command to the next handler in the chain.
+     */
+    CMDBUS_DECLINED = 7
 } cmdbus_status;
 
 /** Log levels for host->log(). */
@@ -238,6 +245,13 @@ typedef struct cmdbus_plugin_descriptor {
 /** Flags for cmdbus_plugin_descriptor.plugin_flags (ABI 1.3). */
 /** Built without optimization (a debug build): it works, but may run ten times slower. */
 #define CMDBUS_PLUGIN_DEBUG_BUILD 0x1u
+/**
+ * (ABI 1.4) handle() asks can_handle itself and completes with CMDBUS_DECLINED when it says
+ * no, so the host need not call can_handle before handle: routing takes the command as wanted
+ * and passes it on if handle declines. One crossing per command instead of two. can_handle is
+ * still called when someone only asks (`cmdbus can`).
+ */
+#define CMDBUS_PLUGIN_HANDLE_DECIDES 0x2u
 
 /** The type of the entry point, `cmdbus_plugin_v1`. */
 typedef const cmdbus_plugin_descriptor *(*cmdbus_plugin_entry_v1)(void);

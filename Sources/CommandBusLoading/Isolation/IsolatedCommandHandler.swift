@@ -76,7 +76,7 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
             }
             if let sent { worker.cancel(sent) }
         }
-        if status == IsolatedPlugin.declinedStatus { throw HandlerDeclined() }
+        if status == Int32(CMDBUS_DECLINED.rawValue) { throw HandlerDeclined() }
         guard status == Int32(CMDBUS_OK.rawValue) else {
             throw PluginErrors.error(plugin: plugin, command: command.name, status: status, message: String(decoding: body, as: UTF8.self))
         }

@@ -34,8 +34,6 @@ public final class IsolatedPlugin: Sendable {
 
     /// The status a call ends with when its worker died (not an ABI value).
     package static let crashedStatus: Int32 = -1_000
-    /// The status a call ends with when the plugin's `can_handle()` said no (not an ABI value).
-    package static let declinedStatus: Int32 = -1_001
 
     /// A running worker: the socket to it and what it loaded.
     package struct RunningWorker: Sendable {

@@ -37,7 +37,9 @@ package enum PluginWorker {
         }
         WorkerSession.pluginLabel.withLock { $0 = "'\(quotedLine(plugin.name))' (\(FileSystem.lastComponent(file)))" }
         channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
-        let entry = PluginEntryPoints(descriptor: plugin.descriptor!.raw.pointee, state: plugin.state.pointer)
+        let entry = PluginEntryPoints(
+            descriptor: plugin.descriptor!.raw.pointee, state: plugin.state.pointer, handleDecides: plugin.descriptor!.handleDecides
+        )
         let threads = WorkerThreads(channel: channel) { frame in job(for: frame, entry: entry) }
         WorkerSession.threads.withLock { $0 = threads }
         threads.serve()
@@ -205,6 +207,7 @@ final class WorkerThreads: Sendable {
 private struct PluginEntryPoints: @unchecked Sendable {
     let descriptor: cmdbus_plugin_descriptor
     let state: UnsafeMutableRawPointer?
+    let handleDecides: Bool
 
     /// Asks `can_handle()` (on a handle of its own), answering as the ABI does: 1, 0 or -status, and any message.
     func canHandle(index: UInt32, payload: WorkerPayload) -> (Int32, [UInt8]) {
@@ -221,16 +224,22 @@ private struct PluginEntryPoints: @unchecked Sendable {
     }
 
     /// One round trip for routing and work: `can_handle()` first, and a "no" completes the call
-    /// with `declinedStatus` (the host passes the command on), a refusal with its status.
+    /// with `CMDBUS_DECLINED` (the host passes the command on), a refusal with its status.
     func decideAndHandle(index: UInt32, call: WorkerCall) {
+        // A plugin whose handle() decides (ABI 1.4) declines there itself.
+        if handleDecides { return handle(index: index, call: call) }
         let (answer, message) = canHandle(index: index, payload: call.payload)
         guard answer > 0 else {
             WorkerSession.remove(call)
-            let status = answer == 0 ? IsolatedPlugin.declinedStatus : -answer
+            let status = answer == 0 ? Int32(CMDBUS_DECLINED.rawValue) : -answer
             let body = answer == 0 || !message.isEmpty ? message : Array("the plugin refused the payload".utf8)
             WorkerSession.send(.complete, id: call.id, status: status, body: body)
             return
         }
+        handle(index: index, call: call)
+    }
+
+    private func handle(index: UInt32, call: WorkerCall) {
         descriptor.handle?(state, index, call.payloadBytes, call.handle)
     }
 }

@@ -14,7 +14,8 @@ package struct WorkerFrame: Equatable, Sendable {
         /// worker → host: the plugin did not load; the body is why.
         case loadFailed
         /// host → worker: run commands[status] with the body as payload, as call `id`. The worker asks
-        /// the plugin's `can_handle()` first and completes with `declinedStatus` if it says no.
+        /// the plugin's `can_handle()` first (unless its handle() decides) and completes with
+        /// `CMDBUS_DECLINED` if it says no.
         case handle
         /// host → worker: would commands[status] take this payload? Answered by `canHandleAnswer`.
         case canHandle

@@ -18,7 +18,11 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         self.plugin = plugin
         self.command = command
         crashLabel = PluginCrashLabel(plugin: plugin.name, file: plugin.path, command: command.name)
+        handleDecides = plugin.descriptor!.handleDecides
     }
+
+    /// Whether the plugin's handle() asks can_handle itself (``PluginDescriptor/handleDecides``).
+    private let handleDecides: Bool
 
     package var commandName: String { command.name }
     package var maxConcurrency: Int? { command.maxConcurrency }
@@ -39,7 +43,19 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         return (inverse.command, Data(inverse.payload.text.utf8))
     }
 
+    /// A plugin whose handle() decides (ABI 1.4, every Swift SDK plugin) is asked once, in
+    /// `handle`: routing takes the command as wanted, and a "no" there passes it down the chain.
     package func canHandle(payload: Data) throws -> Bool {
+        if handleDecides { return true }
+        return try wouldHandleNow(payload: payload)
+    }
+
+    package func wouldHandle(payload: Data) async throws -> Bool {
+        try wouldHandleNow(payload: payload)
+    }
+
+    /// The plugin's own `can_handle()` answer.
+    private func wouldHandleNow(payload: Data) throws -> Bool {
         guard let canHandle = plugin.descriptor!.raw.pointee.can_handle else { return true }
         let (answer, message) = callSynchronously(canHandle, payload: payload)
         if answer >= 0 { return answer != 0 }
@@ -79,6 +95,7 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         } onCancel: {
             if PluginCallRegistry.isLive(call) { cancel?(state.pointer, call.handle) }
         }
+        if status == Int32(CMDBUS_DECLINED.rawValue) && handleDecides { throw HandlerDeclined() }
         guard status == Int32(CMDBUS_OK.rawValue) else {
             throw error(status: status, message: String(decoding: body, as: UTF8.self))
         }

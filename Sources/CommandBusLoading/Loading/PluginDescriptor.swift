@@ -49,6 +49,13 @@ package struct PluginDescriptor: @unchecked Sendable {
             && raw.pointee.plugin_flags & CMDBUS_PLUGIN_DEBUG_BUILD != 0
     }
 
+    /// Whether the plugin's handle() checks can_handle itself and may complete with
+    /// `CMDBUS_DECLINED` (ABI 1.4), so the host need not ask can_handle first.
+    package var handleDecides: Bool {
+        abiMinor >= 4 && Int(raw.pointee.struct_size) >= MemoryLayout<cmdbus_plugin_descriptor>.size
+            && raw.pointee.plugin_flags & CMDBUS_PLUGIN_HANDLE_DECIDES != 0
+    }
+
     /// The ABI this host speaks.
     package static let hostABI = (major: UInt32(CMDBUS_ABI_VERSION_MAJOR), minor: UInt32(CMDBUS_ABI_VERSION_MINOR))
     /// The most commands a descriptor may declare; more means garbage.
