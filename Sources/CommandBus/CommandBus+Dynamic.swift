@@ -13,8 +13,7 @@ extension CommandBus {
     public func send(
         name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil
     ) async throws(CommandBusError) -> Data {
-        let context = try dispatch(.json(payload), name: name, parent: nil, metadata: metadata, timeout: timeout)
-        return try await context.result().jsonData(commandName: name)
+        try await sendOnCallersTask(.json(payload), name: name, metadata: metadata, timeout: timeout).jsonData(commandName: name)
     }
 
     /// Posts a command by name with a JSON payload; the ticket's result is JSON bytes.
@@ -40,9 +39,18 @@ extension CommandBus {
     /// asked for real, where ``canHandle(name:payload:)`` takes its quick yes. Nothing runs.
     /// - Throws: ``CommandBusError`` with code `decodingFailed` if the payload does not decode.
     public func wouldHandle(name: String, payload: Data) async throws(CommandBusError) -> Bool {
+        try await wouldHandle(name: name, payload: payload, useFallback: true)
+    }
+
+    /// Whether a handler registered on this bus (not the fallback) would take the command, each asked for its full answer.
+    package func wouldHandleLocally(name: String, payload: Data) async throws(CommandBusError) -> Bool {
+        try await wouldHandle(name: name, payload: payload, useFallback: false)
+    }
+
+    private func wouldHandle(name: String, payload: Data, useFallback: Bool) async throws(CommandBusError) -> Bool {
         try checkSize(of: .json(payload), name: name)
         var entries = routes.withLock { $0.handlers(for: name) }
-        if let fallbackEntry { entries.append(fallbackEntry) }
+        if useFallback, let fallbackEntry { entries.append(fallbackEntry) }
         for entry in entries {
             let prepared = try entry.box.prepare(.json(payload), commandName: name)
             if try await entry.box.wouldHandle(prepared, commandName: name) { return true }

@@ -94,8 +94,8 @@ public final class CommandBus: Sendable {
     public func send<C: Command>(
         _ command: C, metadata: [String: String] = [:], timeout: Duration? = nil
     ) async throws(CommandBusError) -> C.Result {
-        let context = try dispatch(.typed(command), name: C.name, parent: nil, metadata: metadata, timeout: timeout)
-        return try await context.result().value(as: C.Result.self, commandName: C.name)
+        try await sendOnCallersTask(.typed(command), name: C.name, metadata: metadata, timeout: timeout)
+            .value(as: C.Result.self, commandName: C.name)
     }
 
     /// Sends a command without waiting; the ticket tracks it.

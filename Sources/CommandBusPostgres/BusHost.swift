@@ -204,14 +204,22 @@ package final class BusHost: Sendable {
             return finish(row, .complete(id: row.id, attempt: row.attempt, state: .cancelled, result: nil, code: "cancelled",
                                          message: "command '\(row.name)' was cancelled", retryAfter: nil))
         }
-        let takes: Bool
-        do {
-            takes = try bus.canHandleLocally(name: row.name, payload: row.payload)
-        } catch {
-            return finish(row, .complete(id: row.id, attempt: row.attempt, state: .failed, result: nil,
-                                         code: HostFailure.Code(error).name, message: error.message, retryAfter: nil))
+        Task { [self] in
+            // The full answer: a plugin whose handle() decides, or an isolated one, is asked for real.
+            let takes: Bool
+            do throws(CommandBusError) {
+                takes = try await bus.wouldHandleLocally(name: row.name, payload: row.payload)
+            } catch {
+                return finish(row, .complete(id: row.id, attempt: row.attempt, state: .failed, result: nil,
+                                             code: HostFailure.Code(error).name, message: error.message, retryAfter: nil))
+            }
+            guard takes else { return finish(row, .decline(id: row.id, attempt: row.attempt)) }
+            run(row)
         }
-        guard takes else { return finish(row, .decline(id: row.id, attempt: row.attempt)) }
+    }
+
+    /// Runs a claimed command that a handler here takes, and reports how it ended.
+    private func run(_ row: BusCommandRow) {
         if row.isProbe {
             return finish(row, .complete(id: row.id, attempt: row.attempt, state: .succeeded, result: Data(#"{"canHandle":true}"#.utf8),
                                          code: nil, message: nil, retryAfter: nil))
@@ -227,11 +235,6 @@ package final class BusHost: Sendable {
             do throws(CommandBusError) {
                 let result = try await ticket.result
                 outcome = .complete(id: row.id, attempt: row.attempt, state: .succeeded, result: result, code: nil, message: nil, retryAfter: nil)
-            } catch where error.code == .noHandler {
-                // A handler here said yes at routing and declined in handle (an isolated plugin's
-                // can_handle() runs in its worker): nothing ran, so another host may take it.
-                state.withLock { _ = $0.running.removeValue(forKey: row.id) }
-                return finish(row, .decline(id: row.id, attempt: row.attempt))
             } catch {
                 let retry: Duration? = error.isRetryable && row.attempt < row.maxAttempts ? Self.backoff(attempt: row.attempt) : nil
                 let ended = ticket.state.isTerminal ? ticket.state : .failed

@@ -3,13 +3,15 @@ import Foundation
 import Testing
 
 struct SchedulingTests {
-    @Test func workRunsOffTheCallersTask() async throws {
+    /// A posted command runs in a task of its own; a sent one runs on the caller's task
+    /// (SendOnCallersTaskTests), never on the caller's actor.
+    @Test func aPostedCommandRunsInATaskOfItsOwn() async throws {
         let bus = CommandBus()
         bus.register(ClosureHandler<Work> { _, _ in
             withUnsafeCurrentTask { $0.map { $0.hashValue } ?? 0 }
         })
         let callerTask = withUnsafeCurrentTask { $0.map { $0.hashValue } ?? 0 }
-        #expect(try await bus.send(Work(value: 0)) != callerTask)
+        #expect(try await bus.post(Work(value: 0)).result != callerTask)
     }
 
     @Test func cancellingATicketReachesTheHandler() async throws {

@@ -11,9 +11,11 @@ struct HandlerAssignment: Sendable {
 }
 
 extension CommandContext {
-    /// The body of a command's task: write it ahead to the journal, wait for slots, run the
-    /// handler through the middleware, wait for children, record how it ended.
-    func run() async -> Outcome {
+    /// The body of a command's task (or of a `send` on the caller's task): write it ahead to the
+    /// journal, wait for slots, run the handler through the middleware, wait for children, record
+    /// how it ended. `@concurrent`: it runs on the global executor whoever calls it, so a handler
+    /// never runs on the caller's actor.
+    @concurrent func run() async -> Outcome {
         guard let assignment else { return await outcome(markingObserved: false) }
         let name = envelope.commandName
         if let journal {

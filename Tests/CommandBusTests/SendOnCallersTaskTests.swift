@@ -1,0 +1,134 @@
+import CommandBus
+import Foundation
+import Synchronization
+import Testing
+
+/// What a handler saw of where it ran.
+private final class Sightings: Sendable {
+    let onCallersQueue = Mutex<Bool?>(nil)
+    let task = Mutex<Int?>(nil)
+}
+
+private struct Look: Command {
+    typealias Result = Bool
+    static let name = "look"
+}
+
+private struct LookHandler: CommandHandler {
+    let sightings: Sightings
+    func handle(_ command: Look, context: CommandContext) async throws -> Bool {
+        sightings.onCallersQueue.withLock { $0 = DispatchQueue.getSpecific(key: callerQueueKey) == true }
+        sightings.task.withLock { $0 = withUnsafeCurrentTask { $0?.hashValue } }
+        return true
+    }
+}
+
+private struct Wait: Command {
+    typealias Result = Bool
+    static let name = "wait"
+}
+
+private struct WaitHandler: CommandHandler {
+    func handle(_ command: Wait, context: CommandContext) async throws -> Bool {
+        try await Task.sleep(for: .seconds(30))
+        return true
+    }
+}
+
+/// `send` runs a root command on the caller's task when nothing forces a hop, with the
+/// guarantees of a command in a task of its own.
+struct SendOnCallersTaskTests {
+    @Test func aSendRunsItsHandlerOnTheCallersTask() async throws {
+        let bus = CommandBus()
+        let sightings = Sightings()
+        bus.register(LookHandler(sightings: sightings))
+        let caller = withUnsafeCurrentTask { $0?.hashValue }
+        _ = try await bus.send(Look())
+        #expect(sightings.task.withLock { $0 } == caller)
+    }
+
+    @Test func aHandlerNeverRunsOnTheCallersActor() async throws {
+        let bus = CommandBus()
+        let sightings = Sightings()
+        bus.register(LookHandler(sightings: sightings))
+        let caller = Caller()
+        #expect(try await caller.send(Look(), on: bus))
+        #expect(sightings.onCallersQueue.withLock { $0 } == false)
+    }
+
+    @Test func cancellingTheCallerCancelsTheCommand() async throws {
+        let bus = CommandBus()
+        bus.register(WaitHandler())
+        let states = Mutex<[CommandState]>([])
+        let events = bus.events()
+        let watcher = Task {
+            for await event in events {
+                if case .stateChanged(_, let to) = event.kind { states.withLock { $0.append(to) } }
+                if case .stateChanged(_, .cancelled) = event.kind { return }
+            }
+        }
+        let caller = Task { try await bus.send(Wait()) }
+        try await Task.sleep(for: .milliseconds(100))
+        let start = ContinuousClock.now
+        caller.cancel()
+        await #expect {
+            try await caller.value
+        } throws: { error in
+            (error as? CommandBusError)?.code == .cancelled
+        }
+        #expect(ContinuousClock.now - start < .seconds(10))
+        await watcher.value
+        #expect(states.withLock { $0 } == [.running, .cancelled])
+    }
+
+    @Test func aDeadlineStillEndsAHandlerThatIgnoresIt() async throws {
+        struct Stubborn: Command {
+            typealias Result = Bool
+            static let name = "stubborn"
+        }
+        struct StubbornHandler: CommandHandler {
+            /// Ignores cancellation for 3 s without holding a thread.
+            func handle(_ command: Stubborn, context: CommandContext) async throws -> Bool {
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 3) { continuation.resume() }
+                }
+                return true
+            }
+        }
+        let bus = CommandBus()
+        bus.register(StubbornHandler())
+        let start = ContinuousClock.now
+        await #expect {
+            try await bus.send(Stubborn(), timeout: .milliseconds(200))
+        } throws: { error in
+            (error as? CommandBusError)?.code == .timedOut
+        }
+        #expect(ContinuousClock.now - start < .seconds(2))
+    }
+}
+
+private let callerQueueKey = DispatchSpecificKey<Bool>()
+
+/// An actor whose jobs run on a queue of its own, so a handler can tell whether it ran there.
+private actor Caller {
+    private let executor = QueueExecutor()
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    func send(_ command: Look, on bus: CommandBus) async throws -> Bool {
+        #expect(DispatchQueue.getSpecific(key: callerQueueKey) == true)
+        return try await bus.send(command)
+    }
+}
+
+private final class QueueExecutor: SerialExecutor {
+    private let queue: DispatchQueue = {
+        let queue = DispatchQueue(label: "caller")
+        queue.setSpecific(key: callerQueueKey, value: true)
+        return queue
+    }()
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+    }
+}
