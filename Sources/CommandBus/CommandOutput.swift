@@ -41,7 +41,14 @@ public struct CommandOutput: Sendable {
     /// The result as a `R`, cast directly or decoded from JSON.
     /// - Parameter commandName: The command the result belongs to, named in any error.
     public func value<R: Decodable>(as type: R.Type, commandName: String) throws(CommandBusError) -> R {
-        if case .value(let value) = storage, let typed = cast(value, to: R.self) { return typed }
+        // The exact type asks the runtime for no metadata; the rest lives in a function of its own.
+        if case .value(let value) = storage, Swift.type(of: value) == R.self { return reinterpret(value, as: R.self) }
+        return try converted(as: R.self, commandName: commandName)
+    }
+
+    @inline(never)
+    private func converted<R: Decodable>(as type: R.Type, commandName: String) throws(CommandBusError) -> R {
+        if case .value(let value) = storage, let typed = value as? R { return typed }
         let data = try jsonData(commandName: commandName)
         do { return try JSONWire.decoder.decode(R.self, from: data) } catch {
             throw CommandBusError(

@@ -23,11 +23,18 @@ enum CommandPayload: Sendable {
 
     /// The payload as a `C`, decoding JSON or re-coding a command of another Swift type if needed.
     func command<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
-        if case .typed(let command) = self, let typed = cast(command, to: C.self) { return typed }
+        // The common case, the exact type, asks the runtime for no metadata (not even `Optional<C>`):
+        // the rest lives in a function of its own.
+        if case .typed(let command) = self, Swift.type(of: command) == C.self { return reinterpret(command, as: C.self) }
+        return try converted(as: C.self)
+    }
+
+    @inline(never)
+    private func converted<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
+        if case .typed(let command) = self, let typed = command as? C { return typed }
         let data = try jsonData(commandName: C.name)
         do { return try JSONWire.decoder.decode(C.self, from: data) } catch {
             throw .decodingFailed(C.name, cause: error)
         }
     }
 }
-

@@ -14,3 +14,10 @@ func cast<T: Encodable, U>(_ value: T, to type: U.Type) -> U? {
     if T.self == U.self { return unsafeBitCast(value, to: U.self) }
     return value as? U
 }
+
+/// `value` as a `U`, when the caller has checked that its dynamic type is `U`: no optional and
+/// no dynamic cast, so an unspecialized generic caller needs no `Optional<U>` metadata.
+@inline(__always)
+func reinterpret<T, U>(_ value: T, as type: U.Type) -> U {
+    unsafeBitCast(value, to: U.self)
+}
