@@ -40,6 +40,18 @@ public struct CommandTicket<Result: Sendable>: Sendable {
         }
     }
 
+    /// Calls `body` once with the result when the command ends, on the thread that ends it (at
+    /// once if it already has): the result without a task waiting for it, which is what a
+    /// server answering many commands wants. Keep `body` short; it must not block.
+    public func whenFinished(_ body: @escaping @Sendable (Swift.Result<Result, CommandBusError>) -> Void) {
+        let convert = convert, name = context.envelope.commandName
+        context.whenFinished { outcome in
+            body(outcome.flatMap { output in
+                do throws(CommandBusError) { return .success(try convert(output, name)) } catch { return .failure(error) }
+            })
+        }
+    }
+
     /// Asks the command to stop: a pending command ends `cancelled` at once, a running one sees task cancellation.
     public func cancel() {
         context.cancel()

@@ -132,6 +132,17 @@ package final class CommandServer: Sendable {
         package let events: Bool?
     }
 
+    /// The response to a `send`: its result, or its error.
+    private static func reply(to id: JSONValue?, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> JSONValue {
+        switch outcome {
+        case .success(let result):
+            let text = String(decoding: result, as: UTF8.self)
+            return success(id, ["commandId": .string(ticket.uuidString), "result": JSONValue.parse(text) ?? .string(text)])
+        case .failure(let error):
+            return failure(id, code: HostFailure.Code(error).name, error.message, commandID: ticket)
+        }
+    }
+
     /// Reads one client's requests until it disconnects.
     private func serve(_ connection: ClientConnection) {
         let reader = LineSocketReader(descriptor: connection.descriptor, limit: Self.maxLineBytes)
@@ -182,21 +193,24 @@ package final class CommandServer: Sendable {
                 return
             }
             if request.cancelOnDisconnect == true { owned.insert(ticket) }
-            let forwarding = events.map { stream in
-                Task { await stream.follow(ticket.id) { event in connection.send(.object(["id": request.id ?? .null, "event": event.json])) } }
+            guard let events else {
+                // No task waits for the result: the reply is built and written by whoever ends the command.
+                return ticket.whenFinished { [running] outcome in
+                    owned.remove(ticket.id)
+                    running.remove(ticket.id)
+                    connection.send(Self.reply(to: request.id, ticket: ticket.id, outcome))
+                }
+            }
+            let forwarding = Task {
+                await events.follow(ticket.id) { event in connection.send(.object(["id": request.id ?? .null, "event": event.json])) }
             }
             Task { [running] in
-                let reply: JSONValue
-                do throws(CommandBusError) {
-                    let result = try await ticket.result
-                    let text = String(decoding: result, as: UTF8.self)
-                    reply = Self.success(request.id, ["commandId": .string(ticket.id.uuidString), "result": JSONValue.parse(text) ?? .string(text)])
-                } catch {
-                    reply = Self.failure(request.id, code: HostFailure.Code(error).name, error.message, commandID: ticket.id)
-                }
+                let outcome: Result<Data, CommandBusError>
+                do throws(CommandBusError) { outcome = .success(try await ticket.result) } catch { outcome = .failure(error) }
+                let reply = Self.reply(to: request.id, ticket: ticket.id, outcome)
                 owned.remove(ticket.id)
                 running.remove(ticket.id)
-                await forwarding?.value
+                await forwarding.value
                 connection.send(reply)
             }
         case "can":

@@ -54,6 +54,7 @@ extension CommandContext {
         struct Ended {
             let previous: CommandState
             let waiters: [UnsafeContinuation<Outcome, Never>]
+            let callbacks: [@Sendable (Outcome) -> Void]
             let watchdog: Task<Void, Never>?
             let task: Task<Outcome, Never>?
             let children: [CommandContext]
@@ -66,11 +67,11 @@ extension CommandContext {
             }
             execution.outcome = outcome
             // Drop the task and watchdog: a finished task still holds its first allocation slab.
-            defer { execution.waiters = []; execution.task = nil; execution.watchdog = nil }
+            defer { execution.waiters = []; execution.callbacks = []; execution.task = nil; execution.watchdog = nil }
             let abandoned = state == .cancelled || state == .timedOut
             if abandoned { execution.cancelRequested = true }
             return Ended(
-                previous: previous, waiters: execution.waiters, watchdog: execution.watchdog,
+                previous: previous, waiters: execution.waiters, callbacks: execution.callbacks, watchdog: execution.watchdog,
                 task: abandoned ? execution.task : nil, children: abandoned ? execution.children : []
             )
         }
@@ -86,6 +87,7 @@ extension CommandContext {
         bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
         bus.commandDidFinish(self, outcome: outcome, state: state)
         for waiter in ended.waiters { waiter.resume(returning: outcome) }
+        for callback in ended.callbacks { callback(outcome) }
         parent?.childDidFinish()
         return outcome
     }
@@ -100,6 +102,18 @@ extension CommandContext {
         for child in children { child.cancel() }
         // A command still waiting for a slot ends now; a running one ends when its handler returns.
         if wasPending { finish(.failure(.cancelled(envelope.commandName)), as: .cancelled) }
+    }
+
+    /// Calls `body` with the outcome when the command ends (at once if it has), on the thread
+    /// that ends it, with no task waiting; the outcome counts as seen.
+    func whenFinished(_ body: @escaping @Sendable (Outcome) -> Void) {
+        let done = execution.withLock { execution -> Outcome? in
+            execution.observed = true
+            if let outcome = execution.outcome { return outcome }
+            execution.callbacks.append(body)
+            return nil
+        }
+        if let done { body(done) }
     }
 
     /// Waits for the outcome; `markingObserved` records that someone saw it (so a failure is not unnoticed).

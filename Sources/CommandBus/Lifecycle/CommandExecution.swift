@@ -5,6 +5,8 @@ struct CommandExecution: Sendable {
     var lifecycle = CommandLifecycle()
     var outcome: Outcome?
     var waiters: [UnsafeContinuation<Outcome, Never>] = []
+    /// Callers told of the end without a task waiting (``CommandTicket/whenFinished(_:)``).
+    var callbacks: [@Sendable (Outcome) -> Void] = []
     var task: Task<Outcome, Never>?
     var watchdog: Task<Void, Never>?
     var cancelRequested = false
