@@ -131,3 +131,35 @@ private final class QueueExecutor: SerialExecutor {
         queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
     }
 }
+
+/// A ticket tells a callback of the end, with no task waiting.
+struct TicketCallbackTests {
+    @Test func whenFinishedHearsTheResultOnceAndAtOnceIfItIsOver() async throws {
+        let bus = CommandBus()
+        bus.register(LookHandler(sightings: Sightings()))
+        let heard = Mutex<[Bool]>([])
+        let ticket = bus.post(Look())
+        let done = Signal()
+        ticket.whenFinished { result in
+            heard.withLock { $0.append((try? result.get()) ?? false) }
+            done.fire()
+        }
+        #expect(await waitUntil { done.isFired })
+        // Already over: told at once, on this thread.
+        ticket.whenFinished { result in heard.withLock { $0.append((try? result.get()) ?? false) } }
+        #expect(heard.withLock { $0 } == [true, true])
+    }
+
+    @Test func whenFinishedHearsAFailure() async throws {
+        let bus = CommandBus()
+        let ticket = bus.post(name: "nobody", payload: Data("{}".utf8))
+        let code = Mutex<CommandBusError.Code?>(nil)
+        let done = Signal()
+        ticket.whenFinished { result in
+            if case .failure(let error) = result { code.withLock { $0 = error.code } }
+            done.fire()
+        }
+        #expect(await waitUntil { done.isFired })
+        #expect(code.withLock { $0 } == .noHandler)
+    }
+}
