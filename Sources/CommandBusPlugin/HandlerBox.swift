@@ -20,7 +20,7 @@ struct PluginHandlerBox: Sendable {
     init<H: PluginHandler>(_ handler: H) {
         commandName = H.HandledCommand.name
         maxConcurrency = handler.maxConcurrency
-        let reversible = H.HandledCommand.self is any ReversiblePluginCommand.Type
+        let reversible = H.HandledCommand.isReversible
         flags = (handler.isJournaled ? 0 : CMDBUS_COMMAND_NOT_JOURNALED)
             | (handler.replaysOnStart ? CMDBUS_COMMAND_REPLAY_ON_START : 0)
             | (reversible ? CMDBUS_COMMAND_REVERSIBLE : 0)

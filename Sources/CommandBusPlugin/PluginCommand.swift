@@ -13,4 +13,13 @@ public protocol PluginCommand: Codable, Sendable {
     associatedtype Result: Codable, Sendable
     /// The stable routing name, such as `"greet"`.
     static var name: String { get }
+    /// Whether the command has an inverse: `true` for a ``ReversiblePluginCommand``. You need
+    /// not implement it; it spares the plugin a runtime conformance check when it loads, whose
+    /// cost grows with every image loaded before it.
+    static var isReversible: Bool { get }
+}
+
+extension PluginCommand {
+    /// No inverse, unless the command is a ``ReversiblePluginCommand``.
+    public static var isReversible: Bool { false }
 }

@@ -60,6 +60,9 @@ public protocol ReversiblePluginCommand: PluginCommand {
 }
 
 extension ReversiblePluginCommand {
+    /// `true`: it has an inverse.
+    public static var isReversible: Bool { true }
+
     /// `{"command": NAME, "payload": {...}}`, the form the ABI's invert() answers in.
     func encodedInverse() throws -> Data {
         try JSONWire.encoder.encode(NamedCommand(command: Inverse.name, payload: inverse()))
