@@ -9,7 +9,9 @@ runs="${1:-20000}"
 out="$repo/.build/fuzz"
 mkdir -p "$out"
 abi="$repo/Sources/CCommandBusABI/include"
-flags=(-O -sanitize=fuzzer -parse-as-library -swift-version 6 -suppress-warnings -package-name commandbus)
+# CLinux: CommandBusSupport's system-library module (pidfd_open, timerfd), found by its module map.
+flags=(-O -sanitize=fuzzer -parse-as-library -swift-version 6 -suppress-warnings -package-name commandbus
+    -Xcc -fmodule-map-file="$repo/Sources/CLinux/module.modulemap")
 
 build() {  # build NAME MODULE SOURCES...
     local name="$1" module="$2"; shift 2
