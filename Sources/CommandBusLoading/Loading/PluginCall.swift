@@ -52,8 +52,8 @@ package final class PluginCall: Sendable {
     /// The answer given during a synchronous call such as `can_handle()`, if any.
     package var completion: Completion? { state.withLock { $0.completion } }
 
-    /// Waits for the plugin to complete the call; `start` makes the plugin call.
-    package func wait(start: () -> Void) async -> Completion {
+    /// Waits for the plugin to complete the call (made already).
+    package func wait() async -> Completion {
         await withUnsafeContinuation { continuation in
             let early = state.withLock { state -> Completion? in
                 if let completion = state.completion { return completion }
@@ -61,7 +61,6 @@ package final class PluginCall: Sendable {
                 return nil
             }
             if let early { continuation.resume(returning: early) }
-            start()
         }
     }
 }

@@ -90,10 +90,15 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         let bytes = cmdbus_bytes(data: UnsafePointer(buffer.bindMemory(to: UInt8.self).baseAddress), length: payload.count)
         let state = plugin.state, index = command.index, label = crashLabel
         let cancel = plugin.descriptor!.raw.pointee.cancel
-        let (status, body) = await withTaskCancellationHandler {
-            await call.wait { label.around { handle(state.pointer, index, bytes, call.handle) } }
-        } onCancel: {
-            if PluginCallRegistry.isLive(call) { cancel?(state.pointer, call.handle) }
+        label.around { handle(state.pointer, index, bytes, call.handle) }
+        // A quick plugin has completed already: no continuation, no cancellation handler. Otherwise
+        // the handler is installed now, and a cancellation that came meanwhile reaches it at once.
+        let (status, body) = if let done = call.completion { done } else {
+            await withTaskCancellationHandler {
+                await call.wait()
+            } onCancel: {
+                if PluginCallRegistry.isLive(call) { cancel?(state.pointer, call.handle) }
+            }
         }
         if status == Int32(CMDBUS_DECLINED.rawValue) && handleDecides { throw HandlerDeclined() }
         guard status == Int32(CMDBUS_OK.rawValue) else {
