@@ -30,16 +30,12 @@ struct PluginHandlerBox: Sendable {
                 throw PluginError(.failed, "the inverse of '\(H.HandledCommand.name)' does not encode: \(error)")
             }
         }
-        // The host asks can_handle() and then calls handle() with the same bytes; keeping the
-        // last command decoded for can_handle() saves handle() a second decode.
-        let lastDecoded = LastDecoded<H.HandledCommand>()
         canHandle = { payload throws(PluginError) in
-            let command = try Self.decode(H.HandledCommand.self, from: payload)
-            lastDecoded.keep(command, for: payload)
-            return handler.canHandle(command)
+            handler.canHandle(try Self.decode(H.HandledCommand.self, from: payload))
         }
+        // A host that speaks ABI 1.4 calls handle() alone (CMDBUS_PLUGIN_HANDLE_DECIDES): one decode per command.
         handle = { payload, context in
-            let command = try lastDecoded.take(for: payload) ?? Self.decode(H.HandledCommand.self, from: payload)
+            let command = try Self.decode(H.HandledCommand.self, from: payload)
             // CMDBUS_PLUGIN_HANDLE_DECIDES: the host may not have asked can_handle first.
             guard handler.canHandle(command) else {
                 throw PluginError(.declined, "'\(H.HandledCommand.name)' declined this payload (canHandle said no)")
@@ -52,24 +48,6 @@ struct PluginHandlerBox: Sendable {
     static func decode<C: PluginCommand>(_ type: C.Type, from payload: Data) throws(PluginError) -> C {
         do { return try JSONWire.decoder.decode(C.self, from: payload) } catch {
             throw PluginError(.decodingFailed, describeDecodingFailure(error))
-        }
-    }
-}
-
-/// A one-slot cache: the last command decoded, with the bytes it came from.
-private final class LastDecoded<C: PluginCommand>: Sendable {
-    private let slot = Mutex<(payload: Data, command: C)?>(nil)
-
-    func keep(_ command: C, for payload: Data) {
-        slot.withLock { $0 = (payload, command) }
-    }
-
-    /// The command decoded from exactly these bytes, if it is the one kept; the slot is emptied.
-    func take(for payload: Data) -> C? {
-        slot.withLock { kept in
-            guard let entry = kept, entry.payload == payload else { return nil }
-            kept = nil
-            return entry.command
         }
     }
 }
