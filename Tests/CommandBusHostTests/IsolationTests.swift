@@ -140,14 +140,14 @@ struct IsolationTests {
         let loader = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path)
         let catalog = await DetachedThread.value { loader.load(into: bus) }
         defer { catalog.stopWorkers() }
-        let stubborn = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":4000,"stubborn":true}"#))
+        let stubborn = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":8000,"stubborn":true}"#))
         try await Task.sleep(for: .milliseconds(200))
-        let start = ContinuousClock.now
         _ = try await bus.send(name: "fixture.whoami", payload: json("{}"))
         #expect(try await bus.wouldHandle(name: "fixture.whoami", payload: json("{}")))
-        #expect(ContinuousClock.now - start < .seconds(2), "the quick call waited for the stubborn one")
-        #expect(stubborn.state == .running)
-        _ = try await stubborn.result
+        // Answered while the stubborn handler still holds its thread: nobody waited for it.
+        #expect(stubborn.state == .running, "the quick call waited for the stubborn one")
+        stubborn.cancel()
+        _ = try? await stubborn.result
     }
 
     /// A cancellation that comes before the call reaches the worker is not lost: the call is never sent.
