@@ -102,6 +102,8 @@ package final class LineSocketReader {
     private var buffer: [UInt8] = []
     private var discarding = 0
     private var scanned = 0
+    /// Where each `recv` lands: allocated once, not per line.
+    private var chunk = [UInt8](repeating: 0, count: 65_536)
 
     package init(descriptor: Int32, limit: Int) {
         self.descriptor = descriptor
@@ -110,7 +112,6 @@ package final class LineSocketReader {
 
     /// The next line, or `nil` when the peer has closed.
     package func next() -> Line? {
-        var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
             // Only the bytes not searched yet are searched: a long line costs linear time.
             if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
