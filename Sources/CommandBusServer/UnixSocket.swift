@@ -103,7 +103,7 @@ package final class LineSocketReader {
     private var discarding = 0
     private var scanned = 0
     /// How long a reader keeps asking before it sleeps: at most this much CPU per request.
-    package static let spin: Duration = .microseconds(100)
+    package static let spin = SpinBudget.duration(default: .microseconds(100))
     /// Where each `recv` lands: allocated once, not per line.
     private var chunk = [UInt8](repeating: 0, count: 65_536)
 

@@ -30,7 +30,7 @@ public final class IsolatedPlugin: Sendable {
     package static let cancelGrace: Duration = .seconds(1)
 
     /// How long the reader keeps asking for a frame before it sleeps, while calls are out.
-    package static let answerSpin: Duration = .microseconds(50)
+    package static let answerSpin = SpinBudget.duration(default: .microseconds(50))
 
     /// The status a call ends with when its worker died (not an ABI value).
     package static let crashedStatus: Int32 = -1_000

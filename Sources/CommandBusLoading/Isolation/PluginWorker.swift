@@ -94,7 +94,7 @@ final class WorkerThreads: Sendable {
     /// Fires when plugin code may have run for `readerAfter` with nobody reading.
     private let timer: Int32
     /// How long a reader keeps asking the socket before it sleeps in `recv` (see ``FrameChannel/receive(spinning:)``).
-    static let spin: Duration = .microseconds(50)
+    static let spin = SpinBudget.duration(default: .microseconds(50))
     /// How long plugin code may run with nobody reading before another thread reads beside it.
     static let readerAfter: Duration = .milliseconds(1)
 
