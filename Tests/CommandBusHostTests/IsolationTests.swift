@@ -24,6 +24,17 @@ struct IsolationTests {
         return (bus, Cleanup(directory: directory, catalog: catalog))
     }
 
+    /// A bus with the tests' fixture plugin (sleeps, subcommands, envelopes) loaded in a worker.
+    private func isolatedFixtureBus() async throws -> (CommandBus, Cleanup) {
+        let directory = try TemporaryDirectory()
+        try directory.install("libFixturePlugin.so")
+        let bus = CommandBus()
+        let loader = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path)
+        let catalog = await DetachedThread.value { loader.load(into: bus) }
+        try #require(catalog.plugins.count == 1, "\(catalog.skipped)")
+        return (bus, Cleanup(directory: directory, catalog: catalog))
+    }
+
     /// Stops a test's workers and removes its files.
     struct Cleanup {
         let directory: TemporaryDirectory
@@ -133,13 +144,8 @@ struct IsolationTests {
     /// can_handle() question are read and answered beside it.
     @Test(.timeLimit(.minutes(2)))
     func otherCallsAreAnsweredWhileAHandlerHoldsItsThread() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try directory.install("libFixturePlugin.so")
-        let bus = CommandBus()
-        let loader = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path)
-        let catalog = await DetachedThread.value { loader.load(into: bus) }
-        defer { catalog.stopWorkers() }
+        let (bus, fixture) = try await isolatedFixtureBus()
+        defer { fixture.remove() }
         let stubborn = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":8000,"stubborn":true}"#))
         try await Task.sleep(for: .milliseconds(200))
         _ = try await bus.send(name: "fixture.whoami", payload: json("{}"))
@@ -152,14 +158,9 @@ struct IsolationTests {
 
     /// A cancellation that comes before the call reaches the worker is not lost: the call is never sent.
     @Test func aCancellationBeforeTheCallIsSentIsNotLost() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try directory.install("libFixturePlugin.so")
-        let bus = CommandBus()
-        let loader = PluginLoader(directories: [directory.path], isolatingWith: try TestPaths.product("cmdbus").path)
-        let catalog = await DetachedThread.value { loader.load(into: bus) }
-        defer { catalog.stopWorkers() }
-        let plugin = try #require(catalog.plugins.first)
+        let (bus, fixture) = try await isolatedFixtureBus()
+        defer { fixture.remove() }
+        let plugin = try #require(fixture.catalog.plugins.first)
         let sleep = try #require(plugin.declared.first { $0.name == "fixture.sleep" })
         let isolated = IsolatedCommandHandler(plugin: plugin, worker: try #require(plugin.worker), command: sleep)
         bus.register(CancelsItselfFirst(inner: isolated), priority: 100)
