@@ -10,7 +10,11 @@ struct LatencySampler {
     mutating func measure(_ operation: () async throws -> Void) async rethrows {
         let start = ContinuousClock.now
         try await operation()
-        let elapsed = ContinuousClock.now - start
+        record(ContinuousClock.now - start)
+    }
+
+    /// Adds one latency measured elsewhere.
+    mutating func record(_ elapsed: Duration) {
         samples.append(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
     }
 

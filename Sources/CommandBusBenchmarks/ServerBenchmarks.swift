@@ -35,8 +35,32 @@ enum ServerBenchmarks {
         var latencies = LatencySampler(capacity: 2_000)
         for _ in 0..<2_000 { await latencies.measure { _ = client.ask(send) } }
         report.record("socket_send\(suffix)_p50_us", latencies.percentile(50) / 1_000)
+        if journaled {
+            // A journaled send makes two durable writes: the write-ahead before the handler runs, the ending before the answer.
+            let fsync = try fsyncLatency(directory: work.path)
+            report.record("fsync_p50_us", fsync)
+            report.record("socket_send_journaled_vs_fsync_ratio", latencies.percentile(50) / 1_000 / fsync)
+        }
         report.record("socket_throughput\(suffix)_per_s", try throughput(socketPath))
         if journaled { report.record("hot_load_ms", try hotLoad(client: client, plugins: plugins)) }
+    }
+
+    /// Microseconds (p50) to append a journal-row-sized record to a file and `fsync` it, in the
+    /// directory the server's journal is in: the floor under any one durable write there.
+    static func fsyncLatency(directory: String) throws -> Double {
+        let path = directory + "/fsync-probe"
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw BenchmarkFailure("cannot create \(path)") }
+        defer { close(descriptor); unlink(path) }
+        let record = [UInt8](repeating: 0x2A, count: 512)
+        var latencies = LatencySampler(capacity: 300)
+        for round in 0..<330 {
+            let start = ContinuousClock.now
+            let written = record.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            guard written == record.count, fsync(descriptor) == 0 else { throw BenchmarkFailure("cannot write and fsync \(path)") }
+            if round >= 30 { latencies.record(ContinuousClock.now - start) }
+        }
+        return latencies.percentile(50) / 1_000
     }
 
     /// Posts per second over 10 connections, each writing its posts and then reading the acknowledgements.

@@ -47,7 +47,7 @@ public struct JournalReplayer: Sendable {
                 if let createdFrom, record.envelope.createdAt < createdFrom { continue }
                 if let createdUntil, record.envelope.createdAt > createdUntil { continue }
                 do {
-                    _ = try await bus.replay(record)
+                    try await bus.replayDiscardingResult(record)
                     report.replayed += 1
                 } catch {
                     report.failed += 1

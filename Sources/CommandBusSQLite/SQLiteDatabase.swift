@@ -92,6 +92,12 @@ package final class SQLiteStatement {
         sqlite3_bind_text(statement, index, value, -1, sqliteTransient)
     }
 
+    /// Binds an id as its canonical upper-case text, the form the journal stores ids in.
+    package func bind(_ index: Int32, _ value: UUID?) {
+        guard let value else { sqlite3_bind_null(statement, index); return }
+        bind(index, CommandID.text(value))
+    }
+
     package func bind(_ index: Int32, _ value: Data?) {
         guard let value else { sqlite3_bind_null(statement, index); return }
         value.withUnsafeBytes { raw in
@@ -131,6 +137,13 @@ package final class SQLiteStatement {
     package func string(_ column: Int32) -> String? {
         guard let text = sqlite3_column_text(statement, column) else { return nil }
         return String(cString: text)
+    }
+
+    /// The id written in a text column, or `nil` if the column is null or holds no id.
+    package func uuid(_ column: Int32) -> UUID? {
+        guard let text = sqlite3_column_text(statement, column) else { return nil }
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return CommandID.parse(utf8: UnsafeBufferPointer(start: text, count: count))
     }
 
     package func data(_ column: Int32) -> Data? {

@@ -91,7 +91,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private func rowID(_ id: UUID) throws(CommandBusError) -> Int64? {
         if let known = rowIDs[id] { return known }
         defer { findRow.reset() }
-        findRow.bind(1, id.uuidString)
+        findRow.bind(1, id)
         return try findRow.step() ? findRow.int64(0) : nil
     }
 
@@ -116,10 +116,10 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         switch write {
         case .accept(let envelope, let payload):
             let now = Date().timeIntervalSince1970
-            insert.bind(1, envelope.id.uuidString)
+            insert.bind(1, envelope.id)
             insert.bind(2, envelope.commandName)
-            insert.bind(3, envelope.parentID?.uuidString)
-            insert.bind(4, envelope.correlationID.uuidString)
+            insert.bind(3, envelope.parentID)
+            insert.bind(4, envelope.correlationID)
             insert.bind(5, envelope.createdAt.timeIntervalSince1970)
             insert.bind(6, envelope.metadata.isEmpty ? nil : JSONValue.object(envelope.metadata.mapValues(JSONValue.string)).text)
             insert.bind(7, payload)
@@ -154,7 +154,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             let statement = try database.prepare(
                 "UPDATE commands SET state = 'failed', error_code = ?2, error_message = ?3, updated_at = ?4 WHERE id = ?1"
             )
-            statement.bind(1, id.uuidString)
+            statement.bind(1, id)
             statement.bind(2, code)
             statement.bind(3, message)
             statement.bind(4, Date().timeIntervalSince1970)
@@ -171,7 +171,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
                     state = CASE WHEN state IN ('pending', 'running') THEN 'cancelled' ELSE state END
                 WHERE id = ?1 AND discarded_at IS NULL
                 """)
-            statement.bind(1, id.uuidString)
+            statement.bind(1, id)
             statement.bind(2, Date().timeIntervalSince1970)
             try run(statement)
         }
@@ -184,7 +184,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
 
     package func record(_ id: UUID) throws(CommandBusError) -> JournalRecord? {
         defer { selectOne.reset() }
-        selectOne.bind(1, id.uuidString)
+        selectOne.bind(1, id)
         return try selectOne.step() ? Self.record(from: selectOne).record : nil
     }
 
@@ -211,7 +211,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         if let limit = query.limit { sql += " LIMIT \(limit)" }
         let statement = try database.prepare(sql)
         if let name = query.commandName { statement.bind(1, name) }
-        if let correlation = query.correlationID { statement.bind(2, correlation.uuidString) }
+        if let correlation = query.correlationID { statement.bind(2, correlation) }
         if let since = query.createdSince { statement.bind(3, since.timeIntervalSince1970) }
         var records: [JournalRecord] = []
         while try statement.step() { records.append(Self.record(from: statement).record) }
@@ -220,12 +220,12 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
 
     package static func record(from row: SQLiteStatement) -> (record: JournalRecord, owner: String?) {
         func date(_ column: Int32) -> Date? { row.isNull(column) ? nil : Date(timeIntervalSince1970: row.double(column)) }
-        let id = UUID(uuidString: row.string(1) ?? "") ?? UUID()
+        let id = row.uuid(1) ?? UUID()
         var envelope = CommandEnvelope(
             commandName: row.string(2) ?? "", id: id, createdAt: Date(timeIntervalSince1970: row.double(5))
         )
-        envelope.parentID = row.string(3).flatMap(UUID.init(uuidString:))
-        envelope.correlationID = row.string(4).flatMap(UUID.init(uuidString:)) ?? id
+        envelope.parentID = row.uuid(3)
+        envelope.correlationID = row.uuid(4) ?? id
         if let metadata = row.string(6), case .object(let fields)? = JSONValue.parse(metadata) {
             envelope.metadata = fields.compactMapValues { if case .string(let value) = $0 { value } else { nil } }
         }
@@ -234,7 +234,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             state: CommandState(rawValue: row.string(8) ?? "") ?? .failed, attempts: Int(row.int64(9)),
             result: row.data(10), errorCode: row.string(11), errorMessage: row.string(12),
             updatedAt: Date(timeIntervalSince1970: row.double(13)),
-            undoOf: row.string(14).flatMap(UUID.init(uuidString:)), undoneBy: row.string(15).flatMap(UUID.init(uuidString:)),
+            undoOf: row.uuid(14), undoneBy: row.uuid(15),
             excluded: row.int64(16) != 0, startedAt: date(18), finishedAt: date(19), discardedAt: date(20)
         )
         return (record, row.string(17))

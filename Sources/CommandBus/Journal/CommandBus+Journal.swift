@@ -52,13 +52,23 @@ extension CommandBus {
     /// It runs in the caller's task (a replay goes in order, one command at a time), with the
     /// same routing, handler and lifecycle as any other command.
     /// - Returns: The JSON result.
+    @discardableResult
     public func replay(_ record: JournalRecord) async throws(CommandBusError) -> Data {
-        let name = record.envelope.commandName
+        try await replayOutput(record).jsonData(commandName: record.envelope.commandName)
+    }
+
+    /// Runs a journaled command again, as ``replay(_:)`` does, for its effect on the handlers' state
+    /// only: its result is dropped without being encoded, which a long replay would otherwise pay for.
+    public func replayDiscardingResult(_ record: JournalRecord) async throws(CommandBusError) {
+        _ = try await replayOutput(record)
+    }
+
+    private func replayOutput(_ record: JournalRecord) async throws(CommandBusError) -> CommandOutput {
         let context = try routedContext(
-            .json(record.payload), name: name, parent: nil, metadata: record.envelope.metadata,
+            .json(record.payload), name: record.envelope.commandName, parent: nil, metadata: record.envelope.metadata,
             timeout: nil, envelope: record.envelope, journaled: false
         )
-        return try await context.run().get().jsonData(commandName: name)
+        return try await context.run().get()
     }
 
     /// The command that undoes `record`, from the handler that would take it now, or `nil` if it has no inverse.
