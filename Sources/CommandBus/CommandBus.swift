@@ -28,6 +28,8 @@ public final class CommandBus: Sendable {
     private let nextRegistrationID = Atomic<Int>(0)
     /// The configuration's fallback handler, as a route entry.
     let fallbackEntry: RouteEntry?
+    /// The runner tasks posted root commands run on.
+    let postRunners = PostRunners()
 
     /// Creates a bus.
     /// - Parameter configuration: Concurrency limit, default deadline and middleware.

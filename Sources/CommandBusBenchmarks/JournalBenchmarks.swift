@@ -57,7 +57,7 @@ enum JournalBenchmarks {
         let start = ContinuousClock.now
         for index in 0..<count {
             if index % rowsPerTransaction == 0 { sqlite3_exec(database, "BEGIN IMMEDIATE", nil, nil, nil) }
-            let id = CommandID.make().uuidString
+            let id = CommandID.text(CommandID.make())
             sqlite3_bind_text(insert, 1, id, -1, unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
             sqlite3_bind_double(insert, 2, Date().timeIntervalSince1970)
             sqlite3_bind_blob(insert, 3, payload, Int32(payload.count), nil)
@@ -82,7 +82,7 @@ enum JournalBenchmarks {
         let payload = Array(#"{"value":1}"#.utf8)
         let now = Date().timeIntervalSince1970
         for _ in 0..<replayEntries {
-            sqlite3_bind_text(insert, 1, CommandID.make().uuidString, -1, unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
+            sqlite3_bind_text(insert, 1, CommandID.text(CommandID.make()), -1, unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
             sqlite3_bind_double(insert, 2, now)
             sqlite3_bind_blob(insert, 3, payload, Int32(payload.count), nil)
             sqlite3_step(insert)

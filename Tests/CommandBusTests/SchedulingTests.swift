@@ -3,9 +3,9 @@ import Foundation
 import Testing
 
 struct SchedulingTests {
-    /// A posted command runs in a task of its own; a sent one runs on the caller's task
-    /// (SendOnCallersTaskTests), never on the caller's actor.
-    @Test func aPostedCommandRunsInATaskOfItsOwn() async throws {
+    /// A posted command runs on a runner task (PostRunnersTests); a sent one runs on the
+    /// caller's task (SendOnCallersTaskTests), never on the caller's actor.
+    @Test func aPostedCommandRunsOffTheCallersTask() async throws {
         let bus = CommandBus()
         bus.register(ClosureHandler<Work> { _, _ in
             withUnsafeCurrentTask { $0.map { $0.hashValue } ?? 0 }

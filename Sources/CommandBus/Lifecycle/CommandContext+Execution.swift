@@ -12,6 +12,15 @@ extension CommandContext {
         if cancelNow { task.cancel() }
     }
 
+    /// Stores the runner the command is about to run on, cancelling it at once if cancellation came first.
+    func attach(runner: PostRunner) {
+        let cancelNow = execution.withLock { execution -> Bool in
+            if !execution.lifecycle.state.isTerminal { execution.runner = runner }
+            return execution.cancelRequested
+        }
+        if cancelNow { runner.cancel(ifRunning: self) }
+    }
+
     /// Starts the deadline: when it passes first, the command ends `timedOut` and its task is cancelled.
     func startWatchdog(_ timeout: Duration) {
         let watchdog = Task { [weak self] in
@@ -57,6 +66,7 @@ extension CommandContext {
             let callbacks: [@Sendable (Outcome) -> Void]
             let watchdog: Task<Void, Never>?
             let task: Task<Outcome, Never>?
+            let runner: PostRunner?
             let children: [CommandContext]
         }
         var earlier: Outcome?
@@ -67,17 +77,19 @@ extension CommandContext {
             }
             execution.outcome = outcome
             // Drop the task and watchdog: a finished task still holds its first allocation slab.
-            defer { execution.waiters = []; execution.callbacks = []; execution.task = nil; execution.watchdog = nil }
+            defer { execution.waiters = []; execution.callbacks = []; execution.task = nil; execution.runner = nil; execution.watchdog = nil }
             let abandoned = state == .cancelled || state == .timedOut
             if abandoned { execution.cancelRequested = true }
             return Ended(
                 previous: previous, waiters: execution.waiters, callbacks: execution.callbacks, watchdog: execution.watchdog,
-                task: abandoned ? execution.task : nil, children: abandoned ? execution.children : []
+                task: abandoned ? execution.task : nil, runner: abandoned ? execution.runner : nil,
+                children: abandoned ? execution.children : []
             )
         }
         guard let ended else { return earlier ?? outcome }
         ended.watchdog?.cancel()
         ended.task?.cancel()
+        ended.runner?.cancel(ifRunning: self)
         for child in ended.children { child.cancel() }
         if !recorded, let journal {
             let update = journalUpdate(outcome, state: state)
@@ -94,11 +106,12 @@ extension CommandContext {
 
     /// Cancels the command: its task sees task cancellation, and so do its children.
     func cancel() {
-        let (task, wasPending, children) = execution.withLock { execution in
+        let (task, runner, wasPending, children) = execution.withLock { execution in
             execution.cancelRequested = true
-            return (execution.task, execution.lifecycle.state == .pending, execution.children)
+            return (execution.task, execution.runner, execution.lifecycle.state == .pending, execution.children)
         }
         task?.cancel()
+        runner?.cancel(ifRunning: self)
         for child in children { child.cancel() }
         // A command still waiting for a slot ends now; a running one ends when its handler returns.
         if wasPending { finish(.failure(.cancelled(envelope.commandName)), as: .cancelled) }

@@ -8,6 +8,8 @@ struct CommandExecution: Sendable {
     /// Callers told of the end without a task waiting (``CommandTicket/whenFinished(_:)``).
     var callbacks: [@Sendable (Outcome) -> Void] = []
     var task: Task<Outcome, Never>?
+    /// The runner a posted root command runs on (``PostRunners``), while it runs.
+    var runner: PostRunner?
     var watchdog: Task<Void, Never>?
     var cancelRequested = false
     /// Someone awaited the result, so a failure has been seen.

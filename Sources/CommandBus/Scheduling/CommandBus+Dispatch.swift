@@ -106,7 +106,14 @@ extension CommandBus {
         metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope? = nil
     ) -> CommandContext {
         do {
-            return try dispatch(payload, name: name, parent: parent, metadata: metadata, timeout: timeout, envelope: envelope).context
+            guard parent == nil else {
+                return try dispatch(payload, name: name, parent: parent, metadata: metadata, timeout: timeout, envelope: envelope).context
+            }
+            // A root command waits its turn on a runner rather than starting a task of its own.
+            let context = try routedContext(payload, name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: envelope, journaled: true)
+            if let deadline = context.timeout { context.startWatchdog(deadline) }
+            postRunners.submit(context)
+            return context
         } catch {
             let context = makeContext(
                 name: name, parent: parent, metadata: metadata, timeout: nil, envelope: envelope, assignment: nil, journal: nil

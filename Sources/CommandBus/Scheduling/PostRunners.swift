@@ -1,0 +1,168 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Synchronization
+
+/// Runs posted root commands on a few runner tasks instead of starting a task for each.
+///
+/// Starting a task costs more than running a quick command, so a burst of posts is taken from
+/// one first-in, first-out queue by a small number of runner tasks, each running one command at
+/// a time. The pool grows when commands wait: a supervisor looks once a millisecond, and if a
+/// command queued before its last look is still waiting (every runner is held by a handler that
+/// suspended, a journal write or a concurrency slot), it doubles the runners, never past the
+/// number of commands waiting. A burst of slow commands therefore gets a runner each within a
+/// few milliseconds, as it would with a task each. Runners end when the queue is empty.
+///
+/// Cancellation still reaches a handler as task cancellation: cancelling a command cancels the
+/// runner's task while that command runs on it, and a runner whose task was cancelled retires
+/// after that command (cancellation cannot be taken back), handing the queue to a new runner.
+final class PostRunners: Sendable {
+    private struct State {
+        var queue: [CommandContext] = []
+        /// The index in `queue` of the next command to take; the taken ones are dropped in bulk.
+        var head = 0
+        /// Commands taken from the queue since it was created, and the ones queued.
+        var taken = 0
+        var queued = 0
+        var runners = 0
+        var supervising = false
+        /// `queued` at the supervisor's last look: a command below it has waited at least a tick.
+        var queuedAtLastLook = 0
+
+        var waiting: Int { queue.count - head }
+
+        mutating func take() -> CommandContext? {
+            guard head < queue.count else { return nil }
+            let next = queue[head]
+            head += 1
+            taken += 1
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: queue.capacity <= 4_096)
+                head = 0
+            } else if head >= 1_024 && head * 2 >= queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+            return next
+        }
+    }
+
+    /// Runners started at once when commands arrive and none is free.
+    let baseRunners: Int
+    /// How often the supervisor looks for commands held up behind busy runners.
+    static let supervisionTick: Duration = .milliseconds(1)
+    private let state = Mutex(State())
+
+    init(baseRunners: Int = max(2, ProcessInfo.processInfo.activeProcessorCount)) {
+        self.baseRunners = baseRunners
+    }
+
+    /// Queues a routed command to run on a runner.
+    func submit(_ context: CommandContext) {
+        let (startRunner, startSupervisor) = state.withLock { state -> (Bool, Bool) in
+            state.queue.append(context)
+            state.queued += 1
+            let runner = state.runners < baseRunners
+            if runner { state.runners += 1 }
+            let supervisor = !state.supervising
+            state.supervising = true
+            return (runner, supervisor)
+        }
+        if startRunner { PostRunner.start(in: self) }
+        if startSupervisor { Task.detached { await self.supervise() } }
+    }
+
+    /// The next command for a runner; `nil` (and the runner counted out) when there is none.
+    fileprivate func next() -> CommandContext? {
+        state.withLock { state in
+            if let next = state.take() { return next }
+            state.runners -= 1
+            return nil
+        }
+    }
+
+    /// A runner retiring early (its task was cancelled): start another if commands still wait.
+    fileprivate func retire() {
+        let replace = state.withLock { state -> Bool in
+            if state.waiting > 0 { return true }
+            state.runners -= 1
+            return false
+        }
+        if replace { PostRunner.start(in: self) }
+    }
+
+    private func supervise() async {
+        while true {
+            try? await Task.sleep(for: Self.supervisionTick)
+            let added = state.withLock { state -> Int? in
+                guard state.waiting > 0 || state.runners > 0 else {
+                    state.supervising = false
+                    return nil
+                }
+                let heldUp = state.taken < state.queuedAtLastLook
+                state.queuedAtLastLook = state.queued
+                guard heldUp else { return 0 }
+                let added = min(state.waiting, max(1, state.runners))
+                state.runners += added
+                return added
+            }
+            guard let added else { return }
+            for _ in 0..<added { PostRunner.start(in: self) }
+        }
+    }
+}
+
+/// One runner task of ``PostRunners``, and the command it is running, so that a cancellation
+/// meant for that command reaches this task and no other command's.
+final class PostRunner: Sendable {
+    private struct State {
+        var task: Task<Void, Never>?
+        var current: CommandContext?
+        /// The command running was cancelled: this runner's task is (or is about to be), so it retires.
+        var cancelled = false
+        /// A cancellation that came before the task was stored.
+        var cancelWhenStored = false
+    }
+
+    private let state = Mutex(State())
+
+    fileprivate static func start(in pool: PostRunners) {
+        let runner = PostRunner()
+        let task = Task.detached { await runner.run(pool) }
+        let cancel = runner.state.withLock { state -> Bool in
+            state.task = task
+            return state.cancelWhenStored
+        }
+        if cancel { task.cancel() }
+    }
+
+    private func run(_ pool: PostRunners) async {
+        while let context = pool.next() {
+            state.withLock { $0.current = context }
+            context.attach(runner: self)
+            _ = await context.run()
+            let cancelled = state.withLock { state -> Bool in
+                state.current = nil
+                return state.cancelled
+            }
+            if cancelled { return pool.retire() }
+        }
+    }
+
+    /// Cancels this runner's task if it is running `context`; a runner cancelled so retires after it.
+    ///
+    /// The decision is made under the runner's lock, where the runner also moves to its next
+    /// command, so a cancellation never reaches the command after the one it was meant for. The
+    /// task itself is cancelled outside the lock: its cancellation handlers are the handler's code.
+    func cancel(ifRunning context: CommandContext) {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            guard state.current === context else { return nil }
+            state.cancelled = true
+            if state.task == nil { state.cancelWhenStored = true }
+            return state.task
+        }
+        task?.cancel()
+    }
+}
