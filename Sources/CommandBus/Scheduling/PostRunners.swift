@@ -9,10 +9,10 @@ import Synchronization
 ///
 /// Starting a task costs more than running a quick command, so a burst of posts is taken from
 /// one first-in, first-out queue by a small number of runner tasks, each running one command at
-/// a time. The pool grows when commands wait: a supervisor looks once a millisecond, and if a
-/// command queued before its last look is still waiting (every runner is held by a handler that
-/// suspended, a journal write or a concurrency slot), it doubles the runners, never past the
-/// number of commands waiting. A burst of slow commands therefore gets a runner each within a
+/// a time. The pool grows when commands wait: while any command is queued behind busy runners,
+/// a supervisor looks once a millisecond, and if a command queued before its last look is still
+/// waiting (every runner is held by a handler that suspended, a journal write or a concurrency
+/// slot), it doubles the runners, never past the number of commands waiting. A burst of slow commands therefore gets a runner each within a
 /// few milliseconds, as it would with a task each. Runners end when the queue is empty.
 ///
 /// Cancellation still reaches a handler as task cancellation: cancelling a command cancels the
@@ -66,8 +66,12 @@ final class PostRunners: Sendable {
             state.queued += 1
             let runner = state.runners < baseRunners
             if runner { state.runners += 1 }
-            let supervisor = !state.supervising
-            state.supervising = true
+            // A command that gets a runner of its own needs no watching; one that queues behind busy runners does.
+            let supervisor = !runner && !state.supervising
+            if supervisor {
+                state.supervising = true
+                state.queuedAtLastLook = state.queued
+            }
             return (runner, supervisor)
         }
         if startRunner { PostRunner.start(in: self) }
@@ -97,7 +101,7 @@ final class PostRunners: Sendable {
         while true {
             try? await Task.sleep(for: Self.supervisionTick)
             let added = state.withLock { state -> Int? in
-                guard state.waiting > 0 || state.runners > 0 else {
+                guard state.waiting > 0 else {
                     state.supervising = false
                     return nil
                 }
