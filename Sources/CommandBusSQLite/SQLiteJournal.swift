@@ -40,7 +40,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     private let database: SQLiteDatabase
     private let statements: SQLiteJournalStatements
     private let queue = DispatchQueue(label: "cmdbus.journal")
-    private let pending = Mutex<(writes: [PendingWrite], scheduled: Bool)>(([], false))
+    private let pending = Mutex<(writes: [PendingWrite], scheduled: DrainSchedule)>(([], .none))
     private let owner = ProcessIdentity.current
     private let commitObserver = Mutex<(@Sendable (Duration, Int) -> Void)?>(nil)
 
@@ -195,27 +195,54 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         try result.get()
     }
 
+    /// When the queued writes will next be committed.
+    private enum DrainSchedule {
+        case none
+        /// Only writes nobody waits for are queued: they wait for a write somebody does wait for, or a few milliseconds.
+        case later
+        case now
+    }
+
+    /// How long a write nobody waits for (a command starting to run, an ending recorded after
+    /// the fact) may wait for company. A command's `running` update usually meets its ending in
+    /// the same commit and becomes part of the ending's statement: one commit and one sync fewer
+    /// per command, and the ending is never held up behind a commit of its own `running`.
+    static let unwaitedWriteDelay: Duration = .milliseconds(5)
+
     private func enqueue(_ write: PendingWrite) {
-        let schedule = pending.withLock { state -> Bool in
+        let urgent = write.completion != nil
+        let schedule = pending.withLock { state -> DrainSchedule in
             state.writes.append(write)
-            defer { state.scheduled = true }
-            return !state.scheduled
+            switch (state.scheduled, urgent) {
+            case (.now, _), (.later, false): return .none
+            case (_, true): state.scheduled = .now; return .now
+            case (.none, false): state.scheduled = .later; return .later
+            }
         }
-        guard schedule else { return }
-        switch durability {
-        case .batched(let delay) where delay > .zero:
-            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.components.attoseconds / 1_000_000_000 + delay.components.seconds * 1_000_000_000))) { self.drain() }
-        default:
+        switch (schedule, durability) {
+        case (.none, _):
+            return
+        case (.later, _):
+            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(Self.unwaitedWriteDelay)) { self.drain() }
+        case (.now, .batched(let delay)) where delay > .zero:
+            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(delay)) { self.drain() }
+        case (.now, _):
             queue.async { self.drain() }
         }
     }
 
+    private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
+        .nanoseconds(Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
+    }
+
     /// Commits everything queued: one transaction for the lot, or one each when synced.
+    /// A drain that finds nothing (an earlier one took its writes) commits nothing.
     private func drain() {
         let writes = pending.withLock { state -> [PendingWrite] in
-            defer { state.writes = []; state.scheduled = false }
+            defer { state.writes = []; state.scheduled = .none }
             return state.writes
         }
+        guard !writes.isEmpty else { return }
         switch durability {
         case .synced:
             for write in writes { commit([write]) }
