@@ -30,11 +30,14 @@ public final class CommandContext: Sendable {
     let execution = Mutex(CommandExecution())
     /// How many subcommands were sent, readable without the lock.
     let childCount = Atomic<Int>(0)
+    /// When the command was accepted, if the bus had observers to tell how long it took.
+    let acceptedAt: ContinuousClock.Instant?
 
     init(
         envelope: CommandEnvelope, bus: CommandBus, parent: CommandContext?, timeout: Duration?,
-        assignment: HandlerAssignment?, journal: (any Journal)?
+        assignment: HandlerAssignment?, journal: (any Journal)?, acceptedAt: ContinuousClock.Instant? = nil
     ) {
+        self.acceptedAt = acceptedAt
         self.envelope = envelope
         self.bus = bus
         self.parent = parent

@@ -14,6 +14,11 @@ public protocol CommandObserver: Sendable {
     func commandAccepted(_ envelope: CommandEnvelope)
     /// A command reached a terminal state; `error` is set unless it succeeded.
     func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?)
+    /// A command reached a terminal state `duration` after it was accepted (zero if it was accepted
+    /// before the bus had any observer). The bus calls this one; by default it calls
+    /// ``commandFinished(_:state:error:)``. An observer that times commands takes the duration
+    /// here rather than keeping a start time per command under a lock of its own.
+    func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?, after duration: Duration)
 }
 
 extension CommandObserver {
@@ -21,4 +26,8 @@ extension CommandObserver {
     public func commandAccepted(_ envelope: CommandEnvelope) {}
     /// Does nothing by default.
     public func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?) {}
+    /// Calls ``commandFinished(_:state:error:)``.
+    public func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?, after duration: Duration) {
+        commandFinished(envelope, state: state, error: error)
+    }
 }

@@ -21,7 +21,7 @@ enum DashboardBenchmarks {
             for outcome in [CommandState.succeeded, .succeeded, .failed] {
                 let envelope = CommandEnvelope(commandName: "bench.command-\(name)")
                 metrics.commandAccepted(envelope)
-                metrics.commandFinished(envelope, state: outcome, error: nil)
+                metrics.commandFinished(envelope, state: outcome, error: nil, after: .milliseconds(1))
             }
         }
         let catalog = PluginCatalog(directories: [], plugins: [], skipped: [])

@@ -11,7 +11,8 @@ import Foundation
 /// What the dashboard and `/metrics` count: commands by name and outcome, their durations as
 /// histograms, what is in flight, a per-second history for the live chart, and journal commits.
 ///
-/// It is a ``CommandObserver``: one lock taken when a command is accepted and once when it ends.
+/// It is a ``CommandObserver``: an atomic count when a command is accepted, one lock when it ends
+/// (the bus says how long it took, so no start time is kept per command).
 package final class CommandMetrics: CommandObserver {
     /// The upper bounds (seconds) of the duration histograms' buckets.
     package static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
@@ -58,7 +59,6 @@ package final class CommandMetrics: CommandObserver {
     }
 
     private struct State {
-        var started: [UUID: ContinuousClock.Instant] = [:]
         var names: [String: NameCounts] = [:]
         var history: [Second] = []
         var recent: [Ended] = []
@@ -68,21 +68,21 @@ package final class CommandMetrics: CommandObserver {
         var endedTotal = 0
     }
     private let state = Mutex(State())
+    private let accepted = Atomic<Int>(0)
+    private let finished = Atomic<Int>(0)
 
     /// Metrics with nothing counted yet.
     package init() {}
 
     package func commandAccepted(_ envelope: CommandEnvelope) {
-        let now = ContinuousClock.now
-        state.withLock { $0.started[envelope.id] = now }
+        accepted.add(1, ordering: .relaxed)
     }
 
-    package func commandFinished(_ envelope: CommandEnvelope, state ended: CommandState, error: CommandBusError?) {
-        let now = ContinuousClock.now
+    package func commandFinished(_ envelope: CommandEnvelope, state ended: CommandState, error: CommandBusError?, after duration: Duration) {
+        finished.add(1, ordering: .relaxed)
         let second = Int64(Date().timeIntervalSince1970)
+        let seconds = duration.seconds
         state.withLock { state in
-            guard let start = state.started.removeValue(forKey: envelope.id) else { return }
-            let seconds = (now - start).seconds
             let name = state.names[envelope.commandName] != nil || state.names.count < Self.maxNames ? envelope.commandName : "other"
             state.names[name, default: NameCounts()].outcomes[ended, default: 0] += 1
             state.names[name, default: NameCounts()].histogram.observe(seconds)
@@ -106,7 +106,7 @@ package final class CommandMetrics: CommandObserver {
     }
 
     /// Commands accepted and not ended.
-    package var inFlight: Int { state.withLock { $0.started.count } }
+    package var inFlight: Int { max(0, accepted.load(ordering: .relaxed) - finished.load(ordering: .relaxed)) }
 
     /// Counts per command name, sorted by name.
     package var names: [(name: String, counts: NameCounts)] {

@@ -14,23 +14,15 @@ import Foundation
 ///     cmdbus: info: fixture.fail 01A2…C257 failed in 0.4 ms: command 'fixture.fail' failed … trace=4bf92f…
 final class CommandLogObserver: CommandObserver {
     private let log: ServerLog
-    private let started = Mutex<[UUID: ContinuousClock.Instant]>([:])
 
     init(log: ServerLog) {
         self.log = log
     }
 
-    func commandAccepted(_ envelope: CommandEnvelope) {
-        let now = ContinuousClock.now
-        started.withLock { $0[envelope.id] = now }
-    }
-
-    func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?) {
-        let now = ContinuousClock.now
-        guard let start = started.withLock({ $0.removeValue(forKey: envelope.id) }) else { return }
+    func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?, after duration: Duration) {
         let level = LogLevel.info
         guard level >= log.threshold else { return }
-        let milliseconds = ((now - start).seconds * 10_000).rounded() / 10
+        let milliseconds = (duration.seconds * 10_000).rounded() / 10
         var line = "\(quotedLine(envelope.commandName)) \(envelope.id) \(state.rawValue) in \(milliseconds) ms"
         if let error { line += ": \(quotedLine(error.message))" }
         if let trace = TraceContext.traceID(in: envelope.metadata) { line += " trace=\(trace)" }

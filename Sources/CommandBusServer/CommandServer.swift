@@ -137,11 +137,14 @@ package final class CommandServer: Sendable {
         switch outcome {
         case .success(let result):
             let text = String(decoding: result, as: UTF8.self)
-            return success(id, ["commandId": .string(ticket.uuidString), "result": JSONValue.parse(text) ?? .string(text)])
+            return success(id, ["commandId": .string(CommandID.text(ticket)), "result": JSONValue.parse(text) ?? .string(text)])
         case .failure(let error):
             return failure(id, code: HostFailure.Code(error).name, error.message, commandID: ticket)
         }
     }
+
+    /// One decoder for every connection's requests: decoding does not change it.
+    private static let requestDecoder = JSONDecoder()
 
     /// Reads one client's requests until it disconnects.
     private func serve(_ connection: ClientConnection) {
@@ -153,7 +156,7 @@ package final class CommandServer: Sendable {
                 connection.send(Self.failure(nil, code: "payloadTooLarge", "request line of \(length) bytes is longer than the \(Self.maxLineBytes)-byte limit"))
             case .text(let bytes):
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                guard let request = try? JSONDecoder().decode(Request.self, from: Data(bytes)) else {
+                guard let request = try? Self.requestDecoder.decode(Request.self, from: Data(bytes)) else {
                     connection.send(Self.failure(nil, code: "usage", "request is not a JSON object with \"op\""))
                     continue
                 }
@@ -185,11 +188,9 @@ package final class CommandServer: Sendable {
             let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout)
             running.insert(ticket)
             if request.op == "post" {
-                connection.send(Self.success(request.id, ["commandId": .string(ticket.id.uuidString)]))
-                Task { [running] in
-                    _ = try? await ticket.result
-                    running.remove(ticket.id)
-                }
+                connection.send(Self.success(request.id, ["commandId": .string(CommandID.text(ticket.id))]))
+                // No task waits for the end: whoever ends the command takes it off the table.
+                ticket.whenFinished { [running] _ in running.remove(ticket.id) }
                 return
             }
             if request.cancelOnDisconnect == true { owned.insert(ticket) }

@@ -140,11 +140,13 @@ extension CommandBus {
         envelope preset: CommandEnvelope?, assignment: HandlerAssignment?, journal: (any Journal)?
     ) -> CommandContext {
         let envelope = preset ?? CommandEnvelope(commandName: name, parent: parent?.envelope, metadata: metadata)
+        let observed = observerCount.load(ordering: .acquiring) > 0
         let context = CommandContext(
-            envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment, journal: journal
+            envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment, journal: journal,
+            acceptedAt: observed ? .now : nil
         )
         parent?.addChild(context)
-        if observerCount.load(ordering: .acquiring) > 0 {
+        if observed {
             for observer in observers.withLock({ $0 }) { observer.commandAccepted(envelope) }
         }
         publish(context) { .accepted }
@@ -155,7 +157,8 @@ extension CommandBus {
         guard observerCount.load(ordering: .acquiring) > 0 else { return }
         let current = observers.withLock { $0 }
         let error: CommandBusError? = if case .failure(let error) = outcome { error } else { nil }
-        for observer in current { observer.commandFinished(context.envelope, state: state, error: error) }
+        let duration = context.acceptedAt.map { .now - $0 } ?? .zero
+        for observer in current { observer.commandFinished(context.envelope, state: state, error: error, after: duration) }
     }
 }
 
