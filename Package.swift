@@ -43,7 +43,7 @@ let package = Package(
         // A host session (bus + plugins + journal), its failures, and the BusClient seam every front end talks to.
         .target(name: "CommandBusHost", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite"]),
         // cmdbus serve: the socket, its NDJSON protocol (both sides), hot loading.
-        .target(name: "CommandBusServer", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost"]),
+        .target(name: "CommandBusServer", dependencies: ["CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CEpoll"]),
         // A small HTTP/1.1 server on one epoll thread: bounded requests, timeouts, Server-Sent Events.
         .target(name: "CommandBusHTTP", dependencies: ["CommandBusSupport", "CEpoll"]),
         // Linux's epoll and eventfd headers, which the Glibc module leaves out (nothing to link: it is in libc).
@@ -74,7 +74,7 @@ let package = Package(
             name: "CommandBusBenchmarks",
             dependencies: [
                 "CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusPostgres", "CSQLite",
-                "CommandBusHTTP", "CommandBusDashboard",
+                "CommandBusHTTP", "CommandBusDashboard", "CommandBusServer",
             ]
         ),
         // The baseline the cold-start benchmarks compare with.
@@ -84,7 +84,7 @@ let package = Package(
             name: "CommandBusHostTests",
             dependencies: [
                 "CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusCLI",
-                "CommandBusHTTP", "CommandBusDashboard",
+                "CommandBusHTTP", "CommandBusDashboard", "CommandBusServer",
             ]
         ),
     ],

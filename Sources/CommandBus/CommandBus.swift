@@ -140,8 +140,9 @@ public final class CommandBus: Sendable {
         observerCount.add(1, ordering: .releasing)
     }
 
-    func publish(_ context: CommandContext, _ kind: () -> CommandEvent.Kind) {
-        guard events.hasSubscribers else { return }
+    /// - Parameter isLog: The event is a handler's log line, which ``EventFilter/logs`` subscribers take too.
+    func publish(_ context: CommandContext, isLog: Bool = false, _ kind: () -> CommandEvent.Kind) {
+        guard isLog ? events.hasSubscribers : events.hasBroadSubscribers else { return }
         events.publish(CommandEvent(envelope: context.envelope, kind: kind()))
     }
 }

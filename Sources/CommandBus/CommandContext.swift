@@ -81,7 +81,7 @@ public final class CommandContext: Sendable {
 
     /// Writes a log line about this command to the bus's observers.
     public func log(_ level: LogLevel, _ message: String) {
-        bus.publish(self) { .log(level: level, message: message) }
+        bus.publish(self, isLog: true) { .log(level: level, message: message) }
     }
 
     /// Sends a subcommand and waits for its result.

@@ -60,10 +60,9 @@ package final class CommandServer: Sendable {
         watcher?.start()
         log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
         DetachedThread.start { [self] in
-            while let client = socket.accept() {
-                let connection = ClientConnection(descriptor: client)
-                DetachedThread.start { [self] in self.serve(connection) }
-            }
+            RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes) { [self] line, connection, owned in
+                process(line, on: connection, owned: owned)
+            }.run()
         }
         await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
         _exit(0)
@@ -71,7 +70,8 @@ package final class CommandServer: Sendable {
 
     /// Handlers' `context.log` lines, in the server's log at their own level.
     private func forwardHandlerLogs() {
-        let events = session.bus.events(bufferingPolicy: .bufferingNewest(10_000))
+        // Log lines only: a subscriber to every event would have every command's lifecycle built and queued for it.
+        let events = session.bus.events(matching: .logs, bufferingPolicy: .bufferingNewest(10_000))
         Task { [log] in
             for await event in events {
                 guard case .log(let level, let message) = event.kind else { continue }
@@ -146,26 +146,18 @@ package final class CommandServer: Sendable {
     /// One decoder for every connection's requests: decoding does not change it.
     private static let requestDecoder = JSONDecoder()
 
-    /// Reads one client's requests until it disconnects.
-    private func serve(_ connection: ClientConnection) {
-        let reader = LineSocketReader(descriptor: connection.descriptor, limit: Self.maxLineBytes)
-        let owned = TicketTable()
-        while let line = reader.next() {
-            switch line {
-            case .tooLong(let length):
-                connection.send(Self.failure(nil, code: "payloadTooLarge", "request line of \(length) bytes is longer than the \(Self.maxLineBytes)-byte limit"))
-            case .text(let bytes):
-                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                guard let request = try? Self.requestDecoder.decode(Request.self, from: Data(bytes)) else {
-                    connection.send(Self.failure(nil, code: "usage", "request is not a JSON object with \"op\""))
-                    continue
-                }
-                handle(request, on: connection, owned: owned)
+    /// Handles one request line of a client, on the request loop's thread.
+    private func process(_ line: LineSplitter.Line, on connection: ClientConnection, owned: TicketTable) {
+        switch line {
+        case .tooLong(let length):
+            connection.send(Self.failure(nil, code: "payloadTooLarge", "request line of \(length) bytes is longer than the \(Self.maxLineBytes)-byte limit"))
+        case .text(let bytes):
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+            guard let request = try? Self.requestDecoder.decode(Request.self, from: Data(bytes)) else {
+                return connection.send(Self.failure(nil, code: "usage", "request is not a JSON object with \"op\""))
             }
+            handle(request, on: connection, owned: owned)
         }
-        // A client that goes away cancels only the sends it asked to.
-        for ticket in owned.all { ticket.cancel() }
-        connection.close()
     }
 
     private func handle(_ request: Request, on connection: ClientConnection, owned: TicketTable) {

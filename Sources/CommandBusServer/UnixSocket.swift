@@ -58,19 +58,6 @@ package struct UnixSocket {
         return descriptor
     }
 
-    /// The next client, or `nil` once the socket is closed.
-    package func accept() -> Int32? {
-        while true {
-            let client = Glibc.accept(descriptor, nil, nil)
-            if client >= 0 {
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                return client
-            }
-            if errno == EINTR || errno == ECONNABORTED { continue }
-            return nil
-        }
-    }
-
     /// Stops accepting and removes the socket file.
     package func close() {
         shutdown(descriptor, Int32(SHUT_RDWR))
@@ -90,18 +77,68 @@ package struct UnixSocket {
     }
 }
 
-/// Reads newline-delimited lines from a socket, refusing (and skipping) lines over a limit.
-package final class LineSocketReader {
+/// Cuts a stream of bytes into newline-delimited lines, refusing (and skipping) lines over a limit.
+///
+/// Bytes are searched once, and taken lines are dropped in bulk, so a burst of many short
+/// lines costs linear time.
+package struct LineSplitter {
     package enum Line {
         case text([UInt8])
         case tooLong(Int)
     }
 
-    private let descriptor: Int32
     private let limit: Int
     private var buffer: [UInt8] = []
-    private var discarding = 0
+    /// Where the next line starts; the bytes before it were taken.
+    private var start = 0
+    /// How far past `start` has been searched for a newline.
     private var scanned = 0
+    /// Bytes of an over-long line already thrown away.
+    private var discarding = 0
+
+    package init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Adds bytes read from the stream.
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if start > 0 && start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+            scanned = 0
+        } else if start >= 65_536 && start * 2 >= buffer.count {
+            buffer.removeFirst(start)
+            start = 0
+            scanned = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next whole line, or `nil` until more bytes come.
+    package mutating func next() -> Line? {
+        if let newline = buffer[(start + scanned)...].firstIndex(of: 0x0A) {
+            let length = newline - start
+            defer { start = newline + 1; scanned = 0; discarding = 0 }
+            if discarding > 0 || length > limit { return .tooLong(discarding + length) }
+            return .text(Array(buffer[start..<newline]))
+        }
+        scanned = buffer.count - start
+        if scanned > limit {
+            discarding += scanned
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+            scanned = 0
+        }
+        return nil
+    }
+}
+
+/// Reads newline-delimited lines from a blocking socket, refusing (and skipping) lines over a limit.
+package final class LineSocketReader {
+    package typealias Line = LineSplitter.Line
+
+    private let descriptor: Int32
+    private var lines: LineSplitter
     /// How long a reader keeps asking before it sleeps: at most this much CPU per request.
     package static let spin = SpinBudget.duration(default: .microseconds(100))
     /// Where each `recv` lands: allocated once, not per line.
@@ -109,30 +146,13 @@ package final class LineSocketReader {
 
     package init(descriptor: Int32, limit: Int) {
         self.descriptor = descriptor
-        self.limit = limit
+        lines = LineSplitter(limit: limit)
     }
 
     /// The next line, or `nil` when the peer has closed.
     package func next() -> Line? {
         while true {
-            // Only the bytes not searched yet are searched: a long line costs linear time.
-            if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
-                let line = Array(buffer[..<newline])
-                buffer.removeSubrange(...newline)
-                scanned = 0
-                if discarding > 0 {
-                    let total = discarding + line.count
-                    discarding = 0
-                    return .tooLong(total)
-                }
-                return .text(line)
-            }
-            scanned = buffer.count
-            if buffer.count > limit {
-                discarding += buffer.count
-                buffer.removeAll(keepingCapacity: true)
-                scanned = 0
-            }
+            if let line = lines.next() { return line }
             // Ask without waiting for a moment before sleeping in recv: a client's next request
             // often follows its answer within that, and waking a sleeping thread costs tens of
             // microseconds on a virtual machine (a third of a round trip).
@@ -144,7 +164,7 @@ package final class LineSocketReader {
             if got < 0 && errno == EAGAIN { got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) } }
             if got < 0 && errno == EINTR { continue }
             if got <= 0 { return nil }
-            buffer += chunk[..<got]
+            chunk.withUnsafeBytes { lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
         }
     }
 }

@@ -22,6 +22,22 @@ struct EventTests {
         #expect(emitted.contains(.log(level: .info, message: "done soon")))
     }
 
+    /// A `.logs` subscriber (the server's log forwarder) gets the handlers' log lines and nothing else.
+    @Test func aLogsFilterDeliversOnlyLogLines() async throws {
+        let bus = CommandBus()
+        bus.register(ClosureHandler<Work> { command, context in
+            try context.emit("halfway", ["value": command.value])
+            context.log(.info, "line \(command.value)")
+            return command.value
+        })
+        let logs = bus.events(matching: .logs)
+        for value in 0..<3 { _ = try await bus.post(Work(value: value)).result }
+        bus.finishEventStreams()
+        var kinds: [CommandEvent.Kind] = []
+        for await event in logs { kinds.append(event.kind) }
+        #expect(kinds == (0..<3).map { .log(level: .info, message: "line \($0)") })
+    }
+
     @Test func aCorrelationFilterSeesTheWholeTreeAndNothingElse() async throws {
         let bus = CommandBus()
         bus.register(GreetHandler())

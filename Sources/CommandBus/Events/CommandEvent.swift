@@ -65,6 +65,9 @@ public enum EventFilter: Sendable, Hashable {
     case command(UUID)
     /// Events about every command in one tree of work.
     case correlation(UUID)
+    /// The lines handlers write with their context's `log`, from every command. A bus whose
+    /// only subscribers take these builds no other event.
+    case logs
 
     /// Whether `event` passes the filter.
     public func matches(_ event: CommandEvent) -> Bool {
@@ -72,6 +75,7 @@ public enum EventFilter: Sendable, Hashable {
         case .all: true
         case .command(let id): event.envelope.id == id
         case .correlation(let id): event.envelope.correlationID == id
+        case .logs: if case .log = event.kind { true } else { false }
         }
     }
 }

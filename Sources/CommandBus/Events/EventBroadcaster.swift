@@ -13,9 +13,13 @@ final class EventBroadcaster: Sendable {
     private let subscribers = Mutex<[Int: Subscriber]>([:])
     private let nextID = Atomic<Int>(0)
     private let count = Atomic<Int>(0)
+    /// How many subscribers take more than log lines.
+    private let broadCount = Atomic<Int>(0)
 
     /// Whether anyone is listening; check before building an event.
     var hasSubscribers: Bool { count.load(ordering: .relaxed) > 0 }
+    /// Whether anyone listens for more than log lines; check before building any other event.
+    var hasBroadSubscribers: Bool { broadCount.load(ordering: .relaxed) > 0 }
 
     func subscribe(
         _ filter: EventFilter,
@@ -25,10 +29,14 @@ final class EventBroadcaster: Sendable {
         let id = nextID.add(1, ordering: .relaxed).newValue
         subscribers.withLock { $0[id] = Subscriber(filter: filter, continuation: continuation) }
         count.add(1, ordering: .relaxed)
+        let broad = filter != .logs
+        if broad { broadCount.add(1, ordering: .relaxed) }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             let removed = self.subscribers.withLock { $0.removeValue(forKey: id) }
-            if removed != nil { self.count.subtract(1, ordering: .relaxed) }
+            guard removed != nil else { return }
+            self.count.subtract(1, ordering: .relaxed)
+            if broad { self.broadCount.subtract(1, ordering: .relaxed) }
         }
         return stream
     }
@@ -47,6 +55,7 @@ final class EventBroadcaster: Sendable {
             return Array(all.values)
         }
         count.store(0, ordering: .relaxed)
+        broadCount.store(0, ordering: .relaxed)
         for subscriber in targets { subscriber.continuation.finish() }
     }
 }

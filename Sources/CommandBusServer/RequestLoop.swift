@@ -1,0 +1,132 @@
+import CommandBusSupport
+import CommandBusHost
+import CEpoll
+import Glibc
+
+/// The one thread that accepts every client and reads every request: one `epoll` set for the
+/// listening socket and all connections, instead of a thread per connection.
+///
+/// Ten busy connections used to mean ten reader threads on two cores, taking the same locks
+/// (the ticket table, the statistics, the run queue) and spinning for them. Here one thread
+/// reads them in turn, a burst at a time, so a flooding client cannot starve the others.
+/// Answers do not come back through here: whoever ends a command writes its reply on the
+/// client's ``ClientConnection``.
+///
+/// The loop reads through its own duplicate of each client's descriptor, and only it closes
+/// that duplicate, after taking it out of the set: the connection's writer closes the other
+/// one when it is done. So a descriptor number is never used by one side after the other
+/// closed it, however a connection ends.
+final class RequestLoop {
+    /// One client, as the loop sees it.
+    private final class Client {
+        let connection: ClientConnection
+        let descriptor: Int32
+        var lines: LineSplitter
+        /// Tickets of `send`s asked to be cancelled if this client goes away.
+        let owned = TicketTable()
+
+        init(connection: ClientConnection, descriptor: Int32, limit: Int) {
+            self.connection = connection
+            self.descriptor = descriptor
+            lines = LineSplitter(limit: limit)
+        }
+    }
+
+    private let epoll: Int32
+    private let listener: Int32
+    private let limit: Int
+    private let handle: (LineSplitter.Line, ClientConnection, TicketTable) -> Void
+    private var clients: [UInt64: Client] = [:]
+    private var nextID: UInt64 = 1
+    private static let listenerID: UInt64 = 0
+    private var chunk = [UInt8](repeating: 0, count: 65_536)
+
+    /// A loop for `listener`; `handle` is called on the loop's thread for each request line.
+    init(listener: Int32, maxLineBytes: Int, handle: @escaping (LineSplitter.Line, ClientConnection, TicketTable) -> Void) {
+        epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        self.listener = listener
+        limit = maxLineBytes
+        self.handle = handle
+    }
+
+    /// Serves for the life of the process; after the listening socket is closed (a drain), only
+    /// the clients already connected.
+    func run() {
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
+        register(listener, id: Self.listenerID)
+        var events = [epoll_event](repeating: epoll_event(), count: 64)
+        while true {
+            let count = wait(&events)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            for event in events.prefix(Int(count)) {
+                if event.data.u64 == Self.listenerID {
+                    acceptAll(events: event.events)
+                } else if let client = clients[event.data.u64] {
+                    service(client, id: event.data.u64)
+                }
+            }
+        }
+    }
+
+    /// Waits for events, asking without sleeping for a moment first: a client's next request
+    /// often follows its answer within that, and waking a sleeping thread costs tens of
+    /// microseconds on a virtual machine.
+    private func wait(_ events: inout [epoll_event]) -> Int32 {
+        let spinUntil = ContinuousClock.now + LineSocketReader.spin
+        while true {
+            let count = epoll_wait(epoll, &events, Int32(events.count), 0)
+            if count != 0 { return count }
+            if ContinuousClock.now >= spinUntil { return epoll_wait(epoll, &events, Int32(events.count), -1) }
+        }
+    }
+
+    private func register(_ descriptor: Int32, id: UInt64) {
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        event.data.u64 = id
+        _ = epoll_ctl(epoll, EPOLL_CTL_ADD, descriptor, &event)
+    }
+
+    private func acceptAll(events: UInt32) {
+        while true {
+            let descriptor = accept(listener, nil, nil)
+            if descriptor >= 0 { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+            if descriptor < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                // The listener was closed (a drain): stop watching it.
+                if errno != EAGAIN { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, listener, nil) }
+                return
+            }
+            let own = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+            guard own >= 0 else {
+                Glibc.close(descriptor)
+                continue
+            }
+            let id = nextID
+            nextID += 1
+            clients[id] = Client(connection: ClientConnection(descriptor: descriptor), descriptor: own, limit: limit)
+            register(own, id: id)
+        }
+    }
+
+    /// Reads one burst (at most one buffer) from a client and handles the whole lines in it.
+    private func service(_ client: Client, id: UInt64) {
+        let got = chunk.withUnsafeMutableBytes { recv(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if got < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        guard got > 0 else { return drop(client, id: id) }
+        chunk.withUnsafeBytes { client.lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
+        while let line = client.lines.next() { handle(line, client.connection, client.owned) }
+    }
+
+    /// The client went away: it cancels only the sends it asked to, and its connection closes.
+    private func drop(_ client: Client, id: UInt64) {
+        _ = epoll_ctl(epoll, EPOLL_CTL_DEL, client.descriptor, nil)
+        Glibc.close(client.descriptor)
+        clients[id] = nil
+        for ticket in client.owned.all { ticket.cancel() }
+        client.connection.close()
+    }
+}
