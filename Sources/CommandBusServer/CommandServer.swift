@@ -116,20 +116,56 @@ package final class CommandServer: Sendable {
 
     // MARK: Requests
 
-    private struct Request: Decodable {
-        package let id: JSONValue?
-        package let op: String
-        package let command: String?
-        package let payload: JSONValue?
-        package let metadata: [String: String]?
+    private struct Request {
+        let id: JSONValue?
+        let op: String
+        let command: String?
+        let payload: JSONValue?
+        let metadata: [String: String]?
         /// A W3C `traceparent`, kept in the command's metadata.
-        package let traceparent: String?
-        package let timeout: Double?
-        package let commandId: String?
-        package let correlationId: String?
-        package let cancelOnDisconnect: Bool?
+        let traceparent: String?
+        let timeout: Double?
+        let commandId: String?
+        let correlationId: String?
+        let cancelOnDisconnect: Bool?
         /// For `send`: stream the command tree's events before the response.
-        package let events: Bool?
+        let events: Bool?
+
+        /// The request on a line, or `nil` unless it is a JSON object with a string `op` whose
+        /// other fields, where present and not `null`, have their types.
+        init?(line: [UInt8]) {
+            guard case .object(let fields)? = JSONValue.parse(bytes: line), case .string(let op)? = fields["op"] else { return nil }
+            var wellTyped = true
+            func field<T>(_ key: String, _ convert: (JSONValue) -> T?) -> T? {
+                guard let value = fields[key], value != .null else { return nil }
+                guard let converted = convert(value) else { wellTyped = false; return nil }
+                return converted
+            }
+            let string = { (value: JSONValue) in value.stringValue }
+            let bool = { (value: JSONValue) -> Bool? in if case .bool(let flag) = value { flag } else { nil } }
+            self.op = op
+            id = field("id") { $0 }
+            command = field("command", string)
+            payload = field("payload") { $0 }
+            metadata = field("metadata") { value -> [String: String]? in
+                guard let object = value.objectValue else { return nil }
+                let strings = object.compactMapValues(\.stringValue)
+                return strings.count == object.count ? strings : nil
+            }
+            traceparent = field("traceparent", string)
+            timeout = field("timeout") { value -> Double? in
+                switch value {
+                case .integer(let integer): Double(integer)
+                case .number(let number): number
+                default: nil
+                }
+            }
+            commandId = field("commandId", string)
+            correlationId = field("correlationId", string)
+            cancelOnDisconnect = field("cancelOnDisconnect", bool)
+            events = field("events", bool)
+            guard wellTyped else { return nil }
+        }
     }
 
     /// The response to a `send`: its result, or its error.
@@ -143,9 +179,6 @@ package final class CommandServer: Sendable {
         }
     }
 
-    /// One decoder for every connection's requests: decoding does not change it.
-    private static let requestDecoder = JSONDecoder()
-
     /// Handles one request line of a client, on the request loop's thread.
     private func process(_ line: LineSplitter.Line, on connection: ClientConnection, owned: TicketTable) {
         switch line {
@@ -153,7 +186,7 @@ package final class CommandServer: Sendable {
             connection.send(Self.failure(nil, code: "payloadTooLarge", "request line of \(length) bytes is longer than the \(Self.maxLineBytes)-byte limit"))
         case .text(let bytes):
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
-            guard let request = try? Self.requestDecoder.decode(Request.self, from: Data(bytes)) else {
+            guard let request = Request(line: bytes) else {
                 return connection.send(Self.failure(nil, code: "usage", "request is not a JSON object with \"op\""))
             }
             handle(request, on: connection, owned: owned)

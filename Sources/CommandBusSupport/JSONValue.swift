@@ -43,7 +43,13 @@ package enum JSONValue: Codable, Sendable, Equatable {
 
     /// Parses JSON text (any value, not only objects); `nil` if it is not JSON.
     package static func parse(_ text: String) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        var text = text
+        return text.withUTF8 { JSONParser.parse($0) }
+    }
+
+    /// Parses JSON bytes (any value, not only objects); `nil` if they are not JSON.
+    package static func parse(bytes: some ContiguousBytes) -> JSONValue? {
+        bytes.withUnsafeBytes { raw in JSONParser.parse(raw.assumingMemoryBound(to: UInt8.self)) }
     }
 
     /// Compact JSON with sorted keys.

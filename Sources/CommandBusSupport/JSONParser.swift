@@ -1,0 +1,222 @@
+/// A strict JSON (RFC 8259) parser straight to ``JSONValue``.
+///
+/// `JSONDecoder` reaches a `JSONValue` by trying each type in turn and throwing on every miss,
+/// which made parsing the server's requests most of its request loop's time. This reads the
+/// bytes once. It reads what `JSONDecoder` reads, including its leniencies (a comma before a
+/// closing bracket or brace; of a repeated key, the first), and refuses what it refuses:
+/// trailing bytes, control characters in strings, bad escapes and lone surrogates, invalid
+/// UTF-8, and nesting deeper than ``maxDepth`` (so hostile input cannot exhaust the stack).
+struct JSONParser {
+    /// The deepest nesting of arrays and objects accepted.
+    static let maxDepth = 512
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var position = 0
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    /// The one JSON value `bytes` hold, or `nil` if they are not exactly one.
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> JSONValue? {
+        var parser = JSONParser(bytes)
+        guard let value = parser.value(depth: 0) else { return nil }
+        parser.skipWhitespace()
+        return parser.position == bytes.count ? value : nil
+    }
+
+    private var current: UInt8? { position < bytes.count ? bytes[position] : nil }
+
+    private mutating func skipWhitespace() {
+        while let byte = current, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { position += 1 }
+    }
+
+    private mutating func value(depth: Int) -> JSONValue? {
+        skipWhitespace()
+        guard let byte = current else { return nil }
+        switch byte {
+        case UInt8(ascii: "{"): return depth < Self.maxDepth ? object(depth: depth + 1) : nil
+        case UInt8(ascii: "["): return depth < Self.maxDepth ? array(depth: depth + 1) : nil
+        case UInt8(ascii: "\""): return string().map(JSONValue.string)
+        case UInt8(ascii: "t"): return literal("true", .bool(true))
+        case UInt8(ascii: "f"): return literal("false", .bool(false))
+        case UInt8(ascii: "n"): return literal("null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return number()
+        default: return nil
+        }
+    }
+
+    private mutating func literal(_ word: StaticString, _ value: JSONValue) -> JSONValue? {
+        let count = word.utf8CodeUnitCount
+        guard position + count <= bytes.count else { return nil }
+        for index in 0..<count where bytes[position + index] != word.utf8Start[index] { return nil }
+        position += count
+        return value
+    }
+
+    private mutating func object(depth: Int) -> JSONValue? {
+        position += 1
+        var fields: [String: JSONValue] = [:]
+        skipWhitespace()
+        if current == UInt8(ascii: "}") {
+            position += 1
+            return .object(fields)
+        }
+        while true {
+            skipWhitespace()
+            if current == UInt8(ascii: "}") && !fields.isEmpty {
+                position += 1
+                return .object(fields)
+            }
+            guard current == UInt8(ascii: "\""), let key = string() else { return nil }
+            skipWhitespace()
+            guard current == UInt8(ascii: ":") else { return nil }
+            position += 1
+            guard let value = value(depth: depth) else { return nil }
+            if fields[key] == nil { fields[key] = value }
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "}"): position += 1; return .object(fields)
+            default: return nil
+            }
+        }
+    }
+
+    private mutating func array(depth: Int) -> JSONValue? {
+        position += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if current == UInt8(ascii: "]") {
+            position += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            if current == UInt8(ascii: "]") && !elements.isEmpty {
+                position += 1
+                return .array(elements)
+            }
+            guard let element = value(depth: depth) else { return nil }
+            elements.append(element)
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "]"): position += 1; return .array(elements)
+            default: return nil
+            }
+        }
+    }
+
+    private mutating func number() -> JSONValue? {
+        let start = position
+        if current == UInt8(ascii: "-") { position += 1 }
+        guard let first = current, first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9") else { return nil }
+        position += 1
+        if first != UInt8(ascii: "0") { skipDigits() }
+        var integral = true
+        if current == UInt8(ascii: ".") {
+            integral = false
+            position += 1
+            guard skipDigits() > 0 else { return nil }
+        }
+        if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+            integral = false
+            position += 1
+            if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { position += 1 }
+            guard skipDigits() > 0 else { return nil }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+        if integral, let integer = Int64(text) { return .integer(integer) }
+        guard let double = Double(text), double.isFinite else { return nil }
+        return .number(double)
+    }
+
+    @discardableResult
+    private mutating func skipDigits() -> Int {
+        let start = position
+        while let byte = current, byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") { position += 1 }
+        return position - start
+    }
+
+    /// A string's contents, the opening quote at `position`.
+    private mutating func string() -> String? {
+        position += 1
+        let start = position
+        // The common case: no escapes, so the bytes between the quotes are the string.
+        while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
+            guard byte >= 0x20 else { return nil }
+            position += 1
+        }
+        guard let stop = current else { return nil }
+        var raw = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+        if stop == UInt8(ascii: "\\") {
+            guard escapedRest(into: &raw) else { return nil }
+        } else {
+            position += 1
+        }
+        // Invalid UTF-8 is refused, as JSONDecoder refuses it, rather than repaired.
+        return String(validating: raw, as: UTF8.self)
+    }
+
+    /// The rest of a string that has escapes, from the first backslash through the closing quote.
+    private mutating func escapedRest(into raw: inout [UInt8]) -> Bool {
+        while let byte = current {
+            position += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return true
+            case UInt8(ascii: "\\"):
+                guard let escape = current else { return false }
+                position += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): raw.append(escape)
+                case UInt8(ascii: "b"): raw.append(0x08)
+                case UInt8(ascii: "f"): raw.append(0x0C)
+                case UInt8(ascii: "n"): raw.append(0x0A)
+                case UInt8(ascii: "r"): raw.append(0x0D)
+                case UInt8(ascii: "t"): raw.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard let scalar = unicodeEscape() else { return false }
+                    raw.append(contentsOf: String(Character(scalar)).utf8)
+                default: return false
+                }
+            case 0..<0x20:
+                return false
+            default:
+                raw.append(byte)
+            }
+        }
+        return false
+    }
+
+    /// The scalar of a `\u` escape (the `\u` already read), joining a surrogate pair.
+    private mutating func unicodeEscape() -> Unicode.Scalar? {
+        guard let high = hex4() else { return nil }
+        if (0xD800..<0xDC00).contains(high) {
+            guard current == UInt8(ascii: "\\"), position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "u") else { return nil }
+            position += 2
+            guard let low = hex4(), (0xDC00..<0xE000).contains(low) else { return nil }
+            return Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+        }
+        return Unicode.Scalar(high)
+    }
+
+    private mutating func hex4() -> UInt32? {
+        guard position + 4 <= bytes.count else { return nil }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt32(digit)
+            position += 1
+        }
+        return value
+    }
+}
