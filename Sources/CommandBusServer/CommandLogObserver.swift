@@ -23,7 +23,7 @@ final class CommandLogObserver: CommandObserver {
         let level = LogLevel.info
         guard level >= log.threshold else { return }
         let milliseconds = (duration.seconds * 10_000).rounded() / 10
-        var line = "\(quotedLine(envelope.commandName)) \(envelope.id) \(state.rawValue) in \(milliseconds) ms"
+        var line = "\(quotedLine(envelope.commandName)) \(CommandID.text(envelope.id)) \(state.rawValue) in \(milliseconds) ms"
         if let error { line += ": \(quotedLine(error.message))" }
         if let trace = TraceContext.traceID(in: envelope.metadata) { line += " trace=\(trace)" }
         log(level, line)

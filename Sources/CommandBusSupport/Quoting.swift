@@ -1,5 +1,7 @@
 /// A user's text for a one-line message: in quotes, with control characters escaped.
 package func quoted(_ text: some StringProtocol) -> String {
+    // Printable ASCII (most names and messages) needs no look at Unicode properties.
+    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return "'" + text + "'" }
     var out = "'"
     for scalar in text.unicodeScalars {
         switch scalar {
@@ -18,6 +20,7 @@ package func quoted(_ text: some StringProtocol) -> String {
 /// A plugin's or user's text for one log line: control characters escaped, so it cannot move the cursor
 /// or start a new line in a terminal.
 package func quotedLine(_ text: String) -> String {
+    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return text }
     let quotedText = quoted(text)
     return String(quotedText.dropFirst().dropLast())
 }
