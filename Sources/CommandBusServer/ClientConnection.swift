@@ -7,12 +7,24 @@ import Glibc
 /// queued and the socket takes it whole (no thread is woken: on a virtual machine a wake costs
 /// tens of microseconds); otherwise it joins a queue that a thread of the connection's own writes,
 /// so a client that never reads holds up nobody else. Past a limit the client is dropped.
+///
+/// While the request loop handles a burst of this client's requests it holds the connection
+/// (``hold()``): lines gather and go out in one `send` when it lets go (``release()``), not one
+/// system call per answer.
 package final class ClientConnection: Sendable {
     package let descriptor: Int32
     /// The most bytes waiting for a client before it is dropped.
     package static let maxQueuedBytes = 64 << 20
-    /// The queue; `writing` while the writer thread has lines in hand, so later lines wait behind them.
-    private let outgoing = Mutex<(lines: [[UInt8]], bytes: Int, closed: Bool, writing: Bool)>(([], 0, false, false))
+    private struct Outgoing {
+        var lines: [[UInt8]] = []
+        var bytes = 0
+        var closed = false
+        /// The writer thread has lines in hand, so later lines wait behind them.
+        var writing = false
+        /// Lines gathered while the connection is held, in order.
+        var held: [UInt8]?
+    }
+    private let outgoing = Mutex(Outgoing())
     private let wake = DispatchSemaphore(value: 0)
 
     package init(descriptor: Int32) {
@@ -22,24 +34,57 @@ package final class ClientConnection: Sendable {
 
     /// Queues one JSON line for the client.
     package func send(_ value: JSONValue) {
-        let line = Array((value.text + "\n").utf8)
-        enum Next { case done, wakeWriter, drop }
+        var line = Array(value.text.utf8)
+        line.append(0x0A)
         let next = outgoing.withLock { state -> Next in
-            guard !state.closed else { return .done }
-            if state.lines.isEmpty && !state.writing {
-                // Nothing ahead of it: try the socket now, without blocking.
-                let written = line.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-                if written == line.count { return .done }
-                if written < 0 && errno != EAGAIN && errno != EINTR { return .drop }
-                let rest = Array(line[max(0, written)...])
-                state.lines.append(rest)
-                state.bytes += rest.count
-                return .wakeWriter
+            guard state.held == nil else {
+                state.held!.append(contentsOf: line)
+                return .done
             }
-            state.lines.append(line)
-            state.bytes += line.count
-            return state.bytes > Self.maxQueuedBytes ? .drop : .wakeWriter
+            return write(line, &state)
         }
+        carry(out: next)
+    }
+
+    /// Gathers the lines sent from now until ``release()`` into one write.
+    package func hold() {
+        outgoing.withLock { state in
+            if state.held == nil { state.held = [] }
+        }
+    }
+
+    /// Writes the lines gathered since ``hold()``, and lets later ones go out as they come.
+    package func release() {
+        let next = outgoing.withLock { state -> Next in
+            guard let gathered = state.held else { return .done }
+            state.held = nil
+            return gathered.isEmpty ? .done : write(gathered, &state)
+        }
+        carry(out: next)
+    }
+
+    private enum Next { case done, wakeWriter, drop }
+
+    /// Writes whole lines, under the lock so that lines leave in the order they were sent: at
+    /// once when nothing is queued and the socket takes them, else queued for the writer thread.
+    private func write(_ line: [UInt8], _ state: inout Outgoing) -> Next {
+        guard !state.closed else { return .done }
+        if state.lines.isEmpty && !state.writing {
+            // Nothing ahead of it: try the socket now, without blocking.
+            let written = line.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if written == line.count { return .done }
+            if written < 0 && errno != EAGAIN && errno != EINTR { return .drop }
+            let rest = Array(line[max(0, written)...])
+            state.lines.append(rest)
+            state.bytes += rest.count
+            return .wakeWriter
+        }
+        state.lines.append(line)
+        state.bytes += line.count
+        return state.bytes > Self.maxQueuedBytes ? .drop : .wakeWriter
+    }
+
+    private func carry(out next: Next) {
         switch next {
         case .done: break
         case .wakeWriter: wake.signal()
@@ -52,7 +97,7 @@ package final class ClientConnection: Sendable {
     /// Drops the connection; the client sees it closed.
     package func close() {
         let first = outgoing.withLock { state -> Bool in
-            defer { state.closed = true; state.lines = [] }
+            defer { state.closed = true; state.lines = []; state.held = nil }
             return !state.closed
         }
         if first {

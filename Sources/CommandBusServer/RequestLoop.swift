@@ -118,7 +118,10 @@ final class RequestLoop {
         if got < 0 && (errno == EAGAIN || errno == EINTR) { return }
         guard got > 0 else { return drop(client, id: id) }
         chunk.withUnsafeBytes { client.lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
+        // The answers this burst makes (and any other line meanwhile) leave in one write at its end.
+        client.connection.hold()
         while let line = client.lines.next() { handle(line, client.connection, client.owned) }
+        client.connection.release()
     }
 
     /// The client went away: it cancels only the sends it asked to, and its connection closes.
