@@ -85,48 +85,49 @@ public enum CommandLineTool {
         case "--version", "-V":
             console.out("cmdbus \(version) (plugin ABI \(CMDBUS_ABI_VERSION_MAJOR).\(CMDBUS_ABI_VERSION_MINOR), Swift \(hostSwiftCompilerVersion))")
         case "help":
-            console.out(rest.first.flatMap { subcommands[$0]?.help } ?? usage)
+            console.out(rest.first.flatMap { subcommands[$0]?.help() } ?? usage)
         default:
             guard let subcommand = subcommands[first] else {
                 let hint = HostSession.nearest(first, among: Array(subcommands.keys)).map { "did you mean \(quoted($0))? " } ?? ""
                 throw .usage("unknown subcommand \(quoted(first)); \(hint)see 'cmdbus --help'")
             }
-            let parsed = try subcommand.spec.parse(rest)
-            if parsed.has("help") { return console.out(subcommand.help) }
+            let parsed = try subcommand.spec().parse(rest)
+            if parsed.has("help") { return console.out(subcommand.help()) }
             try await subcommand.run(parsed, console)
         }
     }
 
-    /// One subcommand: its options, its help, and what it does.
+    /// One subcommand: its options, its help, and what it does. The options and the help are
+    /// built when asked for: a one-shot `cmdbus run` should not format every subcommand's help.
     private struct Subcommand: Sendable {
-        let spec: ArgumentSpec
-        let help: String
+        let spec: @Sendable () -> ArgumentSpec
+        let help: @Sendable () -> String
         let run: @Sendable (ArgumentSpec.Parsed, Console) async throws(HostFailure) -> Void
     }
 
     private static let subcommands: [String: Subcommand] = [
-        "run": .init(spec: RunCommand.spec, help: RunCommand.help) { arguments, console throws(HostFailure) in
+        "run": .init(spec: { RunCommand.spec }, help: { RunCommand.help }) { arguments, console throws(HostFailure) in
             try await RunCommand.run(arguments, console: console)
         },
-        "can": .init(spec: CanCommand.spec, help: CanCommand.help) { arguments, console throws(HostFailure) in
+        "can": .init(spec: { CanCommand.spec }, help: { CanCommand.help }) { arguments, console throws(HostFailure) in
             try await CanCommand.run(arguments, console: console)
         },
-        "plugins": .init(spec: PluginsCommand.spec, help: PluginsCommand.help) { arguments, console throws(HostFailure) in
+        "plugins": .init(spec: { PluginsCommand.spec }, help: { PluginsCommand.help }) { arguments, console throws(HostFailure) in
             try await PluginsCommand.run(arguments, console: console)
         },
-        "batch": .init(spec: BatchCommand.spec, help: BatchCommand.help) { arguments, console throws(HostFailure) in
+        "batch": .init(spec: { BatchCommand.spec }, help: { BatchCommand.help }) { arguments, console throws(HostFailure) in
             try await BatchCommand.run(arguments, console: console)
         },
-        "journal": .init(spec: JournalCommand.spec, help: JournalCommand.help) { arguments, console throws(HostFailure) in
+        "journal": .init(spec: { JournalCommand.spec }, help: { JournalCommand.help }) { arguments, console throws(HostFailure) in
             try await JournalCommand.run(arguments, console: console)
         },
-        "serve": .init(spec: ServeCommand.spec, help: ServeCommand.help) { arguments, console throws(HostFailure) in
+        "serve": .init(spec: { ServeCommand.spec }, help: { ServeCommand.help }) { arguments, console throws(HostFailure) in
             try await ServeCommand.run(arguments, console: console)
         },
-        "status": .init(spec: StatusCommand.spec, help: StatusCommand.help) { arguments, console throws(HostFailure) in
+        "status": .init(spec: { StatusCommand.spec }, help: { StatusCommand.help }) { arguments, console throws(HostFailure) in
             try await StatusCommand.run(arguments, console: console)
         },
-        "bus": .init(spec: BusCommand.spec, help: BusCommand.help) { arguments, console throws(HostFailure) in
+        "bus": .init(spec: { BusCommand.spec }, help: { BusCommand.help }) { arguments, console throws(HostFailure) in
             try await BusCommand.run(arguments, console: console)
         },
     ]

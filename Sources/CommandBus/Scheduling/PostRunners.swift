@@ -49,22 +49,22 @@ final class PostRunners: Sendable {
         }
     }
 
-    /// Runners started at once when commands arrive and none is free.
-    let baseRunners: Int
+    /// Runners started at once when commands arrive and none is free: one per core the process
+    /// may use, at least two. Asking costs a read of the cgroup's CPU quota, so it is asked only
+    /// once two runners are busy (a one-shot `cmdbus run` never gets that far).
+    static let baseRunners = max(2, ProcessInfo.processInfo.activeProcessorCount)
     /// How often the supervisor looks for commands held up behind busy runners.
     static let supervisionTick: Duration = .milliseconds(1)
     private let state = Mutex(State())
 
-    init(baseRunners: Int = max(2, ProcessInfo.processInfo.activeProcessorCount)) {
-        self.baseRunners = baseRunners
-    }
+    init() {}
 
     /// Queues a routed command to run on a runner.
     func submit(_ context: CommandContext) {
         let (startRunner, startSupervisor) = state.withLock { state -> (Bool, Bool) in
             state.queue.append(context)
             state.queued += 1
-            let runner = state.runners < baseRunners
+            let runner = state.runners < 2 || state.runners < Self.baseRunners
             if runner { state.runners += 1 }
             // A command that gets a runner of its own needs no watching; one that queues behind busy runners does.
             let supervisor = !runner && !state.supervising
