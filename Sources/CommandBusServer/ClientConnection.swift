@@ -12,7 +12,7 @@ import Glibc
 /// (``hold()``): lines gather and go out in one `send` when it lets go (``release()``), not one
 /// system call per answer.
 package final class ClientConnection: Sendable {
-    package let descriptor: Int32
+    private let descriptor: Int32
     /// The most bytes waiting for a client before it is dropped.
     package static let maxQueuedBytes = 64 << 20
     private struct Outgoing {

@@ -44,27 +44,9 @@ struct JSONParserTests {
     /// Random documents, written by Foundation, read back by both.
     @Test func randomDocumentsReadTheSame() {
         var generator = SystemRandomNumberGenerator()
-        func random(depth: Int) -> JSONValue {
-            switch Int.random(in: 0..<(depth > 3 ? 5 : 7), using: &generator) {
-            case 0: return .null
-            case 1: return .bool(Bool.random(using: &generator))
-            case 2: return .integer(Int64.random(in: .min ... .max, using: &generator))
-            case 3: return .number(Double.random(in: -1e9...1e9, using: &generator))
-            case 4:
-                let scalars = (0..<Int.random(in: 0..<12, using: &generator)).compactMap { _ in
-                    Unicode.Scalar(UInt32.random(in: 0..<0x1F700, using: &generator))
-                }
-                return .string(String(String.UnicodeScalarView(scalars)))
-            case 5: return .array((0..<Int.random(in: 0..<5, using: &generator)).map { _ in random(depth: depth + 1) })
-            default:
-                return .object(Dictionary((0..<Int.random(in: 0..<5, using: &generator)).map { index in
-                    ("k\(index)" + ["", "é", "\n", "\""].randomElement(using: &generator)!, random(depth: depth + 1))
-                }, uniquingKeysWith: { first, _ in first }))
-            }
-        }
         let encoder = JSONEncoder()
         for _ in 0..<2_000 {
-            let bytes = [UInt8](try! encoder.encode(random(depth: 0)))
+            let bytes = [UInt8](try! encoder.encode(randomJSONValue(using: &generator)))
             let ours = JSONValue.parse(bytes: bytes)
             #expect(ours != nil)
             #expect(ours?.text == foundation(bytes)?.text)

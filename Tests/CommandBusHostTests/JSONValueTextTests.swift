@@ -23,26 +23,8 @@ struct JSONValueTextTests {
 
     @Test func randomDocumentsMatchFoundation() {
         var generator = SystemRandomNumberGenerator()
-        func random(depth: Int) -> JSONValue {
-            switch Int.random(in: 0..<(depth > 3 ? 5 : 7), using: &generator) {
-            case 0: return .null
-            case 1: return .bool(Bool.random(using: &generator))
-            case 2: return .integer(Int64.random(in: .min ... .max, using: &generator))
-            case 3: return .number(Double.random(in: -1e6...1e6, using: &generator))
-            case 4:
-                let scalars = (0..<Int.random(in: 0..<12, using: &generator)).compactMap { _ in
-                    Unicode.Scalar(UInt32.random(in: 0..<0x2100, using: &generator))
-                }
-                return .string(String(String.UnicodeScalarView(scalars)))
-            case 5: return .array((0..<Int.random(in: 0..<5, using: &generator)).map { _ in random(depth: depth + 1) })
-            default:
-                return .object(Dictionary((0..<Int.random(in: 0..<5, using: &generator)).map { index in
-                    (["id", "Op", "_k", "key\(index)", "ü", "a b"].randomElement(using: &generator)! + "\(index)", random(depth: depth + 1))
-                }, uniquingKeysWith: { first, _ in first }))
-            }
-        }
         for _ in 0..<2_000 {
-            let value = random(depth: 0)
+            let value = randomJSONValue(using: &generator)
             #expect(value.text == foundationText(value))
         }
     }
