@@ -68,18 +68,18 @@ package final class CommandMetrics: CommandObserver {
         var endedTotal = 0
     }
     private let state = Mutex(State())
-    private let accepted = Atomic<Int>(0)
-    private let finished = Atomic<Int>(0)
+    /// Accepted less ended: counted on the dispatch path without the lock.
+    private let running = Atomic<Int>(0)
 
     /// Metrics with nothing counted yet.
     package init() {}
 
     package func commandAccepted(_ envelope: CommandEnvelope) {
-        accepted.add(1, ordering: .relaxed)
+        running.add(1, ordering: .relaxed)
     }
 
     package func commandFinished(_ envelope: CommandEnvelope, state ended: CommandState, error: CommandBusError?, after duration: Duration) {
-        finished.add(1, ordering: .relaxed)
+        running.subtract(1, ordering: .relaxed)
         let second = Int64(Date().timeIntervalSince1970)
         let seconds = duration.seconds
         state.withLock { state in
@@ -106,7 +106,7 @@ package final class CommandMetrics: CommandObserver {
     }
 
     /// Commands accepted and not ended.
-    package var inFlight: Int { max(0, accepted.load(ordering: .relaxed) - finished.load(ordering: .relaxed)) }
+    package var inFlight: Int { max(0, running.load(ordering: .relaxed)) }
 
     /// Counts per command name, sorted by name.
     package var names: [(name: String, counts: NameCounts)] {

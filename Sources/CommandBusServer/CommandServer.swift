@@ -172,8 +172,8 @@ package final class CommandServer: Sendable {
     private static func reply(to id: JSONValue?, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> JSONValue {
         switch outcome {
         case .success(let result):
-            let text = String(decoding: result, as: UTF8.self)
-            return success(id, ["commandId": .string(CommandID.text(ticket)), "result": JSONValue.parse(text) ?? .string(text)])
+            let value = JSONValue.parse(bytes: result) ?? .string(String(decoding: result, as: UTF8.self))
+            return success(id, ["commandId": .string(CommandID.text(ticket)), "result": value])
         case .failure(let error):
             return failure(id, code: HostFailure.Code(error).name, error.message, commandID: ticket)
         }

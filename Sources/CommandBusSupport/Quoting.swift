@@ -1,7 +1,6 @@
 /// A user's text for a one-line message: in quotes, with control characters escaped.
 package func quoted(_ text: some StringProtocol) -> String {
-    // Printable ASCII (most names and messages) needs no look at Unicode properties.
-    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return "'" + text + "'" }
+    if isPrintableASCII(text) { return "'" + text + "'" }
     var out = "'"
     for scalar in text.unicodeScalars {
         switch scalar {
@@ -20,9 +19,14 @@ package func quoted(_ text: some StringProtocol) -> String {
 /// A plugin's or user's text for one log line: control characters escaped, so it cannot move the cursor
 /// or start a new line in a terminal.
 package func quotedLine(_ text: String) -> String {
-    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return text }
+    if isPrintableASCII(text) { return text }
     let quotedText = quoted(text)
     return String(quotedText.dropFirst().dropLast())
+}
+
+/// Printable ASCII (most names and messages) needs no escaping, and no look at Unicode properties.
+private func isPrintableASCII(_ text: some StringProtocol) -> Bool {
+    text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
 }
 
 /// `text` with each character that `replacements` names replaced by its replacement: the one
