@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 source scripts/lib/postgres.sh
+source scripts/lib/instructions.sh
 
 ensure_system_packages
 log "checking the module layering"
@@ -15,6 +16,8 @@ swift build
 if [ -z "${CMDBUS_SKIP_FUZZ:-}" ] && [ $# -eq 0 ]; then
     scripts/fuzz.sh 20000
 fi
+log "checking the instruction-count workloads run, and run under valgrind"
+BENCH_BINARY="$(swift build --show-bin-path)/CommandBusBenchmarks" check_instruction_mode
 # The host tests load the built plugins and run the built cmdbus binary from here.
 export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
 # A throwaway PostgreSQL for the shared-bus tests, stopped however the run ends.

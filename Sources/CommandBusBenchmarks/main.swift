@@ -1,23 +1,57 @@
 import Foundation
 
-// The benchmark executable: `CommandBusBenchmarks [--json]`. Run it through scripts/bench.sh.
+// The benchmark executable, run through scripts/bench.sh:
+//   CommandBusBenchmarks [--json]                      every timed figure
+//   CommandBusBenchmarks --workload NAME --count N     one fixed workload for the instruction-count mode
 // Every measurement runs in a detached task, off the main actor, whose hops cost tens of microseconds on Linux.
+// The main thread waits on a semaphore rather than in `dispatch_main`, which valgrind cannot follow.
 
-let wantsJSON = CommandLine.arguments.contains("--json")
+let arguments = CommandLine.arguments
+let wantsJSON = arguments.contains("--json")
+
+/// The value after `flag` on the command line, if any.
+func argument(after flag: String) -> String? {
+    guard let index = arguments.firstIndex(of: flag), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
 
 // `$CMDBUS_BENCH_ONLY` (comma-separated: core, plugin, journal, server, bus, dashboard) runs some groups only.
 let only = Set((ProcessInfo.processInfo.environment["CMDBUS_BENCH_ONLY"] ?? "").split(separator: ",").map(String.init))
 func wanted(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
 
-let report = try await Task.detached { () async throws -> BenchmarkReport in
-    var report = BenchmarkReport()
-    if wanted("core") { try await CoreBenchmarks.run(into: &report) }
-    if wanted("plugin") { try await PluginBenchmarks.run(into: &report) }
-    if wanted("journal") { try await JournalBenchmarks.run(into: &report) }
-    if wanted("server") { try await ServerBenchmarks.run(into: &report) }
-    if wanted("bus") { try await BusBenchmarks.run(into: &report) }
-    if wanted("dashboard") { try await DashboardBenchmarks.run(into: &report) }
-    return report
-}.value
+/// Runs `body` in a detached task and blocks the main thread until it ends; a thrown error ends the process.
+func runBlocking(_ body: @escaping @Sendable () async throws -> Void) {
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do { try await body() } catch {
+            FileHandle.standardError.write(Data("CommandBusBenchmarks: \(error)\n".utf8))
+            exit(1)
+        }
+        done.signal()
+    }
+    done.wait()
+}
 
-print(wantsJSON ? report.json : report.text)
+if let name = argument(after: "--workload") {
+    guard let workload = CountedWorkloads.all.first(where: { $0.name == name }) else {
+        let names = CountedWorkloads.all.map(\.name).joined(separator: ", ")
+        FileHandle.standardError.write(Data("CommandBusBenchmarks: no workload named '\(name)'; use one of \(names)\n".utf8))
+        exit(2)
+    }
+    guard let count = argument(after: "--count").flatMap(Int.init), count > 0 else {
+        FileHandle.standardError.write(Data("CommandBusBenchmarks: --workload needs --count N with N a positive whole number\n".utf8))
+        exit(2)
+    }
+    runBlocking { try await workload.run(count) }
+} else {
+    runBlocking {
+        var report = BenchmarkReport()
+        if wanted("core") { try await CoreBenchmarks.run(into: &report) }
+        if wanted("plugin") { try await PluginBenchmarks.run(into: &report) }
+        if wanted("journal") { try await JournalBenchmarks.run(into: &report) }
+        if wanted("server") { try await ServerBenchmarks.run(into: &report) }
+        if wanted("bus") { try await BusBenchmarks.run(into: &report) }
+        if wanted("dashboard") { try await DashboardBenchmarks.run(into: &report) }
+        print(wantsJSON ? report.json : report.text)
+    }
+}

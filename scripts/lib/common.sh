@@ -11,8 +11,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # postgresql: a throwaway server for the shared-bus tests and benchmarks;
 # iproute2: network namespaces for the test that puts a host across a real network;
 # chromium: renders the dashboard in its tests; prometheus: promtool checks /metrics;
-# graphviz: renders `journal tree --format dot` in its test.
-SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2 chromium prometheus graphviz)
+# graphviz: renders `journal tree --format dot` in its test; valgrind: `scripts/bench.sh --instructions`.
+SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2 chromium prometheus graphviz valgrind)
 
 ensure_system_packages() {
     local missing=()

@@ -1,0 +1,62 @@
+import CommandBus
+import CommandBusSQLite
+import Foundation
+
+/// Fixed workloads for the instruction-count mode (`scripts/bench.sh --instructions`).
+///
+/// Each runs one in-process path a given number of times and measures nothing itself:
+/// the script runs it under `valgrind --tool=callgrind` at two counts and divides the difference
+/// in instructions by the difference in count, which leaves out start-up and set-up.
+/// Instruction counts do not move with the machine's load, so a change can be judged by them.
+enum CountedWorkloads {
+    /// The workloads by name, in the order the script reports them.
+    static let all: [(name: String, run: @Sendable (Int) async throws -> Void)] = [
+        ("baseline", baseline),
+        ("send", send),
+        ("dynamic_send", dynamicSend),
+        ("post", post),
+        ("journaled_post", journaledPost),
+    ]
+
+    /// A bare `Task { … }.value` per operation: what `send` is compared with.
+    static func baseline(_ count: Int) async {
+        var total = 0
+        for i in 0..<count { total &+= await Task { await trivialWork(Ping(value: i)) }.value }
+        precondition(total != -1)
+    }
+
+    /// A typed `send`, awaited one after another.
+    static func send(_ count: Int) async throws {
+        let bus = CommandBus()
+        bus.register(PingHandler())
+        for i in 0..<count { _ = try await bus.send(Ping(value: i)) }
+    }
+
+    /// A `send` by name with JSON bytes, as the socket and plugins use.
+    static func dynamicSend(_ count: Int) async throws {
+        let bus = CommandBus()
+        bus.register(PingHandler())
+        let payload = Data(#"{"value":1}"#.utf8)
+        for _ in 0..<count { _ = try await bus.send(name: Ping.name, payload: payload) }
+    }
+
+    /// Every command posted first, then every ticket awaited.
+    static func post(_ count: Int) async throws {
+        let bus = CommandBus()
+        bus.register(PingHandler())
+        let tickets = (0..<count).map { bus.post(Ping(value: $0)) }
+        for ticket in tickets { _ = try await ticket.result }
+    }
+
+    /// Posts through a journal in batched mode, flushed at the end.
+    static func journaledPost(_ count: Int) async throws {
+        let scratch = try Scratch("counted-journal")
+        defer { scratch.remove() }
+        let journal = try SQLiteJournal(path: scratch.path + "/journal.sqlite", durability: .batched(maxDelay: .zero))
+        let bus = CommandBus(configuration: .init(journal: journal))
+        bus.register(PingHandler())
+        let tickets = (0..<count).map { bus.post(Ping(value: $0)) }
+        for ticket in tickets { _ = try await ticket.result }
+        try await journal.flush()
+    }
+}

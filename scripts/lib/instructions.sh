@@ -1,0 +1,60 @@
+# The instruction-count mode of scripts/bench.sh. Source it; don't run it.
+#
+# Runs each fixed workload of the benchmark executable under `valgrind --tool=callgrind` at
+# COUNT and 2*COUNT operations and reports (instructions at 2*COUNT - instructions at COUNT) / COUNT:
+# instructions per operation, without start-up and set-up. Counts do not move with the machine's
+# load, so two runs of the same build agree to a fraction of a percent where time swings twofold.
+
+INSTRUCTION_WORKLOADS=(baseline send dynamic_send post journaled_post)
+INSTRUCTION_COUNT=${CMDBUS_INSTRUCTION_COUNT:-1000}
+# The benchmark executable: the release build for figures; the test script checks the debug one.
+BENCH_BINARY=${BENCH_BINARY:-.build/release/CommandBusBenchmarks}
+
+# Prints the instructions callgrind collected for one run of WORKLOAD at COUNT operations.
+collected_instructions() {
+    local workload=$1 count=$2 output
+    output=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        "$BENCH_BINARY" --workload "$workload" --count "$count" 2>&1) \
+        || die "the $workload workload failed under valgrind; run it without valgrind to see why: $BENCH_BINARY --workload $workload --count $count"
+    sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' <<<"$output" | grep . \
+        || die "callgrind printed no instruction total for the $workload workload; is valgrind $(valgrind --version 2>/dev/null) working here?"
+}
+
+# Prints instructions per operation for every workload, and send over baseline, as text or JSON.
+run_instruction_counts() {
+    local format=$1 name single double per_op
+    declare -A figures
+    for name in "${INSTRUCTION_WORKLOADS[@]}"; do
+        log "counting instructions: $name ($INSTRUCTION_COUNT and $((2 * INSTRUCTION_COUNT)) operations)"
+        single=$(collected_instructions "$name" "$INSTRUCTION_COUNT")
+        double=$(collected_instructions "$name" "$((2 * INSTRUCTION_COUNT))")
+        per_op=$(( (double - single) / INSTRUCTION_COUNT ))
+        figures["${name}_instructions_per_op"]=$per_op
+    done
+    local ratio
+    ratio=$(awk -v s="${figures[send_instructions_per_op]}" -v b="${figures[baseline_instructions_per_op]}" 'BEGIN { printf "%.3f", s / b }')
+    local keys=()
+    for name in "${INSTRUCTION_WORKLOADS[@]}"; do keys+=("${name}_instructions_per_op"); done
+    figures[send_vs_baseline_instructions_ratio]=$ratio
+    keys+=(send_vs_baseline_instructions_ratio)
+    if [ "$format" = json ]; then
+        local key separator=""
+        printf '{\n'
+        for key in "${keys[@]}"; do printf '%s  "%s": %s' "$separator" "$key" "${figures[$key]}"; separator=$',\n'; done
+        printf '\n}\n'
+    else
+        local key
+        for key in "${keys[@]}"; do printf '%-38s %s\n' "$key" "${figures[$key]}"; done
+    fi
+}
+
+# The test script's check that the mode works: every workload runs, and callgrind counts one under valgrind.
+check_instruction_mode() {
+    local name
+    for name in "${INSTRUCTION_WORKLOADS[@]}"; do
+        "$BENCH_BINARY" --workload "$name" --count 20 || die "the $name benchmark workload failed; run: $BENCH_BINARY --workload $name --count 20"
+    done
+    local total
+    total=$(collected_instructions send 20)
+    [ "$total" -gt 0 ] || die "callgrind counted no instructions for the send workload"
+}
