@@ -10,7 +10,7 @@ extension CommandBus {
     /// This path reaches the same handlers as the typed one: a typed handler's command
     /// is decoded from the payload, and its result encoded.
     /// - Throws: ``CommandBusError``: `decodingFailed` (naming the field) if the payload does not decode, `noHandler`, …
-    public func send(
+    public nonisolated(nonsending) func send(
         name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil
     ) async throws(CommandBusError) -> Data {
         try await sendOnCallersTask(.json(payload), name: name, metadata: metadata, timeout: timeout).jsonData(commandName: name)

@@ -87,13 +87,14 @@ public final class CommandBus: Sendable {
 
     /// Sends a command, waits for the one handler that takes it, and returns its result.
     ///
-    /// Cancelling the calling task cancels the command.
+    /// Cancelling the calling task cancels the command. Routing happens on the caller's executor;
+    /// the handler never does: it runs on the global executor, inside the caller's task.
     /// - Parameters:
     ///   - command: The command.
     ///   - metadata: String metadata for the envelope.
     ///   - timeout: A deadline, after which the command ends `timedOut`; the configuration's default if `nil`.
     /// - Throws: ``CommandBusError``: `noHandler`, `handlerFailed`, `cancelled`, `timedOut`, …
-    public func send<C: Command>(
+    public nonisolated(nonsending) func send<C: Command>(
         _ command: C, metadata: [String: String] = [:], timeout: Duration? = nil
     ) async throws(CommandBusError) -> C.Result {
         try await sendOnCallersTask(.typed(command), name: C.name, metadata: metadata, timeout: timeout)

@@ -130,7 +130,7 @@ extension CommandContext {
     }
 
     /// Waits for the outcome; `markingObserved` records that someone saw it (so a failure is not unnoticed).
-    func outcome(markingObserved: Bool = true) async -> Outcome {
+    nonisolated(nonsending) func outcome(markingObserved: Bool = true) async -> Outcome {
         if let done = execution.withLock({ execution -> Outcome? in
             if markingObserved { execution.observed = true }
             return execution.outcome
@@ -181,8 +181,21 @@ extension CommandContext {
     }
 
     /// Waits until every child has finished; a failed child whose result nobody awaited fails the parent.
-    func awaitChildren() async throws(CommandBusError) {
+    ///
+    /// Cancelling the waiting task cancels the command and so its children: a `send` runs in its
+    /// caller's task with no cancellation handler of its own, and this is where its children hear of it.
+    nonisolated(nonsending) func awaitChildren() async throws(CommandBusError) {
         guard childCount.load(ordering: .acquiring) > 0 else { return }
+        let failure: CommandBusError? = await withTaskCancellationHandler {
+            do throws(CommandBusError) { try await awaitEachChild() } catch { return error }
+            return nil
+        } onCancel: {
+            self.cancel()
+        }
+        if let failure { throw failure }
+    }
+
+    private nonisolated(nonsending) func awaitEachChild() async throws(CommandBusError) {
         var index = 0
         while let child = execution.withLock({ index < $0.children.count ? $0.children[index] : nil }) {
             index += 1

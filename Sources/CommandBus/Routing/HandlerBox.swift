@@ -15,7 +15,7 @@ protocol HandlerBox: Sendable {
     func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool
     /// The full answer, which a handler that decides in `handle` may have to ask for (another process).
     func wouldHandle(_ prepared: CommandPayload, commandName: String) async throws(CommandBusError) -> Bool
-    func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput
+    nonisolated(nonsending) func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput
 }
 
 /// Wraps a typed ``CommandHandler``.
@@ -42,7 +42,7 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
         try canHandle(prepared, commandName: commandName)
     }
 
-    func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
+    nonisolated(nonsending) func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
         let command = try prepared.command(as: Handler.HandledCommand.self)
         return CommandOutput(try await handler.handle(command, context: context))
     }
@@ -88,7 +88,7 @@ struct DynamicHandlerBox: HandlerBox {
         }
     }
 
-    func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
+    nonisolated(nonsending) func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
         let data = try prepared.jsonData(commandName: context.envelope.commandName)
         return CommandOutput(json: try await handler.handle(payload: data, context: context))
     }

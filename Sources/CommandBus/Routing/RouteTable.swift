@@ -1,9 +1,16 @@
 /// One registered handler in the route table.
-struct RouteEntry: Sendable {
+final class RouteEntry: Sendable {
     let registrationID: Int
     let priority: Int
     let box: any HandlerBox
     let limiter: ConcurrencyLimiter?
+
+    init(registrationID: Int, priority: Int, box: any HandlerBox, limiter: ConcurrencyLimiter?) {
+        self.registrationID = registrationID
+        self.priority = priority
+        self.box = box
+        self.limiter = limiter
+    }
 }
 
 /// Handlers by command name, each list kept in chain-of-responsibility order:

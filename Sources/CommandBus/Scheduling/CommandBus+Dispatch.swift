@@ -65,21 +65,20 @@ extension CommandBus {
     /// The guarantees are those of a command in a task of its own: the journal's write-ahead,
     /// concurrency limits, middleware, lifecycle events and observers are the same code
     /// (``CommandContext/run()``); cancelling the caller cancels the command (the handler sees
-    /// its task cancelled, and ``CommandContext/cancel()`` reaches its children); and the handler
+    /// its task cancelled, and its children are cancelled with it); and the handler
     /// runs on the global executor, never on the caller's actor, since `run()` is `@concurrent`.
     /// A deadline forces the hop: a handler that ignores cancellation must not hold the caller
     /// past it, so a command with a timeout runs in a task of its own, as a posted one does.
-    func sendOnCallersTask(
+    nonisolated(nonsending) func sendOnCallersTask(
         _ payload: CommandPayload, name: String, metadata: [String: String], timeout: Duration?
     ) async throws(CommandBusError) -> CommandOutput {
         let context = try routedContext(payload, name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: nil, journaled: true)
         guard let deadline = context.timeout else {
-            let outcome = await withTaskCancellationHandler {
-                await context.run()
-            } onCancel: {
-                context.cancel()
-            }
-            return try outcome.get()
+            // No cancellation handler is needed: the handler runs in the caller's task, so it sees
+            // the caller's cancellation itself, and `run()` ends such a command `cancelled`.
+            // Subcommands, which run in tasks of their own, are cancelled when it ends, or by
+            // `awaitChildren()` if the handler returns while they run.
+            return try await context.run().get()
         }
         let task = Task { await context.run() }
         context.attach(task: task)

@@ -5,9 +5,17 @@ import Foundation
 #endif
 
 /// The handler chosen for a command, with the payload in the form that handler takes.
-struct HandlerAssignment: Sendable {
+///
+/// A class: the run passes it around several times, and copying a payload that holds an
+/// existential goes through the runtime's value witnesses each time; a reference is one retain.
+final class HandlerAssignment: Sendable {
     let entry: RouteEntry
     let prepared: CommandPayload
+
+    init(entry: RouteEntry, prepared: CommandPayload) {
+        self.entry = entry
+        self.prepared = prepared
+    }
 }
 
 extension CommandContext {
@@ -52,10 +60,13 @@ extension CommandContext {
             } else {
                 try await MiddlewarePipeline(middleware: middleware, assignment: assignment).run(self)
             }
-            try await awaitChildren()
+            // The common case, no children and no journal, makes no further async call.
+            if childCount.load(ordering: .acquiring) > 0 { try await awaitChildren() }
+            guard journal != nil else { return finish(.success(output), as: .succeeded) }
             return await conclude(.success(output), as: .succeeded)
         } catch {
-            if isCancelRequested || error is CancellationError {
+            // `Task.isCancelled`: a `send` runs in its caller's task, whose cancellation is the command's.
+            if isCancelRequested || error is CancellationError || Task.isCancelled {
                 return await conclude(.failure(.cancelled(name)), as: .cancelled)
             } else if let busError = error as? CommandBusError {
                 return await conclude(.failure(busError), as: .failed)
@@ -67,7 +78,7 @@ extension CommandContext {
 
     /// Runs the assigned handler; if it declines (``HandlerDeclined``), the next one in the chain
     /// that would take the command runs instead, holding a slot of its own handler's limit.
-    func handleInChain(_ assignment: HandlerAssignment) async throws -> CommandOutput {
+    nonisolated(nonsending) func handleInChain(_ assignment: HandlerAssignment) async throws -> CommandOutput {
         do {
             return try await assignment.entry.box.handle(assignment.prepared, context: self)
         } catch is HandlerDeclined {
@@ -87,7 +98,7 @@ extension CommandContext {
 
     /// Records how the command ended, durably, then ends it. If it already ended another way
     /// (a deadline, a cancellation), that way is recorded: the journal keeps the first ending.
-    private func conclude(_ outcome: Outcome, as state: CommandState) async -> Outcome {
+    private nonisolated(nonsending) func conclude(_ outcome: Outcome, as state: CommandState) async -> Outcome {
         guard let journal else { return finish(outcome, as: state) }
         let earlier = execution.withLock { $0.lifecycle.state.isTerminal ? ($0.outcome, $0.lifecycle.state) : nil }
         let (recordedOutcome, recordedState) = earlier.flatMap { ended in ended.0.map { ($0, ended.1) } } ?? (outcome, state)
