@@ -78,20 +78,26 @@ extension CommandContext {
 
     /// Runs the assigned handler; if it declines (``HandlerDeclined``), the next one in the chain
     /// that would take the command runs instead, holding a slot of its own handler's limit.
+    @inline(__always)
     nonisolated(nonsending) func handleInChain(_ assignment: HandlerAssignment) async throws -> CommandOutput {
         do {
             return try await assignment.entry.box.handle(assignment.prepared, context: self)
         } catch is HandlerDeclined {
-            var declined = assignment.entry
-            while true {
-                let (entry, prepared) = try bus.route(assignment.prepared, name: envelope.commandName, after: declined)
-                if let limiter = entry.limiter { try await limiter.acquire() }
-                defer { entry.limiter?.release() }
-                do {
-                    return try await entry.box.handle(prepared, context: self)
-                } catch is HandlerDeclined {
-                    declined = entry
-                }
+            return try await handleAfterDeclining(assignment)
+        }
+    }
+
+    /// The rest of the chain, once the assigned handler declined.
+    private nonisolated(nonsending) func handleAfterDeclining(_ assignment: HandlerAssignment) async throws -> CommandOutput {
+        var declined = assignment.entry
+        while true {
+            let (entry, prepared) = try bus.route(assignment.prepared, name: envelope.commandName, after: declined)
+            if let limiter = entry.limiter { try await limiter.acquire() }
+            defer { entry.limiter?.release() }
+            do {
+                return try await entry.box.handle(prepared, context: self)
+            } catch is HandlerDeclined {
+                declined = entry
             }
         }
     }
