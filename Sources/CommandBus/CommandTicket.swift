@@ -13,16 +13,30 @@ import Foundation
 /// ```
 public struct CommandTicket<Result: Sendable>: Sendable {
     let context: CommandContext
-    private let convert: @Sendable (CommandOutput, String) throws(CommandBusError) -> Result
+    /// `Result` as a decodable type, or `nil` for a ticket of JSON bytes. A metatype, not a
+    /// converting closure: a closure over the generic `Result` is an allocation per ticket.
+    private let decodable: DecodableType?
 
     init(_ context: CommandContext) where Result: Decodable {
         self.context = context
-        self.convert = { output, name throws(CommandBusError) in try output.value(as: Result.self, commandName: name) }
+        self.decodable = DecodableType(type: Result.self)
     }
 
     init(json context: CommandContext) where Result == Data {
         self.context = context
-        self.convert = { output, name throws(CommandBusError) in try output.jsonData(commandName: name) }
+        self.decodable = nil
+    }
+
+    /// The output as a `Result`: decoded (or cast) for a typed ticket, JSON bytes for the other kind.
+    private static func convert(
+        _ output: CommandOutput, name: String, decodable: DecodableType?
+    ) throws(CommandBusError) -> Result {
+        guard let decodable else { return reinterpret(try output.jsonData(commandName: name), as: Result.self) }
+        func value<D: Decodable>(_ type: D.Type) throws(CommandBusError) -> Result {
+            // `D` is `Result`: the initialiser that set `decodable` says so.
+            reinterpret(try output.value(as: D.self, commandName: name), as: Result.self)
+        }
+        return try value(decodable.type)
     }
 
     /// The command's id.
@@ -36,7 +50,7 @@ public struct CommandTicket<Result: Sendable>: Sendable {
     /// - Throws: ``CommandBusError`` if the command failed, was cancelled, or timed out.
     public var result: Result {
         get async throws(CommandBusError) {
-            try convert(try await context.outcome().get(), context.envelope.commandName)
+            try Self.convert(try await context.outcome().get(), name: context.envelope.commandName, decodable: decodable)
         }
     }
 
@@ -44,10 +58,12 @@ public struct CommandTicket<Result: Sendable>: Sendable {
     /// once if it already has): the result without a task waiting for it, which is what a
     /// server answering many commands wants. Keep `body` short; it must not block.
     public func whenFinished(_ body: @escaping @Sendable (Swift.Result<Result, CommandBusError>) -> Void) {
-        let convert = convert, name = context.envelope.commandName
+        let decodable = decodable, name = context.envelope.commandName
         context.whenFinished { outcome in
             body(outcome.flatMap { output in
-                do throws(CommandBusError) { return .success(try convert(output, name)) } catch { return .failure(error) }
+                do throws(CommandBusError) { return .success(try Self.convert(output, name: name, decodable: decodable)) } catch {
+                    return .failure(error)
+                }
             })
         }
     }
@@ -56,4 +72,9 @@ public struct CommandTicket<Result: Sendable>: Sendable {
     public func cancel() {
         context.cancel()
     }
+}
+
+/// A decodable type, shareable: a metatype is immutable, but `any Decodable.Type` is not `Sendable`.
+struct DecodableType: @unchecked Sendable {
+    let type: any Decodable.Type
 }
