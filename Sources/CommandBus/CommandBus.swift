@@ -41,6 +41,11 @@ public final class CommandBus: Sendable {
         }
     }
 
+    deinit {
+        // Parked runners hold the pool, not the bus; without this they would wait for posts forever.
+        postRunners.shutDown()
+    }
+
     // MARK: Registration
 
     /// Registers a typed handler for its command's name. The JSON path reaches it too.

@@ -5,17 +5,9 @@ import Foundation
 #endif
 
 /// The handler chosen for a command, with the payload in the form that handler takes.
-///
-/// A class: the run passes it around several times, and copying a payload that holds an
-/// existential goes through the runtime's value witnesses each time; a reference is one retain.
-final class HandlerAssignment: Sendable {
+struct HandlerAssignment: Sendable {
     let entry: RouteEntry
     let prepared: CommandPayload
-
-    init(entry: RouteEntry, prepared: CommandPayload) {
-        self.entry = entry
-        self.prepared = prepared
-    }
 }
 
 extension CommandContext {

@@ -13,7 +13,13 @@ import Synchronization
 /// a supervisor looks once a millisecond, and if a command queued before its last look is still
 /// waiting (every runner is held by a handler that suspended, a journal write or a concurrency
 /// slot), it doubles the runners, never past the number of commands waiting. A burst of slow commands therefore gets a runner each within a
-/// few milliseconds, as it would with a task each. Runners end when the queue is empty.
+/// few milliseconds, as it would with a task each.
+///
+/// When the queue is empty, up to ``baseRunners`` runners park: suspended on a continuation,
+/// holding no thread, until a post wakes one. Waking a parked runner costs a job on the global
+/// executor, where starting a runner costs a task's allocation and ending one its release, which
+/// under a steady stream of posts contended with the posting thread for the allocator's lock.
+/// Runners beyond that number end. The bus's `deinit` ends the parked ones.
 ///
 /// Cancellation still reaches a handler as task cancellation: cancelling a command cancels the
 /// runner's task while that command runs on it, and a runner whose task was cancelled retires
@@ -30,6 +36,10 @@ final class PostRunners: Sendable {
         var supervising = false
         /// `queued` at the supervisor's last look: a command below it has waited at least a tick.
         var queuedAtLastLook = 0
+        /// Runners waiting for work (counted in `runners`); resumed with `true` for work, `false` to end.
+        var parked: [UnsafeContinuation<Bool, Never>] = []
+        /// The bus is gone: no runner parks again.
+        var shutDown = false
 
         var waiting: Int { queue.count - head }
 
@@ -61,9 +71,10 @@ final class PostRunners: Sendable {
 
     /// Queues a routed command to run on a runner.
     func submit(_ context: CommandContext) {
-        let (startRunner, startSupervisor) = state.withLock { state -> (Bool, Bool) in
+        let (wake, startRunner, startSupervisor) = state.withLock { state -> (UnsafeContinuation<Bool, Never>?, Bool, Bool) in
             state.queue.append(context)
             state.queued += 1
+            if let parked = state.parked.popLast() { return (parked, false, false) }
             let runner = state.runners < 2 || state.runners < Self.baseRunners
             if runner { state.runners += 1 }
             // A command that gets a runner of its own needs no watching; one that queues behind busy runners does.
@@ -72,18 +83,51 @@ final class PostRunners: Sendable {
                 state.supervising = true
                 state.queuedAtLastLook = state.queued
             }
-            return (runner, supervisor)
+            return (nil, runner, supervisor)
         }
+        wake?.resume(returning: true)
         if startRunner { PostRunner.start(in: self) }
         if startSupervisor { Task.detached { await self.supervise() } }
     }
 
-    /// The next command for a runner; `nil` (and the runner counted out) when there is none.
-    fileprivate func next() -> CommandContext? {
-        state.withLock { state in
-            if let next = state.take() { return next }
-            state.runners -= 1
-            return nil
+    /// Runners alive, and how many of them are parked (for tests).
+    var runnerCounts: (alive: Int, parked: Int) { state.withLock { ($0.runners, $0.parked.count) } }
+
+    /// Ends the parked runners, and stops runners from parking: the bus is gone.
+    func shutDown() {
+        let parked = state.withLock { state in
+            state.shutDown = true
+            defer { state.parked = [] }
+            return state.parked
+        }
+        for runner in parked { runner.resume(returning: false) }
+    }
+
+    /// The next command for a runner, waiting parked for one if the runner is among the first
+    /// ``baseRunners``; `nil` (and the runner counted out) when it should end.
+    fileprivate func next() async -> CommandContext? {
+        while true {
+            let (next, park) = state.withLock { state -> (CommandContext?, Bool) in
+                if let next = state.take() { return (next, false) }
+                if !state.shutDown, state.runners <= 2 || state.runners <= Self.baseRunners { return (nil, true) }
+                state.runners -= 1
+                return (nil, false)
+            }
+            if let next { return next }
+            guard park else { return nil }
+            let hasWork = await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
+                let now = state.withLock { state -> Bool? in
+                    if state.waiting > 0 { return true }
+                    if state.shutDown { return false }
+                    state.parked.append(continuation)
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+            if !hasWork {
+                state.withLock { $0.runners -= 1 }
+                return nil
+            }
         }
     }
 
@@ -143,7 +187,7 @@ final class PostRunner: Sendable {
     }
 
     private func run(_ pool: PostRunners) async {
-        while let context = pool.next() {
+        while let context = await pool.next() {
             state.withLock { $0.current = context }
             context.attach(runner: self)
             _ = await context.run()
