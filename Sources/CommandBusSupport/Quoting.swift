@@ -25,7 +25,7 @@ package func quotedLine(_ text: String) -> String {
 }
 
 /// Printable ASCII (most names and messages) needs no escaping, and no look at Unicode properties.
-private func isPrintableASCII(_ text: some StringProtocol) -> Bool {
+package func isPrintableASCII(_ text: some StringProtocol) -> Bool {
     text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
 }
 

@@ -138,11 +138,13 @@ package struct PluginDescriptor: @unchecked Sendable {
         guard let pointer, strnlen(pointer, limit + 1) > 0 else { throw .init(missing) }
         guard strnlen(pointer, limit + 1) <= limit else { throw .init("\(what) has \(noun) longer than \(limit) bytes") }
         let text = string(pointer) ?? ""
-        if text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format
+        // Printable ASCII, nearly every name, needs no look at Unicode properties (a cost per plugin at start).
+        let ascii = isPrintableASCII(text)
+        if !ascii, text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format
             || $0.properties.generalCategory == .lineSeparator || $0.properties.generalCategory == .paragraphSeparator }) {
             throw .init("\(what) has \(noun) with a control character (\(quoted(text))); names and versions are printable")
         }
-        if !allowsSpaces, text.contains(where: \.isWhitespace) {
+        if !allowsSpaces, ascii ? text.utf8.contains(UInt8(ascii: " ")) : text.contains(where: \.isWhitespace) {
             throw .init("\(what) has \(noun) with whitespace (\(quoted(text))); names are one word")
         }
         return text
