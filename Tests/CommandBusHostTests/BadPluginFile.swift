@@ -4,7 +4,7 @@ import Foundation
 enum BadPluginFile: String, CaseIterable, Sendable {
     case textFile, emptyFile, randomBytes, truncatedPlugin, sharedLibraryNotAPlugin, systemLibrary
     case entryReturnsNull, otherABIEntryPoint, otherABIInDescriptor, missingName, directory, danglingSymlink
-    case controlCharactersInAName, overlongName, duplicateCommand, noInit, hugeStructSize, tooManyCommands
+    case controlCharactersInAName, spaceInAName, overlongName, duplicateCommand, noInit, hugeStructSize, tooManyCommands
 
     /// Creates the bad file in `directory`; returns its path and a phrase its skip reason must contain.
     func create(in directory: TemporaryDirectory) async throws -> (path: String, reason: String) {
@@ -48,6 +48,9 @@ enum BadPluginFile: String, CaseIterable, Sendable {
         case .controlCharactersInAName:
             return (try await compileFixture("bad_descriptor", into: directory, as: "control.so", defines: ["CONTROL_NAME"]).path,
                     #"command #0 of 'bad' has a name with a control character ('evil\u{1b}[31m.red\nnext'); names and versions are printable"#)
+        case .spaceInAName:
+            return (try await compileFixture("bad_descriptor", into: directory, as: "spaced.so", defines: ["SPACED_NAME"]).path,
+                    "command #0 of 'bad' has a name with whitespace ('two words'); names are one word")
         case .overlongName:
             return (try await compileFixture("bad_descriptor", into: directory, as: "long.so", defines: ["LONG_NAME"]).path,
                     "command #0 of 'bad' has a name longer than 255 bytes")

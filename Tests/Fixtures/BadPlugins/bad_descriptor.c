@@ -3,6 +3,7 @@
  * before anything past a bound is read:
  *   CONTROL_NAME  a command name with an escape sequence and a newline
  *   LONG_NAME     a command name of 300 bytes
+ *   SPACED_NAME   a command name of two words
  *   DUPLICATE     the same command declared twice
  *   NO_INIT       no init(): handle() could never complete a call
  *   HUGE_SIZE     struct_size of 1 GiB
@@ -17,6 +18,8 @@ static void handle(void *s, uint32_t i, cmdbus_bytes p, cmdbus_call *c) { (void)
 static const cmdbus_command_descriptor commands[] = {
 #if defined(CONTROL_NAME)
     { "evil\x1b[31m.red\nnext", 0 },
+#elif defined(SPACED_NAME)
+    { "two words", 0 },
 #elif defined(LONG_NAME)
     { L L L L L L L L L L L L L L L L L L L L L L L L L L L L L L, 0 },
 #else
