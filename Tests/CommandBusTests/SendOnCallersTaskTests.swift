@@ -83,51 +83,37 @@ struct SendOnCallersTaskTests {
     /// A parent that posts a child and waits: cancelling the caller reaches the child, which
     /// would otherwise sleep for an hour (the time limit fails it).
     @Test(.timeLimit(.minutes(2))) func cancellingTheCallerCancelsTheSubcommands() async throws {
-        let child = Mutex<CommandTicket<Bool>?>(nil)
+        try await expectCancellingTheCallerCancelsTheChild { try await Task.sleep(for: .seconds(3600)) }
+    }
+
+    /// A parent that ignores its caller's cancellation and returns normally: its child, still
+    /// sleeping, is cancelled when the parent waits for it, and the send ends `cancelled`.
+    @Test(.timeLimit(.minutes(2))) func aParentIgnoringCancellationStillHasItsChildrenCancelled() async throws {
+        // Notices the cancellation, then returns as if nothing happened.
+        try await expectCancellingTheCallerCancelsTheChild { while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) } }
+    }
+
+    /// Sends a parent whose handler posts a `Wait` child and then runs `afterPosting`; cancels
+    /// the caller once the child exists, and expects the send and the child to end `cancelled`.
+    private func expectCancellingTheCallerCancelsTheChild(afterPosting: @escaping @Sendable () async throws -> Void) async throws {
         struct Parent: Command {
             typealias Result = Bool
             static let name = "parent"
         }
         struct ParentHandler: CommandHandler {
             let child: @Sendable (CommandTicket<Bool>) -> Void
+            let afterPosting: @Sendable () async throws -> Void
             func handle(_ command: Parent, context: CommandContext) async throws -> Bool {
                 child(context.post(Wait()))
-                try await Task.sleep(for: .seconds(3600))
+                try await afterPosting()
                 return true
             }
         }
-        let bus = CommandBus()
-        bus.register(WaitHandler())
-        bus.register(ParentHandler { ticket in child.withLock { $0 = ticket } })
-        let caller = Task { try await bus.send(Parent()) }
-        while child.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
-        caller.cancel()
-        await #expect(throws: CommandBusError(code: .cancelled, message: "")) { try await caller.value }
-        let ticket = try #require(child.withLock { $0 })
-        await #expect(throws: CommandBusError(code: .cancelled, message: "")) { try await ticket.result }
-    }
-
-    /// A parent that ignores its caller's cancellation and returns normally: its child, still
-    /// sleeping, is cancelled when the parent waits for it, and the send ends `cancelled`.
-    @Test(.timeLimit(.minutes(2))) func aParentIgnoringCancellationStillHasItsChildrenCancelled() async throws {
         let child = Mutex<CommandTicket<Bool>?>(nil)
-        struct Stubborn: Command {
-            typealias Result = Bool
-            static let name = "stubborn-parent"
-        }
-        struct StubbornHandler: CommandHandler {
-            let child: @Sendable (CommandTicket<Bool>) -> Void
-            func handle(_ command: Stubborn, context: CommandContext) async throws -> Bool {
-                child(context.post(Wait()))
-                // Ignores cancellation: notices it, then returns as if nothing happened.
-                while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
-                return true
-            }
-        }
         let bus = CommandBus()
         bus.register(WaitHandler())
-        bus.register(StubbornHandler { ticket in child.withLock { $0 = ticket } })
-        let caller = Task { try await bus.send(Stubborn()) }
+        bus.register(ParentHandler(child: { ticket in child.withLock { $0 = ticket } }, afterPosting: afterPosting))
+        let caller = Task { try await bus.send(Parent()) }
         while child.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
         caller.cancel()
         await #expect(throws: CommandBusError(code: .cancelled, message: "")) { try await caller.value }
