@@ -48,11 +48,13 @@ enum BusSQL {
         """
 
     /// $1 names, $2 host, $3 how many, $4 host label. Claims pending commands this host handles and
-    /// has not declined, highest priority first, then oldest.
+    /// has not declined, highest priority first, then oldest; nothing once another host's rescue
+    /// has removed this one (it would only run them to have its results refused).
     static let claim = """
         WITH picked AS MATERIALIZED (
             SELECT id FROM cmdbus.commands
             WHERE state = 'pending' AND name = ANY($1::text[]) AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by))
+                AND EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2::uuid)
             ORDER BY priority DESC, run_at, seq
             LIMIT $3::int8
             FOR UPDATE SKIP LOCKED
@@ -66,7 +68,11 @@ enum BusSQL {
 
     /// $1 a JSON array of {id, attempt, state, result (base64), code, message, retryAfterMs}.
     /// Finalizes each command whose lease this host ($2) still holds at that attempt (the fence),
-    /// or sends a retryable failure back to pending; returns the ids it changed.
+    /// or sends a retryable failure back to pending; returns the ids it changed. The host must
+    /// still be on the bus: once another host's rescue has removed it (its lease ran out), what it
+    /// still holds is only waiting to be taken back. A rescue skips commands locked at that moment
+    /// (a claim of the dead host's, caught by a pause before it committed), and without this a
+    /// paused host resuming would record the cancellations its own fence makes on them.
     static let complete = """
         WITH input AS (
             SELECT * FROM jsonb_to_recordset($1::jsonb)
@@ -79,6 +85,7 @@ enum BusSQL {
                 result = decode(i.result, 'base64'), error_code = i.code, error_message = i.message, lease_owner = NULL
             FROM input i
             WHERE c.id = i.id AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = i.attempt
+                AND EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2)
             RETURNING c.id, c.state, c.name
         ), notified AS (
             SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
@@ -97,6 +104,7 @@ enum BusSQL {
             ) AS others
             FROM cmdbus.commands c
             WHERE c.id = $1 AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = $3::int4
+                AND EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2)
         ), changed AS (
             UPDATE cmdbus.commands c SET
                 declined_by = array_append(c.declined_by, $2), lease_owner = NULL, started_at = NULL,

@@ -142,6 +142,32 @@ struct SharedBusTests {
         #expect(row == "succeeded|2\n")
     }
 
+    /// A rescue removes a dead host and takes back its commands, but skips any it finds locked
+    /// (a claim the host made just before it was paused, not yet committed). Such a command still
+    /// names the removed host; whatever that host reports for it (its result, or the cancellation
+    /// its own fence makes) must be refused, and the next rescue runs the command again.
+    /// Here the host's row is removed by hand while the command runs, as that rescue would; a
+    /// long lease keeps the host from noticing before its result is in.
+    @Test(.timeLimit(.minutes(3)))
+    func aHostRemovedFromTheBusCannotFinishWhatItStillHolds() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
+        let database = try await SharedBusDatabase()
+        let removed = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "60")
+        let runs = removed.work.file("runs.txt")
+        async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=1500")
+        #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })
+        try await database.sql("DELETE FROM cmdbus.hosts")
+        #expect(await waitUntil(.seconds(30)) { removed.output.contains("discarded the result") }, "\(removed.output)")
+        // A live host's rescue takes the command back, and it runs again.
+        let rescuer = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        defer { Task { await removed.stop(); await rescuer.stop(); await database.drop() } }
+        let finished = try await result
+        #expect(finished.status == 0, "\(finished.stderr)")
+        let row = try await database.sql("SELECT state, attempt FROM cmdbus.commands WHERE name = 'fixture.append'")
+        #expect(row == "succeeded|2\n", "an ending from the removed host was recorded: \(row)")
+        #expect(Self.lines(runs).count == 2)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func valuesGoInAndComeOutUnchangedAndAKeyRunsOnce() async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
