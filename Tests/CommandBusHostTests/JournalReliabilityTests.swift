@@ -64,7 +64,9 @@ struct JournalReliabilityTests {
         }
         try #require(process.isRunning, "the batch finished before it could be killed")
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        // Polled, not `waitUntilExit()`: that blocks a cooperative thread until Foundation's child
+        // watcher, which may need one of those threads itself, sees the exit.
+        while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
         #expect(process.terminationReason == .uncaughtSignal)
 
         // Acknowledged: every whole line printed before the kill.

@@ -68,21 +68,21 @@ struct SchedulingTests {
 
     @Test func aTimeoutDoesNotWaitForAHandlerThatIgnoresCancellation() async throws {
         let bus = CommandBus(configuration: .init(defaultTimeout: .milliseconds(50)))
-        let release = Signal()
+        let release = Gate()
         let releasedByFallback = Signal()
         bus.register(ClosureHandler<Work> { _, _ in
-            while !release.isFired { usleep(1000) }
+            await release.wait()
             return 0
         })
         // Only a send that waited for the handler would need this to let it go.
         let fallback = Task {
             try await Task.sleep(for: .seconds(60))
             releasedByFallback.fire()
-            release.fire()
+            release.open()
         }
         await #expect(throws: CommandBusError(code: .timedOut, message: "")) { try await bus.send(Work(value: 0)) }
         #expect(!releasedByFallback.isFired, "send waited for a handler that ignored cancellation")
-        release.fire()
+        release.open()
         fallback.cancel()
     }
 
