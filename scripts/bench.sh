@@ -21,8 +21,10 @@ done
 
 ensure_system_packages
 if [ "$mode" = instructions ]; then
-    log "building the benchmarks (release)"
+    log "building the benchmarks, cmdbus and the Greeter plugin (release)"
     swift build -c release --product CommandBusBenchmarks >&2
+    swift build -c release --product cmdbus >&2
+    swift build -c release --product Greeter >&2
     run_instruction_counts "$format"
     exit 0
 fi

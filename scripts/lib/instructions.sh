@@ -2,7 +2,8 @@
 #
 # Runs each fixed workload of the benchmark executable under `valgrind --tool=callgrind` at
 # COUNT and 2*COUNT operations and reports (instructions at 2*COUNT - instructions at COUNT) / COUNT:
-# instructions per operation, without start-up and set-up. Counts barely move with the machine's
+# instructions per operation, without start-up and set-up; and whole `cmdbus` starts with 1 and
+# 100 plugins. Counts barely move with the machine's
 # load: two runs of one build agree to a fraction of a percent where time swings twofold, except
 # where scheduling decides the path (post's runners, the baseline's second thread; the README says how much).
 
@@ -21,7 +22,28 @@ collected_instructions() {
         || die "callgrind printed no instruction total for the $workload workload; is valgrind $(valgrind --version 2>/dev/null) working here?"
 }
 
-# Prints instructions per operation for every workload, and send over baseline, as text or JSON.
+# Prints the instructions callgrind collected for one `cmdbus run greet` (no journal, no probe)
+# with COUNT copies of the Greeter plugin in a fresh folder: plugin loading as the timed
+# cold-start figures measure it. cmdbus parks its main thread instead of `dispatchMain`, which
+# valgrind cannot follow.
+cold_start_instructions() {
+    local count=$1 folder output index
+    # cmdbus and the plugin come from the same build as the benchmark executable.
+    local cmdbus greeter
+    cmdbus="$(dirname "$BENCH_BINARY")/cmdbus"
+    greeter="$(dirname "$BENCH_BINARY")/libGreeter.so"
+    folder=$(mktemp -d)
+    for ((index = 0; index < count; index++)); do cp "$greeter" "$folder/libGreeter$index.so"; done
+    output=$(CMDBUS_PARK_MAIN_THREAD=1 CMDBUS_REGISTRY="$folder/registry.json" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        "$cmdbus" run greet '{"name":"Ada"}' --no-journal --no-probe --plugins "$folder" 2>&1) \
+        || { rm -rf "$folder"; die "cmdbus run greet with $count plugins failed under valgrind: $output"; }
+    rm -rf "$folder"
+    sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' <<<"$output" | grep . \
+        || die "callgrind printed no instruction total for cmdbus with $count plugins"
+}
+
+# Prints instructions per operation for every workload, send over baseline, and the cold-start
+# counts, as text or JSON.
 run_instruction_counts() {
     local format=$1 name single double per_op
     declare -A figures
@@ -32,12 +54,19 @@ run_instruction_counts() {
         per_op=$(( (double - single) / INSTRUCTION_COUNT ))
         figures["${name}_instructions_per_op"]=$per_op
     done
+    log "counting instructions: cmdbus run greet with 1 and 100 plugins"
+    local one hundred
+    one=$(cold_start_instructions 1)
+    hundred=$(cold_start_instructions 100)
+    figures[cold_start_1_plugin_instructions]=$one
+    figures[cold_start_100_plugins_instructions]=$hundred
+    figures[cold_start_instructions_per_plugin]=$(( (hundred - one) / 99 ))
     local ratio
     ratio=$(awk -v s="${figures[send_instructions_per_op]}" -v b="${figures[baseline_instructions_per_op]}" 'BEGIN { printf "%.3f", s / b }')
     local keys=()
     for name in "${INSTRUCTION_WORKLOADS[@]}"; do keys+=("${name}_instructions_per_op"); done
     figures[send_vs_baseline_instructions_ratio]=$ratio
-    keys+=(send_vs_baseline_instructions_ratio)
+    keys+=(send_vs_baseline_instructions_ratio cold_start_1_plugin_instructions cold_start_100_plugins_instructions cold_start_instructions_per_plugin)
     if [ "$format" = json ]; then
         local key separator=""
         printf '{\n'
@@ -58,4 +87,6 @@ check_instruction_mode() {
     local total
     total=$(collected_instructions send 20)
     [ "$total" -gt 0 ] || die "callgrind counted no instructions for the send workload"
+    total=$(cold_start_instructions 1)
+    [ "$total" -gt 0 ] || die "callgrind counted no instructions for a cmdbus start"
 }
