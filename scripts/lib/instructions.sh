@@ -3,9 +3,9 @@
 # Runs each fixed workload of the benchmark executable under `valgrind --tool=callgrind` at
 # COUNT and 2*COUNT operations and reports (instructions at 2*COUNT - instructions at COUNT) / COUNT:
 # instructions per operation, without start-up and set-up; and whole `cmdbus` starts with 1 and
-# 100 plugins. Counts barely move with the machine's
-# load: two runs of one build agree to a fraction of a percent where time swings twofold, except
-# where scheduling decides the path (post's runners, the baseline's second thread; the README says how much).
+# 100 plugins. Counts barely move with the machine's load: two runs of one build agree to a
+# fraction of a percent where time swings twofold, except where scheduling decides the path
+# (post's runners, the baseline's second thread; the README says how much).
 
 INSTRUCTION_WORKLOADS=(baseline send dynamic_send post journaled_post)
 INSTRUCTION_COUNT=${CMDBUS_INSTRUCTION_COUNT:-1000}
