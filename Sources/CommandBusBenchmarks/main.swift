@@ -3,6 +3,7 @@ import Foundation
 // The benchmark executable, run through scripts/bench.sh:
 //   CommandBusBenchmarks [--json]                      every timed figure
 //   CommandBusBenchmarks --workload NAME --count N     one fixed workload for the instruction-count mode
+//   CommandBusBenchmarks --list-workloads              their names, one a line
 // Every measurement runs in a detached task, off the main actor, whose hops cost tens of microseconds on Linux.
 // The main thread waits on a semaphore rather than in `dispatch_main`, which valgrind cannot follow.
 
@@ -32,7 +33,9 @@ func runBlocking(_ body: @escaping @Sendable () async throws -> Void) {
     done.wait()
 }
 
-if let name = argument(after: "--workload") {
+if arguments.contains("--list-workloads") {
+    print(CountedWorkloads.all.map(\.name).joined(separator: "\n"))
+} else if let name = argument(after: "--workload") {
     guard let workload = CountedWorkloads.all.first(where: { $0.name == name }) else {
         let names = CountedWorkloads.all.map(\.name).joined(separator: ", ")
         FileHandle.standardError.write(Data("CommandBusBenchmarks: no workload named '\(name)'; use one of \(names)\n".utf8))

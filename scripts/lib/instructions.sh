@@ -7,10 +7,15 @@
 # fraction of a percent where time swings twofold, except where scheduling decides the path
 # (post's runners, the baseline's second thread; the README says how much).
 
-INSTRUCTION_WORKLOADS=(baseline send dynamic_send post journaled_post)
 INSTRUCTION_COUNT=${CMDBUS_INSTRUCTION_COUNT:-1000}
 # The benchmark executable: the release build for figures; the test script checks the debug one.
 BENCH_BINARY=${BENCH_BINARY:-.build/release/CommandBusBenchmarks}
+
+# Reads the workload names from the benchmark executable into INSTRUCTION_WORKLOADS.
+load_instruction_workloads() {
+    mapfile -t INSTRUCTION_WORKLOADS < <("$BENCH_BINARY" --list-workloads)
+    [ ${#INSTRUCTION_WORKLOADS[@]} -gt 0 ] || die "$BENCH_BINARY --list-workloads named no workloads; is it built?"
+}
 
 # Prints the instructions callgrind collected for one run of WORKLOAD at COUNT operations.
 collected_instructions() {
@@ -47,6 +52,7 @@ cold_start_instructions() {
 run_instruction_counts() {
     local format=$1 name single double per_op
     declare -A figures
+    load_instruction_workloads
     for name in "${INSTRUCTION_WORKLOADS[@]}"; do
         log "counting instructions: $name ($INSTRUCTION_COUNT and $((2 * INSTRUCTION_COUNT)) operations)"
         single=$(collected_instructions "$name" "$INSTRUCTION_COUNT")
@@ -81,6 +87,7 @@ run_instruction_counts() {
 # The test script's check that the mode works: every workload runs, and callgrind counts one under valgrind.
 check_instruction_mode() {
     local name
+    load_instruction_workloads
     for name in "${INSTRUCTION_WORKLOADS[@]}"; do
         "$BENCH_BINARY" --workload "$name" --count 20 || die "the $name benchmark workload failed; run: $BENCH_BINARY --workload $name --count 20"
     done
