@@ -4,6 +4,10 @@ enum BusSQL {
     /// A live host: one whose last heartbeat is within its lease.
     static let liveHost = "h.heartbeat_at > now() - h.lease_ms * interval '1 millisecond'"
 
+    /// The host in parameter $2 is still on the bus: no rescue has removed it. Claims, completions
+    /// and declines require it (see ``complete``).
+    static let hostStillOnBus = "EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2::uuid)"
+
     /// The columns a claimed or read command comes back with.
     static let commandColumns = """
         c.id, c.seq, c.name, c.payload, c.metadata::text AS metadata, c.parent_id, c.correlation_id, c.kind, c.state,
@@ -54,7 +58,7 @@ enum BusSQL {
         WITH picked AS MATERIALIZED (
             SELECT id FROM cmdbus.commands
             WHERE state = 'pending' AND name = ANY($1::text[]) AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by))
-                AND EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2::uuid)
+                AND \(hostStillOnBus)
             ORDER BY priority DESC, run_at, seq
             LIMIT $3::int8
             FOR UPDATE SKIP LOCKED
@@ -85,7 +89,7 @@ enum BusSQL {
                 result = decode(i.result, 'base64'), error_code = i.code, error_message = i.message, lease_owner = NULL
             FROM input i
             WHERE c.id = i.id AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = i.attempt
-                AND EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2)
+                AND \(hostStillOnBus)
             RETURNING c.id, c.state, c.name
         ), notified AS (
             SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
@@ -104,7 +108,7 @@ enum BusSQL {
             ) AS others
             FROM cmdbus.commands c
             WHERE c.id = $1 AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = $3::int4
-                AND EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2)
+                AND \(hostStillOnBus)
         ), changed AS (
             UPDATE cmdbus.commands c SET
                 declined_by = array_append(c.declined_by, $2), lease_owner = NULL, started_at = NULL,
