@@ -5,13 +5,40 @@ import Glibc
 /// The server figures of issue #6: `cmdbus serve` driven through its socket.
 enum ServerBenchmarks {
     static func run(into report: inout BenchmarkReport) async throws {
-        try await measure(journaled: true, into: &report)
-        try await measure(journaled: false, into: &report)
+        try await measure(.batched, into: &report)
+        try await measure(.deferred, into: &report)
+        try await measure(.none, into: &report)
     }
 
-    /// The figures for one server: journaled (the default, two synced writes per command) or not.
-    static func measure(journaled: Bool, into report: inout BenchmarkReport) async throws {
-        let suffix = journaled ? "" : "_no_journal"
+    /// How the measured server journals.
+    enum Journaling {
+        /// The default: two durable writes per command, the write-ahead before the handler runs and the ending before the answer.
+        case batched
+        /// `--durability deferred`: one durable write per command, the ending's, which makes the write-ahead durable too.
+        case deferred
+        /// `--no-journal`.
+        case none
+
+        var suffix: String {
+            switch self {
+            case .batched: ""
+            case .deferred: "_deferred"
+            case .none: "_no_journal"
+            }
+        }
+
+        func arguments(journal: String) -> [String] {
+            switch self {
+            case .batched: ["--journal", journal]
+            case .deferred: ["--journal", journal, "--durability", "deferred"]
+            case .none: ["--no-journal"]
+            }
+        }
+    }
+
+    /// The figures for one server. The journaled ones are compared with one `fsync` measured beside them.
+    static func measure(_ journaling: Journaling, into report: inout BenchmarkReport) async throws {
+        let suffix = journaling.suffix
         let work = try Scratch("serve")
         defer { work.remove() }
         let plugins = work.path + "/plugins"
@@ -22,8 +49,7 @@ enum ServerBenchmarks {
         let socketPath = work.path + "/cmdbus.sock"
         let server = Process()
         server.executableURL = PluginBenchmarks.productDirectory.appendingPathComponent("cmdbus")
-        server.arguments = ["serve", "--plugins", plugins, "--socket", socketPath]
-            + (journaled ? ["--journal", work.path + "/journal.sqlite"] : ["--no-journal"])
+        server.arguments = ["serve", "--plugins", plugins, "--socket", socketPath] + journaling.arguments(journal: work.path + "/journal.sqlite")
         server.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.path + "/registry.json"]) { _, new in new }
         server.standardError = FileHandle.nullDevice
         try server.run()
@@ -36,14 +62,19 @@ enum ServerBenchmarks {
         var latencies = LatencySampler(capacity: 2_000)
         for _ in 0..<2_000 { await latencies.measure { _ = client.ask(send) } }
         report.record("socket_send\(suffix)_p50_us", latencies.percentile(50) / 1_000)
-        if journaled {
-            // A journaled send makes two durable writes: the write-ahead before the handler runs, the ending before the answer.
+        switch journaling {
+        case .batched:
             let fsync = try fsyncLatency(directory: work.path)
             report.record("fsync_p50_us", fsync)
             report.record("socket_send_journaled_vs_fsync_ratio", latencies.percentile(50) / 1_000 / fsync)
+        case .deferred:
+            report.record("socket_send_deferred_vs_fsync_ratio", latencies.percentile(50) / 1_000 / (try fsyncLatency(directory: work.path)))
+            return
+        case .none:
+            break
         }
         report.record("socket_throughput\(suffix)_per_s", try throughput(socketPath))
-        if journaled { report.record("hot_load_ms", try hotLoad(client: client, plugins: plugins)) }
+        if case .batched = journaling { report.record("hot_load_ms", try hotLoad(client: client, plugins: plugins)) }
     }
 
     /// Microseconds (p50) to append a journal-row-sized record to a file and `fsync` it, in the

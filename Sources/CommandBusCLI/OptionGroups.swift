@@ -34,7 +34,7 @@ extension JournalOptions {
     static let options: [ArgumentSpec.Option] = [
         .init(name: "journal", short: nil, takesValue: true, help: "Journal file (default \(defaultPath))."),
         .init(name: "no-journal", short: nil, takesValue: false, help: "Keep no journal."),
-        .init(name: "durability", short: nil, takesValue: true, help: "batched (group commit, default) or synced."),
+        .init(name: "durability", short: nil, takesValue: true, help: "batched (group commit, default), synced, or deferred (one sync per command)."),
         .maxPayload,
     ]
 
@@ -46,7 +46,8 @@ extension JournalOptions {
         switch arguments.value("durability") {
         case nil, "batched": durability = .batched(maxDelay: .zero)
         case "synced": durability = .synced
-        case let other?: throw .usage("--durability takes batched or synced, got \(quoted(other))")
+        case "deferred": durability = .deferred
+        case let other?: throw .usage("--durability takes batched, synced or deferred, got \(quoted(other))")
         }
         maxPayloadBytes = try arguments.positiveInteger("max-payload") ?? Self.defaultMaxPayloadBytes
     }

@@ -93,7 +93,7 @@ enum ServeCommand {
             )
             if let journal = session.journal {
                 sources.discard = { id throws(CommandBusError) in try await journal.discard(id) }
-                journal.observeCommits { duration, writes in metrics.journalCommitted(duration, writes: writes) }
+                journal.observeCommits { commit in metrics.journalCommitted(commit.duration, writes: commit.writes, synced: commit.synced) }
             }
             dashboard.start(sources, log: log)
         }

@@ -64,6 +64,7 @@ package final class CommandMetrics: CommandObserver {
         var recent: [Ended] = []
         var journalCommits = Histogram()
         var journalWrites = 0
+        var journalSyncs = 0
         /// Every ending counted, so a reader of `recent` knows what it missed.
         var endedTotal = 0
     }
@@ -98,10 +99,11 @@ package final class CommandMetrics: CommandObserver {
     }
 
     /// Records one journal commit: how long it took and how many writes it held.
-    package func journalCommitted(_ duration: Duration, writes: Int) {
+    package func journalCommitted(_ duration: Duration, writes: Int, synced: Bool) {
         state.withLock { state in
             state.journalCommits.observe(duration.seconds)
             state.journalWrites += writes
+            if synced { state.journalSyncs += 1 }
         }
     }
 
@@ -114,7 +116,9 @@ package final class CommandMetrics: CommandObserver {
     }
 
     /// The journal's commit histogram and the writes it committed.
-    package var journal: (commits: Histogram, writes: Int) { state.withLock { ($0.journalCommits, $0.journalWrites) } }
+    package var journal: (commits: Histogram, writes: Int, syncs: Int) {
+        state.withLock { ($0.journalCommits, $0.journalWrites, $0.journalSyncs) }
+    }
 
     /// The last `seconds` seconds of outcomes, oldest first, with empty seconds filled in, ending at `now`.
     package func history(seconds: Int, now: Int64 = Int64(Date().timeIntervalSince1970)) -> [Second] {

@@ -39,6 +39,8 @@ extension Dashboard {
         out.histogram("cmdbus_journal_commit_duration_seconds", [], journal.commits)
         out.family("cmdbus_journal_writes_total", type: "counter", help: "Journal writes committed (accepts, transitions).")
         out.sample("cmdbus_journal_writes_total", [], Double(journal.writes))
+        out.family("cmdbus_journal_syncs_total", type: "counter", help: "Journal commits that synced to disk (the others left it to a later one).")
+        out.sample("cmdbus_journal_syncs_total", [], Double(journal.syncs))
 
         if let shared = await sources.sharedBus?(), case .object(let fields) = shared, case .array(let queues)? = fields["queues"] {
             out.family("cmdbus_bus_pending", type: "gauge", help: "Commands waiting on the shared bus, by command name.")

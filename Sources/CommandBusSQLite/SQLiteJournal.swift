@@ -30,6 +30,12 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         /// of the first) share the next transaction and its one sync. With `.zero`, a write waits
         /// at most for the commit before it.
         case batched(maxDelay: Duration)
+        /// Group commit with one sync per command instead of two: a command's write-ahead is
+        /// committed (in the operating system's hands, so it survives the process dying) before
+        /// the command is scheduled, and made durable by the sync of its ending, before anyone
+        /// hears of that. A power cut or kernel crash while a command runs can lose its entry;
+        /// its caller never got an answer.
+        case deferred
     }
 
     /// The file.
@@ -40,9 +46,14 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     private let database: SQLiteDatabase
     private let statements: SQLiteJournalStatements
     private let queue = DispatchQueue(label: "cmdbus.journal")
-    private let pending = Mutex<(writes: [PendingWrite], scheduled: DrainSchedule)>(([], .none))
+    private let pending = Mutex<(writes: [PendingWrite], scheduled: DrainSchedule, timers: UInt64)>(([], .none, 0))
     private let owner = ProcessIdentity.current
-    private let commitObserver = Mutex<(@Sendable (Duration, Int) -> Void)?>(nil)
+    private let commitObserver = Mutex<(@Sendable (JournalCommit) -> Void)?>(nil)
+    /// Whether the connection syncs at commit (`PRAGMA synchronous = FULL`) or leaves it to a later
+    /// commit (`NORMAL`). Used only on `queue`.
+    private var syncsAtCommit = true
+    /// How long a write nobody waits for may wait for company (``unwaitedWriteDelay`` unless a test says otherwise).
+    private let unwaitedDelay: Duration
 
     /// The schema version this code writes.
     package static let schemaVersion: Int64 = 2
@@ -54,11 +65,19 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// - Parameters:
     ///   - create: Create the file if there is none; otherwise a missing file is an error.
     ///   - readOnly: Open an existing journal only to read it (to import from it); it is never written.
-    public init(
+    public convenience init(
         path: String, durability: Durability = .batched(maxDelay: .zero), create: Bool = true, readOnly: Bool = false
+    ) throws(CommandBusError) {
+        try self.init(path: path, durability: durability, create: create, readOnly: readOnly, unwaitedDelay: Self.unwaitedWriteDelay)
+    }
+
+    /// Opens the journal with a different wait for writes nobody waits for (tests stretch it to see commits apart).
+    package init(
+        path: String, durability: Durability, create: Bool, readOnly: Bool, unwaitedDelay: Duration
     ) throws(CommandBusError) {
         self.path = path
         self.durability = durability
+        self.unwaitedDelay = unwaitedDelay
         let exists = try JournalFileCheck.validate(path)
         if !exists {
             guard create, !readOnly else { throw .journalFailed(path, "does not exist (or is empty)") }
@@ -127,7 +146,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
 
     // MARK: Journal
 
-    /// Writes the command as pending (or marks a known one pending again); returns once durable.
+    /// Writes the command as pending (or marks a known one pending again); returns once durable,
+    /// or with `.deferred` once committed (its ending's sync makes it durable).
     public func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) {
         try await write(.accept(envelope, payload), waitUntilDurable: true)
     }
@@ -196,10 +216,12 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     }
 
     /// When the queued writes will next be committed.
-    private enum DrainSchedule {
+    private enum DrainSchedule: Equatable {
         case none
-        /// Only writes nobody waits for are queued: they wait for a write somebody does wait for, or a few milliseconds.
-        case later
+        /// Only writes nobody waits for are queued: they wait for a write somebody does wait for, or
+        /// a few milliseconds. The number names the timer, so a timer whose writes an earlier drain
+        /// took (the usual case: a command's ending took its `running`) commits nothing when it fires.
+        case later(UInt64)
         case now
     }
 
@@ -207,7 +229,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// the fact) may wait for company. A command's `running` update usually meets its ending in
     /// the same commit and becomes part of the ending's statement: one commit and one sync fewer
     /// per command, and the ending is never held up behind a commit of its own `running`.
-    static let unwaitedWriteDelay: Duration = .milliseconds(5)
+    package static let unwaitedWriteDelay: Duration = .milliseconds(5)
 
     private func enqueue(_ write: PendingWrite) {
         let urgent = write.completion != nil
@@ -216,14 +238,17 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
             switch (state.scheduled, urgent) {
             case (.now, _), (.later, false): return .none
             case (_, true): state.scheduled = .now; return .now
-            case (.none, false): state.scheduled = .later; return .later
+            case (.none, false):
+                state.timers &+= 1
+                state.scheduled = .later(state.timers)
+                return state.scheduled
             }
         }
         switch (schedule, durability) {
         case (.none, _):
             return
-        case (.later, _):
-            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(Self.unwaitedWriteDelay)) { self.drain() }
+        case (.later(let timer), _):
+            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(unwaitedDelay)) { self.drain(timer: timer) }
         case (.now, .batched(let delay)) where delay > .zero:
             queue.asyncAfter(deadline: .now() + Self.dispatchInterval(delay)) { self.drain() }
         case (.now, _):
@@ -236,9 +261,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     }
 
     /// Commits everything queued: one transaction for the lot, or one each when synced.
-    /// A drain that finds nothing (an earlier one took its writes) commits nothing.
-    private func drain() {
+    /// A drain that finds nothing (an earlier one took its writes) commits nothing, and so does a
+    /// timer (`timer`) the schedule has moved past: an urgent drain is due, or a newer timer is set.
+    private func drain(timer: UInt64? = nil) {
         let writes = pending.withLock { state -> [PendingWrite] in
+            if let timer, state.scheduled != .later(timer) { return [] }
             defer { state.writes = []; state.scheduled = .none }
             return state.writes
         }
@@ -246,21 +273,37 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         switch durability {
         case .synced:
             for write in writes { commit([write]) }
-        case .batched:
+        case .batched, .deferred:
             commit(writes)
         }
     }
 
-    /// Called after each commit with how long it took (begin to durable commit) and how many writes it held.
-    package func observeCommits(_ observer: @escaping @Sendable (Duration, Int) -> Void) {
+    /// Whether committing `writes` must sync: always when `.synced`, else only when somebody waits
+    /// for one of them to be durable. Writes nobody waits for (a command starting, an ending recorded after the fact)
+    /// become durable with the next commit that syncs; so does a deferred write-ahead.
+    private func mustSync(_ writes: [PendingWrite]) -> Bool {
+        if case .synced = durability { return true }
+        return writes.contains { write in
+            guard write.completion != nil else { return false }
+            if case .deferred = durability, case .accept? = write.operation { return false }
+            return true
+        }
+    }
+
+    /// Called after each commit with how long it took, how many writes it held and whether it synced.
+    package func observeCommits(_ observer: @escaping @Sendable (JournalCommit) -> Void) {
         commitObserver.withLock { $0 = observer }
     }
 
     private func commit(_ writes: [PendingWrite]) {
         let began = ContinuousClock.now
-        defer { commitObserver.withLock { $0 }?(.now - began, writes.count) }
+        let sync = mustSync(writes)
         let outcome: Result<Void, CommandBusError>
         do throws(CommandBusError) {
+            if sync != syncsAtCommit {
+                try statements.setSyncAtCommit(sync)
+                syncsAtCommit = sync
+            }
             try statements.begin()
             do throws(CommandBusError) {
                 try statements.apply(writes.compactMap(\.operation), owner: owner.text)
@@ -273,6 +316,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         } catch {
             outcome = .failure(error)
         }
+        // Observed before anyone waiting hears of it, so what they do next finds it counted.
+        commitObserver.withLock { $0 }?(JournalCommit(duration: .now - began, writes: writes.count, synced: sync))
         for write in writes { write.completion?.resume(returning: outcome) }
     }
 
@@ -287,6 +332,16 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         }
         return try result.get()
     }
+}
+
+/// One commit of the journal, as its observer hears of it.
+package struct JournalCommit: Sendable {
+    /// From `BEGIN` to the commit's return (durable, if it synced).
+    package let duration: Duration
+    /// How many writes it held.
+    package let writes: Int
+    /// Whether it synced; a commit nobody waited on leaves its sync to a later one.
+    package let synced: Bool
 }
 
 /// One queued write and whoever waits for it to be durable.

@@ -83,6 +83,12 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         )
     }
 
+    /// Whether the next commits sync (`FULL`) or leave the sync to a later commit (`NORMAL`; WAL mode
+    /// keeps them consistent either way).
+    package func setSyncAtCommit(_ sync: Bool) throws(CommandBusError) {
+        try database.execute(sync ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+    }
+
     package func begin() throws(CommandBusError) { try database.execute("BEGIN IMMEDIATE") }
     package func commit() throws(CommandBusError) { try database.execute("COMMIT") }
     package func rollback() { try? database.execute("ROLLBACK") }

@@ -87,6 +87,7 @@ struct CommandLineTests {
         (["run"], 64, "'cmdbus run' needs a command name"),
         (["run", "greet", "-p", "novalue"], 64, "-p takes key=value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
+        (["run", "greet", "--durability", "fast"], 64, "--durability takes batched, synced or deferred, got 'fast'"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
         // Found by the argument fuzzer: user text with a newline must not break the one-line rule.
         (["run", "greet", "--bo\ngus"], 64, "unknown option '--bo\\ngus'"),

@@ -42,8 +42,9 @@ struct JournalReliabilityTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(5)))
-    func killNineMidBatchLosesNoAcknowledgedCommand() async throws {
+    /// `deferred` syncs only endings: its unsynced write-ahead must survive the process dying all the same.
+    @Test(.timeLimit(.minutes(5)), arguments: ["batched", "deferred"])
+    func killNineMidBatchLosesNoAcknowledgedCommand(durability: String) async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
         let input = try setup.batchFile(10_000, counter: "k")
@@ -51,7 +52,7 @@ struct JournalReliabilityTests {
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let process = Process()
         process.executableURL = try TestPaths.product("cmdbus")
-        process.arguments = ["batch", input, "--journal", setup.journal, "--plugins", setup.plugins.path]
+        process.arguments = ["batch", input, "--journal", setup.journal, "--plugins", setup.plugins.path, "--durability", durability]
         process.currentDirectoryURL = setup.work.url
         process.standardOutput = try FileHandle(forWritingTo: output)
         process.standardError = FileHandle.nullDevice
