@@ -16,6 +16,7 @@ enum CountedWorkloads {
         ("dynamic_send", dynamicSend),
         ("post", post),
         ("journaled_post", journaledPost),
+        ("sqlite_raw_insert", sqliteRawInsert),
     ]
 
     /// A bare `Task { … }.value` per operation: what `send` is compared with.
@@ -58,5 +59,13 @@ enum CountedWorkloads {
         let tickets = (0..<count).map { bus.post(Ping(value: $0)) }
         for ticket in tickets { _ = try await ticket.result }
         try await journal.flush()
+    }
+
+    /// Rows of the same shape inserted straight into the journal's table, a thousand per
+    /// transaction: what `journaled_post` is compared with (`journal_vs_raw_ratio`, in instructions).
+    static func sqliteRawInsert(_ count: Int) async throws {
+        let scratch = try Scratch("counted-raw")
+        defer { scratch.remove() }
+        _ = try JournalBenchmarks.rawInsertRate(path: scratch.path + "/raw.sqlite", count: count, rowsPerTransaction: 1_000)
     }
 }

@@ -69,10 +69,13 @@ run_instruction_counts() {
     figures[cold_start_instructions_per_plugin]=$(( (hundred - one) / 99 ))
     local ratio
     ratio=$(awk -v s="${figures[send_instructions_per_op]}" -v b="${figures[baseline_instructions_per_op]}" 'BEGIN { printf "%.3f", s / b }')
+    # As journal_vs_raw_ratio, but in work: raw SQLite's instructions per row over the journal's per command.
+    figures[journal_vs_raw_instructions_ratio]=$(awk -v r="${figures[sqlite_raw_insert_instructions_per_op]}" \
+        -v j="${figures[journaled_post_instructions_per_op]}" 'BEGIN { printf "%.3f", r / j }')
     local keys=()
     for name in "${INSTRUCTION_WORKLOADS[@]}"; do keys+=("${name}_instructions_per_op"); done
     figures[send_vs_baseline_instructions_ratio]=$ratio
-    keys+=(send_vs_baseline_instructions_ratio cold_start_1_plugin_instructions cold_start_100_plugins_instructions cold_start_instructions_per_plugin)
+    keys+=(send_vs_baseline_instructions_ratio journal_vs_raw_instructions_ratio cold_start_1_plugin_instructions cold_start_100_plugins_instructions cold_start_instructions_per_plugin)
     if [ "$format" = json ]; then
         local key separator=""
         printf '{\n'
