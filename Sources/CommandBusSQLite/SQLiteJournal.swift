@@ -1,7 +1,5 @@
 import CommandBusSupport
 import CommandBus
-import Dispatch
-import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -10,8 +8,9 @@ import Foundation
 
 /// A ``Journal`` in an SQLite file, in WAL mode, with group commit.
 ///
-/// Writes queue up and are committed together, one transaction and one sync for many commands
-/// (`.batched`), or each in its own transaction (`.synced`). Several processes can share one file:
+/// A write that finds the journal idle is committed at once; writes that arrive during a commit
+/// queue up and are committed together, one transaction and one sync for many commands
+/// (`.batched`, `.deferred`), or each in its own transaction (`.synced`). Several processes can share one file:
 /// SQLite's locks and a busy timeout serialize them, and recovery leaves alone the commands of
 /// processes still running. A file that is not a CommandBus journal, or is damaged, is refused
 /// and never written to.
@@ -20,8 +19,6 @@ import Foundation
 /// let bus = CommandBus(configuration: .init(journal: journal))
 /// ```
 public final class SQLiteJournal: Journal, @unchecked Sendable {
-    // The connection and statements are used only on `queue`; everything else is under locks.
-
     /// How writes reach the disk.
     public enum Durability: Sendable, Hashable {
         /// Each write is its own transaction, synced before it returns.
@@ -44,16 +41,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     public let durability: Durability
 
     private let database: SQLiteDatabase
-    private let statements: SQLiteJournalStatements
-    private let queue = DispatchQueue(label: "cmdbus.journal")
-    private let pending = Mutex<(writes: [PendingWrite], scheduled: DrainSchedule, timers: UInt64)>(([], .none, 0))
+    private let writer: JournalWriter
     private let owner = ProcessIdentity.current
-    private let commitObserver = Mutex<(@Sendable (JournalCommit) -> Void)?>(nil)
-    /// Whether the connection syncs at commit (`PRAGMA synchronous = FULL`) or leaves it to a later
-    /// commit (`NORMAL`). Used only on `queue`.
-    private var syncsAtCommit = true
-    /// How long a write nobody waits for may wait for company (``unwaitedWriteDelay`` unless a test says otherwise).
-    private let unwaitedDelay: Duration
 
     /// The schema version this code writes.
     package static let schemaVersion: Int64 = 2
@@ -77,7 +66,6 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     ) throws(CommandBusError) {
         self.path = path
         self.durability = durability
-        self.unwaitedDelay = unwaitedDelay
         let exists = try JournalFileCheck.validate(path)
         if !exists {
             guard create, !readOnly else { throw .journalFailed(path, "does not exist (or is empty)") }
@@ -87,7 +75,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         try database.execute("PRAGMA busy_timeout = 10000")
         try Self.prepareSchema(database, path: path, mayCreate: !readOnly)
         if !readOnly { try database.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL") }
-        statements = try SQLiteJournalStatements(database, readOnly: readOnly)
+        let statements = try SQLiteJournalStatements(database, readOnly: readOnly)
+        writer = JournalWriter(statements: statements, durability: durability, owner: owner.text, unwaitedDelay: unwaitedDelay)
     }
 
     private static func makeParentDirectory(of path: String) throws(CommandBusError) {
@@ -205,24 +194,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     // MARK: Writing
 
     private func write(_ operation: JournalWrite?, waitUntilDurable: Bool) async throws(CommandBusError) {
-        if !waitUntilDurable {
-            enqueue(PendingWrite(operation: operation, completion: nil))
-            return
-        }
-        let result: Result<Void, CommandBusError> = await withUnsafeContinuation { continuation in
-            enqueue(PendingWrite(operation: operation, completion: continuation))
-        }
-        try result.get()
+        try await writer.write(operation, waitUntilDurable: waitUntilDurable)
     }
 
-    /// When the queued writes will next be committed.
-    private enum DrainSchedule: Equatable {
-        case none
-        /// Only writes nobody waits for are queued: they wait for a write somebody does wait for, or
-        /// a few milliseconds. The number names the timer, so a timer whose writes an earlier drain
-        /// took (the usual case: a command's ending took its `running`) commits nothing when it fires.
-        case later(UInt64)
-        case now
+    private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteJournalStatements) throws(CommandBusError) -> T) async throws(CommandBusError) -> T {
+        try await writer.read(body)
     }
 
     /// How long a write nobody waits for (a command starting to run, an ending recorded after
@@ -231,106 +207,9 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// per command, and the ending is never held up behind a commit of its own `running`.
     package static let unwaitedWriteDelay: Duration = .milliseconds(5)
 
-    private func enqueue(_ write: PendingWrite) {
-        let urgent = write.completion != nil
-        let schedule = pending.withLock { state -> DrainSchedule in
-            state.writes.append(write)
-            switch (state.scheduled, urgent) {
-            case (.now, _), (.later, false): return .none
-            case (_, true): state.scheduled = .now; return .now
-            case (.none, false):
-                state.timers &+= 1
-                state.scheduled = .later(state.timers)
-                return state.scheduled
-            }
-        }
-        switch (schedule, durability) {
-        case (.none, _):
-            return
-        case (.later(let timer), _):
-            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(unwaitedDelay)) { self.drain(timer: timer) }
-        case (.now, .batched(let delay)) where delay > .zero:
-            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(delay)) { self.drain() }
-        case (.now, _):
-            queue.async { self.drain() }
-        }
-    }
-
-    private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
-        .nanoseconds(Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
-    }
-
-    /// Commits everything queued: one transaction for the lot, or one each when synced.
-    /// A drain that finds nothing (an earlier one took its writes) commits nothing, and so does a
-    /// timer (`timer`) the schedule has moved past: an urgent drain is due, or a newer timer is set.
-    private func drain(timer: UInt64? = nil) {
-        let writes = pending.withLock { state -> [PendingWrite] in
-            if let timer, state.scheduled != .later(timer) { return [] }
-            defer { state.writes = []; state.scheduled = .none }
-            return state.writes
-        }
-        guard !writes.isEmpty else { return }
-        switch durability {
-        case .synced:
-            for write in writes { commit([write]) }
-        case .batched, .deferred:
-            commit(writes)
-        }
-    }
-
-    /// Whether committing `writes` must sync: always when `.synced`, else only when somebody waits
-    /// for one of them to be durable. Writes nobody waits for (a command starting, an ending recorded after the fact)
-    /// become durable with the next commit that syncs; so does a deferred write-ahead.
-    private func mustSync(_ writes: [PendingWrite]) -> Bool {
-        if case .synced = durability { return true }
-        return writes.contains { write in
-            guard write.completion != nil else { return false }
-            if case .deferred = durability, case .accept? = write.operation { return false }
-            return true
-        }
-    }
-
     /// Called after each commit with how long it took, how many writes it held and whether it synced.
     package func observeCommits(_ observer: @escaping @Sendable (JournalCommit) -> Void) {
-        commitObserver.withLock { $0 = observer }
-    }
-
-    private func commit(_ writes: [PendingWrite]) {
-        let began = ContinuousClock.now
-        let sync = mustSync(writes)
-        let outcome: Result<Void, CommandBusError>
-        do throws(CommandBusError) {
-            if sync != syncsAtCommit {
-                try statements.setSyncAtCommit(sync)
-                syncsAtCommit = sync
-            }
-            try statements.begin()
-            do throws(CommandBusError) {
-                try statements.apply(writes.compactMap(\.operation), owner: owner.text)
-                try statements.commit()
-                outcome = .success(())
-            } catch {
-                statements.rollback()
-                throw error
-            }
-        } catch {
-            outcome = .failure(error)
-        }
-        // Observed before anyone waiting hears of it, so what they do next finds it counted.
-        commitObserver.withLock { $0 }?(JournalCommit(duration: .now - began, writes: writes.count, synced: sync))
-        for write in writes { write.completion?.resume(returning: outcome) }
-    }
-
-    private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteJournalStatements) throws(CommandBusError) -> T) async throws(CommandBusError) -> T {
-        let statements = self.statements
-        let result: Result<T, CommandBusError> = await withUnsafeContinuation { continuation in
-            queue.async {
-                do throws(CommandBusError) { continuation.resume(returning: .success(try body(statements))) } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-        }
-        return try result.get()
+        writer.observeCommits(observer)
     }
 }
 

@@ -1,0 +1,242 @@
+import CommandBus
+import Dispatch
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The SQLite journal's writes: queued, grouped into commits, and committed by whoever finds the
+/// journal idle.
+///
+/// A write somebody waits for, arriving when no commit is under way or due, is committed at once
+/// on the caller's thread, with whatever writes nobody waits for are queued: a lone `send` pays no
+/// hand-off to another thread and back. Writes that arrive while a commit is under way queue up,
+/// and the journal's own queue commits them together once it ends (group commit). Writes nobody
+/// waits for (a command starting to run) wait up to ``SQLiteJournal/unwaitedWriteDelay`` for
+/// company, usually their command's ending, whose statement they become part of.
+final class JournalWriter: @unchecked Sendable {
+    // `connection` is used by one thread at a time: the one `state.committing` names, or a read.
+
+    /// The SQLite side: statements, and whether commits sync (`PRAGMA synchronous = FULL`) or leave it to a later one.
+    private struct Connection: ~Copyable {
+        let statements: SQLiteJournalStatements
+        var syncsAtCommit = true
+    }
+
+    /// When the queued writes will next be committed.
+    private enum DrainSchedule: Equatable {
+        case none
+        /// Only writes nobody waits for are queued: they wait for a write somebody does wait for, or
+        /// a few milliseconds. The number names the timer, so a timer whose writes an earlier commit
+        /// took (the usual case: a command's ending took its `running`) commits nothing when it fires.
+        case later(UInt64)
+        case now
+    }
+
+    private struct State {
+        var writes: [PendingWrite] = []
+        var scheduled = DrainSchedule.none
+        var timers: UInt64 = 0
+        /// A commit is under way, on the queue or a caller's thread; whoever ends it starts the next.
+        var committing = false
+    }
+
+    let durability: SQLiteJournal.Durability
+    private let connection: Mutex<Connection>
+    private let state = Mutex(State())
+    private let queue = DispatchQueue(label: "cmdbus.journal")
+    private let owner: String
+    private let unwaitedDelay: Duration
+    private let commitObserver = Mutex<(@Sendable (JournalCommit) -> Void)?>(nil)
+
+    init(statements: SQLiteJournalStatements, durability: SQLiteJournal.Durability, owner: String, unwaitedDelay: Duration) {
+        connection = Mutex(Connection(statements: statements))
+        self.durability = durability
+        self.owner = owner
+        self.unwaitedDelay = unwaitedDelay
+    }
+
+    /// Called after each commit, before anyone waiting hears of it.
+    func observeCommits(_ observer: @escaping @Sendable (JournalCommit) -> Void) {
+        commitObserver.withLock { $0 = observer }
+    }
+
+    /// Queues `operation` (`nil`: a flush, which only waits for the writes before it), and waits
+    /// for it to be durable if asked.
+    func write(_ operation: JournalWrite?, waitUntilDurable: Bool) async throws(CommandBusError) {
+        if !waitUntilDurable {
+            enqueue(PendingWrite(operation: operation, completion: nil))
+            return
+        }
+        if let batch = takeLeadership(with: operation) {
+            try commitAndPassOn(batch).get()
+            return
+        }
+        let result: Result<Void, CommandBusError> = await withUnsafeContinuation { continuation in
+            enqueue(PendingWrite(operation: operation, completion: continuation))
+        }
+        try result.get()
+    }
+
+    /// Runs `body` on the queue, with the connection to itself.
+    func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteJournalStatements) throws(CommandBusError) -> T) async throws(CommandBusError) -> T {
+        let result: Result<T, CommandBusError> = await withUnsafeContinuation { continuation in
+            queue.async {
+                let result = self.connection.withLock { connection -> Result<T, CommandBusError> in
+                    do throws(CommandBusError) { return .success(try body(connection.statements)) } catch { return .failure(error) }
+                }
+                continuation.resume(returning: result)
+            }
+        }
+        return try result.get()
+    }
+
+    // MARK: Leading
+
+    /// The writes a caller commits itself, its own (`operation`) last, if no commit is under way
+    /// or due; `nil` otherwise. Only writes nobody waits for can be queued then; they go with it.
+    private func takeLeadership(with operation: JournalWrite?) -> [JournalWrite?]? {
+        state.withLock { state -> [JournalWrite?]? in
+            guard !state.committing, state.scheduled != .now else { return nil }
+            state.committing = true
+            defer { state.writes = []; state.scheduled = .none }
+            return state.writes.map(\.operation) + [operation]
+        }
+    }
+
+    /// Commits a leader's batch on its thread, then hands the journal on; returns the outcome of
+    /// the leader's own write, the last.
+    private func commitAndPassOn(_ batch: [JournalWrite?]) -> Result<Void, CommandBusError> {
+        let outcomes = commit(batch, waited: batch.indices.map { $0 == batch.count - 1 })
+        endCommitting()
+        return outcomes[outcomes.count - 1]
+    }
+
+    // MARK: Queueing
+
+    private func enqueue(_ write: PendingWrite) {
+        let urgent = write.completion != nil
+        let schedule = state.withLock { state -> DrainSchedule in
+            state.writes.append(write)
+            switch (state.scheduled, urgent) {
+            case (.now, _), (.later, false):
+                return .none
+            case (_, true):
+                state.scheduled = .now
+                // A commit under way starts the next drain when it ends.
+                return state.committing ? .none : .now
+            case (.none, false):
+                state.timers &+= 1
+                state.scheduled = .later(state.timers)
+                return state.scheduled
+            }
+        }
+        start(schedule)
+    }
+
+    private func start(_ schedule: DrainSchedule) {
+        switch (schedule, durability) {
+        case (.none, _):
+            return
+        case (.later(let timer), _):
+            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(unwaitedDelay)) { self.drain(timer: timer) }
+        case (.now, .batched(let delay)) where delay > .zero:
+            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(delay)) { self.drain() }
+        case (.now, _):
+            queue.async { self.drain() }
+        }
+    }
+
+    private static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
+        .nanoseconds(Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
+    }
+
+    /// Commits everything queued, on the queue. A drain that finds nothing (an earlier commit took
+    /// its writes) commits nothing; so does one that finds a commit under way (its end starts the
+    /// next drain), or a timer (`timer`) the schedule has moved past.
+    private func drain(timer: UInt64? = nil) {
+        let writes = state.withLock { state -> [PendingWrite] in
+            if let timer, state.scheduled != .later(timer) { return [] }
+            guard !state.committing, !state.writes.isEmpty else { return [] }
+            state.committing = true
+            defer { state.writes = []; state.scheduled = .none }
+            return state.writes
+        }
+        guard !writes.isEmpty else { return }
+        let outcomes = commit(writes.map(\.operation), waited: writes.map { $0.completion != nil })
+        endCommitting()
+        for (write, outcome) in zip(writes, outcomes) { write.completion?.resume(returning: outcome) }
+    }
+
+    /// Ends a commit, and starts the next for what queued meanwhile: at once if somebody waits
+    /// for it, else on a fresh timer.
+    private func endCommitting() {
+        let next = state.withLock { state -> DrainSchedule in
+            state.committing = false
+            switch state.scheduled {
+            case .none:
+                return .none
+            case .now:
+                return .now
+            case .later:
+                state.timers &+= 1
+                state.scheduled = .later(state.timers)
+                return state.scheduled
+            }
+        }
+        start(next)
+    }
+
+    // MARK: Committing
+
+    /// Commits `writes`, one transaction for the lot or one each when `.synced`, and returns
+    /// each write's outcome. `waited[i]` says whether somebody waits for `writes[i]`.
+    private func commit(_ writes: [JournalWrite?], waited: [Bool]) -> [Result<Void, CommandBusError>] {
+        if case .synced = durability {
+            return writes.indices.map { commitTransaction([writes[$0]], waited: [waited[$0]]) }
+        }
+        return Array(repeating: commitTransaction(writes, waited: waited), count: writes.count)
+    }
+
+    /// One transaction, synced if ``mustSync(_:waited:)`` says so; the observer hears of it.
+    private func commitTransaction(_ writes: [JournalWrite?], waited: [Bool]) -> Result<Void, CommandBusError> {
+        let began = ContinuousClock.now
+        let sync = mustSync(writes, waited: waited)
+        let outcome = connection.withLock { connection -> Result<Void, CommandBusError> in
+            do throws(CommandBusError) {
+                if sync != connection.syncsAtCommit {
+                    try connection.statements.setSyncAtCommit(sync)
+                    connection.syncsAtCommit = sync
+                }
+                try connection.statements.begin()
+                do throws(CommandBusError) {
+                    try connection.statements.apply(writes.compactMap { $0 }, owner: owner)
+                    try connection.statements.commit()
+                    return .success(())
+                } catch {
+                    connection.statements.rollback()
+                    throw error
+                }
+            } catch {
+                return .failure(error)
+            }
+        }
+        commitObserver.withLock { $0 }?(JournalCommit(duration: .now - began, writes: writes.count, synced: sync))
+        return outcome
+    }
+
+    /// Whether committing `writes` must sync: always when `.synced`, else only when somebody
+    /// waits for one of them to be durable. Writes nobody waits for (a command starting, an ending
+    /// recorded after the fact) become durable with the next commit that syncs; so does a deferred
+    /// write-ahead.
+    private func mustSync(_ writes: [JournalWrite?], waited: [Bool]) -> Bool {
+        if case .synced = durability { return true }
+        return writes.indices.contains { index in
+            guard waited[index] else { return false }
+            if case .deferred = durability, case .accept? = writes[index] { return false }
+            return true
+        }
+    }
+}
