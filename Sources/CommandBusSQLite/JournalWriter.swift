@@ -7,6 +7,9 @@ import FoundationEssentials
 import Foundation
 #endif
 
+/// Arms a timer: calls the drain it is given when the wait for company is up. Tests fire them by hand.
+package typealias UnwaitedWriteTimer = @Sendable (_ drain: @escaping @Sendable () -> Void) -> Void
+
 /// The SQLite journal's writes: queued, grouped into commits, and committed by whoever finds the
 /// journal idle.
 ///
@@ -48,14 +51,16 @@ final class JournalWriter: @unchecked Sendable {
     private let state = Mutex(State())
     private let queue = DispatchQueue(label: "cmdbus.journal")
     private let owner: String
-    private let unwaitedDelay: Duration
+    /// Sets off the drain for writes nobody waits for, ``SQLiteJournal/unwaitedWriteDelay`` from now.
+    private let startLater: UnwaitedWriteTimer?
     private let commitObserver = Mutex<(@Sendable (JournalCommit) -> Void)?>(nil)
 
-    init(statements: SQLiteJournalStatements, durability: SQLiteJournal.Durability, owner: String, unwaitedDelay: Duration) {
+    /// - Parameter startLater: Arms the timer for writes nobody waits for; `nil`, the journal's queue after ``SQLiteJournal/unwaitedWriteDelay``.
+    init(statements: SQLiteJournalStatements, durability: SQLiteJournal.Durability, owner: String, startLater: UnwaitedWriteTimer?) {
         connection = Mutex(Connection(statements: statements))
         self.durability = durability
         self.owner = owner
-        self.unwaitedDelay = unwaitedDelay
+        self.startLater = startLater
     }
 
     /// Called after each commit, before anyone waiting hears of it.
@@ -141,7 +146,11 @@ final class JournalWriter: @unchecked Sendable {
         case (.none, _):
             return
         case (.later(let timer), _):
-            queue.asyncAfter(deadline: .now() + Self.dispatchInterval(unwaitedDelay)) { self.drain(timer: timer) }
+            if let startLater {
+                startLater { self.drain(timer: timer) }
+            } else {
+                queue.asyncAfter(deadline: .now() + Self.dispatchInterval(SQLiteJournal.unwaitedWriteDelay)) { self.drain(timer: timer) }
+            }
         case (.now, .batched(let delay)) where delay > .zero:
             queue.asyncAfter(deadline: .now() + Self.dispatchInterval(delay)) { self.drain() }
         case (.now, _):

@@ -57,12 +57,12 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     public convenience init(
         path: String, durability: Durability = .batched(maxDelay: .zero), create: Bool = true, readOnly: Bool = false
     ) throws(CommandBusError) {
-        try self.init(path: path, durability: durability, create: create, readOnly: readOnly, unwaitedDelay: Self.unwaitedWriteDelay)
+        try self.init(path: path, durability: durability, create: create, readOnly: readOnly, unwaitedWriteTimer: nil)
     }
 
-    /// Opens the journal with a different wait for writes nobody waits for (tests stretch it to see commits apart).
+    /// Opens the journal with the timers for writes nobody waits for armed by `unwaitedWriteTimer` (tests fire them by hand).
     package init(
-        path: String, durability: Durability, create: Bool, readOnly: Bool, unwaitedDelay: Duration
+        path: String, durability: Durability, create: Bool, readOnly: Bool, unwaitedWriteTimer: UnwaitedWriteTimer?
     ) throws(CommandBusError) {
         self.path = path
         self.durability = durability
@@ -76,7 +76,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         try Self.prepareSchema(database, path: path, mayCreate: !readOnly)
         if !readOnly { try database.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL") }
         let statements = try SQLiteJournalStatements(database, readOnly: readOnly)
-        writer = JournalWriter(statements: statements, durability: durability, owner: owner.text, unwaitedDelay: unwaitedDelay)
+        writer = JournalWriter(statements: statements, durability: durability, owner: owner.text, startLater: unwaitedWriteTimer)
     }
 
     private static func makeParentDirectory(of path: String) throws(CommandBusError) {

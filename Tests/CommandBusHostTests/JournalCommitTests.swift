@@ -7,19 +7,35 @@ import Testing
 /// How the SQLite journal groups writes into commits and when a commit syncs, seen through its
 /// commit observer on a real file.
 struct JournalCommitTests {
-    /// A journal in a fresh directory that remembers every commit it makes.
+    /// A journal in a fresh directory that remembers every commit it makes. Its timers for
+    /// writes nobody waits for never fire by themselves: ``fireTimer(_:)`` fires one.
     final class Recorded: Sendable {
         let directory: TemporaryDirectory
         let journal: SQLiteJournal
         private let seen = Mutex<[JournalCommit]>([])
+        private let timers = ArmedTimers()
 
-        init(_ durability: SQLiteJournal.Durability, unwaitedDelay: Duration = SQLiteJournal.unwaitedWriteDelay) throws {
+        /// The drains the journal's timers would start, in the order they were armed.
+        final class ArmedTimers: Sendable {
+            let drains = Mutex<[@Sendable () -> Void]>([])
+        }
+
+        init(_ durability: SQLiteJournal.Durability) throws {
             directory = try TemporaryDirectory("cmdbus-commits")
+            let timers = self.timers
             journal = try SQLiteJournal(
-                path: directory.file("journal.sqlite").path, durability: durability, create: true, readOnly: false, unwaitedDelay: unwaitedDelay
+                path: directory.file("journal.sqlite").path, durability: durability, create: true, readOnly: false,
+                unwaitedWriteTimer: { drain in timers.drains.withLock { $0.append(drain) } }
             )
             journal.observeCommits { [weak self] commit in self?.seen.withLock { $0.append(commit) } }
         }
+
+        /// Fires the `index`th timer armed so far, as the journal's queue would once its wait is up.
+        func fireTimer(_ index: Int) {
+            timers.drains.withLock { $0[index] }()
+        }
+
+        var armedTimers: Int { timers.drains.withLock { $0.count } }
 
         var commits: [JournalCommit] { seen.withLock { $0 } }
 
@@ -41,18 +57,18 @@ struct JournalCommitTests {
     /// A command's `running` waits for company; the timer set for an earlier command's `running`
     /// (whose ending already took it) must not commit this one's alone when it fires.
     @Test func anEarlierCommandsTimerDoesNotSplitTheNextCommandsStartFromItsEnding() async throws {
-        // Long enough that the sleeps below sit far from either timer on a busy machine.
-        let recorded = try Recorded(.batched(maxDelay: .zero), unwaitedDelay: .seconds(1))
+        let recorded = try Recorded(.batched(maxDelay: .zero))
         defer { recorded.directory.remove() }
         let first = Self.envelope(), second = Self.envelope()
         try await recorded.accept(first)
-        try await recorded.start(first)  // the first timer: fires at about 1.0 s
+        try await recorded.start(first)  // arms timer 0
         try await recorded.end(first)
         try await recorded.accept(second)
-        try await Task.sleep(for: .milliseconds(500))
-        try await recorded.start(second)  // the second timer: about 1.5 s
-        try await Task.sleep(for: .milliseconds(700))  // past the first timer, short of the second
+        try await recorded.start(second)  // arms timer 1
+        #expect(recorded.armedTimers == 2)
+        recorded.fireTimer(0)  // the first command's wait is up; its start went with its ending
         try await recorded.end(second)
+        recorded.fireTimer(1)
 
         #expect(recorded.commits.map(\.writes) == [1, 2, 1, 2])
         let record = try #require(try await recorded.journal.record(second.id))
@@ -78,22 +94,16 @@ struct JournalCommitTests {
     }
 
     /// A commit of writes nobody waits for leaves its sync to the next one, in every mode but `.synced`.
-    @Test func onlyAWaitedWriteMakesACommitSync() async throws {
-        let recorded = try Recorded(.batched(maxDelay: .zero), unwaitedDelay: .milliseconds(1))
+    @Test(arguments: [false, true])
+    func onlyAWaitedWriteMakesACommitSync(synced: Bool) async throws {
+        let recorded = try Recorded(synced ? .synced : .batched(maxDelay: .zero))
         defer { recorded.directory.remove() }
         let command = Self.envelope()
         try await recorded.accept(command)
         try await recorded.start(command)
-        try await Task.sleep(for: .milliseconds(200))  // its timer commits the start alone
+        recorded.fireTimer(0)  // the start waited long enough: committed alone
         try await recorded.end(command)
-        #expect(recorded.commits.map(\.synced) == [true, false, true])
-
-        let synced = try Recorded(.synced, unwaitedDelay: .milliseconds(1))
-        defer { synced.directory.remove() }
-        try await synced.accept(command)
-        try await synced.start(command)
-        try await Task.sleep(for: .milliseconds(200))
-        try await synced.end(command)
-        #expect(synced.commits.map(\.synced) == [true, true, true])
+        #expect(recorded.commits.map(\.writes) == [1, 1, 1])
+        #expect(recorded.commits.map(\.synced) == [true, synced, true])
     }
 }
