@@ -37,7 +37,7 @@ package struct HostSession: Sendable {
     ) async throws(HostFailure) -> HostSession {
         let journal = journalOptions.enabled ? try openJournal(journalOptions.path, durability: journalOptions.durability) : nil
         let directories = PluginLoader.directories(explicit: plugins.directories, environment: ProcessInfo.processInfo.environment)
-                let bus = CommandBus(configuration: .init(journal: journal ?? busJournal, maxPayloadBytes: journalOptions.maxPayloadBytes, fallback: fallback))
+        let bus = CommandBus(configuration: .init(journal: journal ?? busJournal, maxPayloadBytes: journalOptions.maxPayloadBytes, fallback: fallback))
         for observer in observers { bus.addObserver(observer) }
         let trust = PluginTrustPolicy(insecure: plugins.insecure, usesAllowlist: usesAllowlist)
         let loader = try loader(plugins, directories: directories, trust: trust)

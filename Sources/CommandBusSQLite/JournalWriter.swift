@@ -102,8 +102,10 @@ final class JournalWriter: @unchecked Sendable {
 
     /// The writes a caller commits itself, its own (`operation`) last, if no commit is under way
     /// or due; `nil` otherwise. Only writes nobody waits for can be queued then; they go with it.
+    /// A `.batched` journal with a `maxDelay` always waits for company instead.
     private func takeLeadership(with operation: JournalWrite?) -> [JournalWrite?]? {
-        state.withLock { state -> [JournalWrite?]? in
+        if case .batched(let delay) = durability, delay > .zero { return nil }
+        return state.withLock { state -> [JournalWrite?]? in
             guard !state.committing, state.scheduled != .now else { return nil }
             state.committing = true
             defer { state.writes = []; state.scheduled = .none }

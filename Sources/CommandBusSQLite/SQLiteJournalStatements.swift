@@ -53,6 +53,9 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private let selectOne: SQLiteStatement
     private let findRow: SQLiteStatement
     private let selectUnfinished: SQLiteStatement
+    /// `PRAGMA synchronous` both ways, prepared once: a deferred journal switches twice per command.
+    private let syncAtCommit: SQLiteStatement
+    private let leaveSyncToLater: SQLiteStatement
     /// Row ids of the commands accepted and not yet ended, so their updates find the row by integer key.
     private var rowIDs: [UUID: Int64] = [:]
 
@@ -77,6 +80,8 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             WHERE seq = ?1 AND state IN ('pending', 'running')
             """)
         findRow = try database.prepare("SELECT seq FROM commands WHERE id = ?1")
+        syncAtCommit = try database.prepare(writes ?? "PRAGMA synchronous = FULL")
+        leaveSyncToLater = try database.prepare(writes ?? "PRAGMA synchronous = NORMAL")
         selectOne = try database.prepare("SELECT \(Self.columns) FROM commands WHERE id = ?1")
         selectUnfinished = try database.prepare(
             "SELECT \(Self.columns) FROM commands WHERE state IN ('pending', 'running') ORDER BY seq"
@@ -86,7 +91,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     /// Whether the next commits sync (`FULL`) or leave the sync to a later commit (`NORMAL`; WAL mode
     /// keeps them consistent either way).
     package func setSyncAtCommit(_ sync: Bool) throws(CommandBusError) {
-        try database.execute(sync ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        try run(sync ? syncAtCommit : leaveSyncToLater)
     }
 
     package func begin() throws(CommandBusError) { try database.execute("BEGIN IMMEDIATE") }

@@ -106,4 +106,16 @@ struct JournalCommitTests {
         #expect(recorded.commits.map(\.writes) == [1, 1, 1])
         #expect(recorded.commits.map(\.synced) == [true, synced, true])
     }
+
+    /// With a `maxDelay`, even a write that finds the journal idle waits for company: two
+    /// accepts made together share one commit.
+    @Test func aBatchDelayGathersWritesEvenWhenTheJournalIsIdle() async throws {
+        // Long, so the second accept is queued inside the window on a busy machine.
+        let recorded = try Recorded(.batched(maxDelay: .milliseconds(500)))
+        defer { recorded.directory.remove() }
+        async let first: Void = recorded.accept(Self.envelope())
+        async let second: Void = recorded.accept(Self.envelope())
+        _ = try await (first, second)
+        #expect(recorded.commits.map(\.writes) == [2])
+    }
 }
