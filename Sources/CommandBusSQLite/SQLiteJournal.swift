@@ -207,6 +207,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// per command, and the ending is never held up behind a commit of its own `running`.
     package static let unwaitedWriteDelay: Duration = .milliseconds(5)
 
+    /// The connection's `PRAGMA synchronous` now: 2 (`FULL`) or 1 (`NORMAL`). For tests.
+    package func synchronousSetting() async throws(CommandBusError) -> Int64 {
+        try await read { statements throws(CommandBusError) in try statements.synchronousSetting() }
+    }
+
     /// Called after each commit with how long it took, how many writes it held and whether it synced.
     package func observeCommits(_ observer: @escaping @Sendable (JournalCommit) -> Void) {
         writer.observeCommits(observer)

@@ -53,9 +53,6 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private let selectOne: SQLiteStatement
     private let findRow: SQLiteStatement
     private let selectUnfinished: SQLiteStatement
-    /// `PRAGMA synchronous` both ways, prepared once: a deferred journal switches twice per command.
-    private let syncAtCommit: SQLiteStatement
-    private let leaveSyncToLater: SQLiteStatement
     /// Row ids of the commands accepted and not yet ended, so their updates find the row by integer key.
     private var rowIDs: [UUID: Int64] = [:]
 
@@ -80,8 +77,6 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             WHERE seq = ?1 AND state IN ('pending', 'running')
             """)
         findRow = try database.prepare("SELECT seq FROM commands WHERE id = ?1")
-        syncAtCommit = try database.prepare(writes ?? "PRAGMA synchronous = FULL")
-        leaveSyncToLater = try database.prepare(writes ?? "PRAGMA synchronous = NORMAL")
         selectOne = try database.prepare("SELECT \(Self.columns) FROM commands WHERE id = ?1")
         selectUnfinished = try database.prepare(
             "SELECT \(Self.columns) FROM commands WHERE state IN ('pending', 'running') ORDER BY seq"
@@ -89,9 +84,15 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     }
 
     /// Whether the next commits sync (`FULL`) or leave the sync to a later commit (`NORMAL`; WAL mode
-    /// keeps them consistent either way).
+    /// keeps them consistent either way). Executed afresh each time: SQLite applies this pragma
+    /// when the statement is prepared, so a prepared one stepped again changes nothing.
     package func setSyncAtCommit(_ sync: Bool) throws(CommandBusError) {
-        try run(sync ? syncAtCommit : leaveSyncToLater)
+        try database.execute(sync ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+    }
+
+    /// The connection's `PRAGMA synchronous`: 2 (`FULL`) syncs at commit, 1 (`NORMAL`) does not.
+    package func synchronousSetting() throws(CommandBusError) -> Int64 {
+        try database.integer("PRAGMA synchronous")
     }
 
     package func begin() throws(CommandBusError) { try database.execute("BEGIN IMMEDIATE") }

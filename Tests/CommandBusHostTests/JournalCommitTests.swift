@@ -87,9 +87,13 @@ struct JournalCommitTests {
         let reader = try SQLiteJournal(path: recorded.journal.path, create: false, readOnly: true)
         #expect(try await reader.record(command.id)?.state == .pending)
 
+        // What SQLite will do at the next commit, read back from the connection: the flag the
+        // observer hears is only what the journal meant.
+        #expect(try await recorded.journal.synchronousSetting() == (deferred ? 1 : 2))
         try await recorded.start(command)
         try await recorded.end(command)
         #expect(recorded.commits.map(\.synced) == [!deferred, true])
+        #expect(try await recorded.journal.synchronousSetting() == 2)
         #expect(try await reader.record(command.id)?.state == .succeeded)
     }
 
@@ -102,7 +106,9 @@ struct JournalCommitTests {
         try await recorded.accept(command)
         try await recorded.start(command)
         recorded.fireTimer(0)  // the start waited long enough: committed alone
+        #expect(try await recorded.journal.synchronousSetting() == (synced ? 2 : 1))
         try await recorded.end(command)
+        #expect(try await recorded.journal.synchronousSetting() == 2)
         #expect(recorded.commits.map(\.writes) == [1, 1, 1])
         #expect(recorded.commits.map(\.synced) == [true, synced, true])
     }

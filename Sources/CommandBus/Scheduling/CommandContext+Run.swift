@@ -19,9 +19,13 @@ extension CommandContext {
         guard let assignment else { return await outcome(markingObserved: false) }
         let name = envelope.commandName
         if let journal {
+            let pool = runnerPool
+            pool?.runnerWaitsForJournal(true)
             do {
                 try await journal.accept(envelope, payload: try assignment.prepared.jsonData(commandName: name))
+                pool?.runnerWaitsForJournal(false)
             } catch {
+                pool?.runnerWaitsForJournal(false)
                 return finish(.failure(error), as: .failed, recorded: true)
             }
         }
@@ -101,8 +105,17 @@ extension CommandContext {
         let earlier = execution.withLock { $0.lifecycle.state.isTerminal ? ($0.outcome, $0.lifecycle.state) : nil }
         let (recordedOutcome, recordedState) = earlier.flatMap { ended in ended.0.map { ($0, ended.1) } } ?? (outcome, state)
         // A journal that cannot record the ending leaves the command running there; recovery runs it again.
+        let pool = runnerPool
+        pool?.runnerWaitsForJournal(true)
         try? await journal.update(journalUpdate(recordedOutcome, state: recordedState), waitUntilDurable: true)
+        pool?.runnerWaitsForJournal(false)
         return finish(outcome, as: state, recorded: true)
+    }
+
+    /// The post runners' pool, if a runner is running this command: it counts the runners that
+    /// wait for the journal (``PostRunners/journalBoundRunners``).
+    private var runnerPool: PostRunners? {
+        execution.withLock { $0.runner } != nil ? bus.postRunners : nil
     }
 
     /// The journal's view of an ending.

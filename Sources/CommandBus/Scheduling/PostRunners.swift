@@ -15,6 +15,12 @@ import Synchronization
 /// slot), it doubles the runners, never past the number of commands waiting. A burst of slow commands therefore gets a runner each within a
 /// few milliseconds, as it would with a task each.
 ///
+/// Runners that wait for the journal are the exception. While at least half the runners wait for
+/// a journal write, the pool grows only to ``journalBoundRunners``: more of them would only make
+/// each group commit bigger, and a burst of 20,000 journaled posts grew it to thousands of
+/// suspended tasks (151 MB resident, against 42 MB and the same throughput at 1,024). Runners held
+/// by handlers still grow the pool without that limit.
+///
 /// When the queue is empty, up to ``baseRunners`` runners park: suspended on a continuation,
 /// holding no thread, until a post wakes one. Waking a parked runner costs a job on the global
 /// executor, where starting a runner costs a task's allocation and ending one its release, which
@@ -65,7 +71,11 @@ final class PostRunners: Sendable {
     static let baseRunners = max(2, ProcessInfo.processInfo.activeProcessorCount)
     /// How often the supervisor looks for commands held up behind busy runners.
     static let supervisionTick: Duration = .milliseconds(1)
+    /// The most runners the pool grows to while at least half of them wait for the journal.
+    static let journalBoundRunners = 1_024
     private let state = Mutex(State())
+    /// Runners waiting for a journal write (the write-ahead, or the ending's sync).
+    private let journalWaits = Atomic<Int>(0)
 
     init() {}
 
@@ -88,6 +98,11 @@ final class PostRunners: Sendable {
         wake?.resume(returning: true)
         if startRunner { PostRunner.start(in: self) }
         if startSupervisor { Task.detached { await self.supervise() } }
+    }
+
+    /// A runner starts (`true`) or stops waiting for the journal.
+    func runnerWaitsForJournal(_ waits: Bool) {
+        journalWaits.add(waits ? 1 : -1, ordering: .relaxed)
     }
 
     /// Runners alive, and how many of them are parked (for tests).
@@ -152,7 +167,9 @@ final class PostRunners: Sendable {
                 let heldUp = state.taken < state.queuedAtLastLook
                 state.queuedAtLastLook = state.queued
                 guard heldUp else { return 0 }
-                let added = min(state.waiting, max(1, state.runners))
+                let journalBound = journalWaits.load(ordering: .relaxed) * 2 >= state.runners
+                let room = journalBound ? max(0, Self.journalBoundRunners - state.runners) : Int.max
+                let added = min(state.waiting, max(1, state.runners), room)
                 state.runners += added
                 return added
             }
