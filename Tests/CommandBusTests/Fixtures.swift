@@ -55,6 +55,17 @@ struct ClosureHandler<C: Command>: CommandHandler {
     }
 }
 
+/// A handler for `Work` that returns its value only once `count` handlers have started, so a
+/// burst of `count` posts finishes only if that many commands run side by side.
+func handlerWaitingForAll(_ count: Int) -> ClosureHandler<Work> {
+    let started = Atomic<Int>(0)
+    return ClosureHandler<Work> { command, _ in
+        started.add(1, ordering: .relaxed)
+        while started.load(ordering: .relaxed) < count { try await Task.sleep(for: .milliseconds(2)) }
+        return command.value
+    }
+}
+
 /// Counts how many run at once and remembers the most.
 final class InFlightGauge: Sendable {
     private let state = Mutex((current: 0, peak: 0))

@@ -54,13 +54,8 @@ struct JournalBoundRunnersTests {
     @Test(.timeLimit(.minutes(1)))
     func runnersHeldByHandlersGrowPastTheLimit() async throws {
         let count = PostRunners.journalBoundRunners + 200
-        let started = Atomic<Int>(0)
         let bus = CommandBus(configuration: .init(journal: InMemoryJournal()))
-        bus.register(ClosureHandler<Work> { command, _ in
-            started.add(1, ordering: .relaxed)
-            while started.load(ordering: .relaxed) < count { try await Task.sleep(for: .milliseconds(2)) }
-            return command.value
-        })
+        bus.register(handlerWaitingForAll(count))
         let tickets = (0..<count).map { bus.post(Work(value: $0)) }
         for (index, ticket) in tickets.enumerated() { #expect(try await ticket.result == index) }
     }

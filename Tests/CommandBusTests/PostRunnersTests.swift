@@ -12,13 +12,8 @@ struct PostRunnersTests {
     @Test(.timeLimit(.minutes(1)))
     func aBurstOfSuspendedHandlersAllRunAtOnce() async throws {
         let count = 300
-        let started = Atomic<Int>(0)
         let bus = CommandBus()
-        bus.register(ClosureHandler<Work> { command, _ in
-            started.add(1, ordering: .relaxed)
-            while started.load(ordering: .relaxed) < count { try await Task.sleep(for: .milliseconds(2)) }
-            return command.value
-        })
+        bus.register(handlerWaitingForAll(count))
         let tickets = (0..<count).map { bus.post(Work(value: $0)) }
         for (index, ticket) in tickets.enumerated() { #expect(try await ticket.result == index) }
     }
