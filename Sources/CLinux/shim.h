@@ -5,3 +5,8 @@
 // timerfd: a timer that wakes a thread in poll() only if it fires, so arming and disarming
 // one around a short piece of work wakes nobody.
 #include <sys/timerfd.h>
+// posix_spawn_file_actions_addchdir_np (glibc 2.29): a spawned child starts in a directory of
+// the parent's choosing without the parent changing its own. Glibc's header hides it unless
+// _GNU_SOURCE is set before its first inclusion, which a Swift module cannot arrange.
+#include <spawn.h>
+int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *actions, const char *path);

@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Foundation
 import Testing
 
@@ -8,7 +9,7 @@ struct DashboardTests {
     /// A `cmdbus serve --http 127.0.0.1:0` in a scratch directory, with the example and fixture plugins.
     final class DashboardServer: @unchecked Sendable {
         let work: TemporaryDirectory
-        let process = Process()
+        let process: LaunchedProcess
         let log: URL
         private(set) var url = ""
         var socket: String { work.file("cmdbus.sock").path }
@@ -18,14 +19,12 @@ struct DashboardTests {
             let plugins = try work.subdirectory("plugins")
             try plugins.install("libGreeter.so", "libGreetAll.so", "libFixturePlugin.so")
             log = work.file("serve.log")
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            process.executableURL = try TestPaths.product("cmdbus")
-            process.arguments = ["serve", "--plugins", plugins.path, "--socket", socket, "--http", "127.0.0.1:0"] + extra
-            process.currentDirectoryURL = work.url
-            process.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { _, new in new }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = try FileHandle(forWritingTo: log)
-            try process.run()
+            process = try LaunchedProcess(
+                try TestPaths.product("cmdbus").path,
+                ["serve", "--plugins", plugins.path, "--socket", work.file("cmdbus.sock").path, "--http", "127.0.0.1:0"] + extra,
+                environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
+                standardOutput: .discard, standardError: .file(log.path)
+            )
             Self.started.add(self)
             let ready = await waitUntil(.seconds(60)) { self.output.contains("serving on") || !self.process.isRunning }
             try #require(ready && process.isRunning, "the server did not start: \(output)")
@@ -68,7 +67,7 @@ struct DashboardTests {
         }
 
         func stop() async {
-            if process.isRunning { process.terminate() }
+            process.send(SIGTERM)
             _ = await waitUntil(.seconds(30)) { !self.process.isRunning }
             work.remove()
         }

@@ -218,14 +218,13 @@ struct IsolationTests {
         #expect(run.status == 75 && run.stderr.contains("timed out after 1.0 seconds in plugin 'misbehave' (misbehave.so)"), "\(run.stderr)")
         #expect(await waitUntil(.seconds(10)) { workers().isEmpty }, "a worker outlived its host: \(workers())")
 
-        let server = Process()
-        server.executableURL = try TestPaths.product("cmdbus")
-        server.arguments = ["serve", "--isolate", "--no-journal", "--plugins", directory.path, "--socket", directory.file("s.sock").path]
-        server.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": directory.file("registry.json").path]) { _, new in new }
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let server = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path,
+            ["serve", "--isolate", "--no-journal", "--plugins", directory.path, "--socket", directory.file("s.sock").path],
+            environment: ["CMDBUS_REGISTRY": directory.file("registry.json").path], standardError: .discard
+        )
         #expect(await waitUntil(.seconds(30)) { !workers().isEmpty })
-        kill(server.processIdentifier, SIGKILL)
+        server.send(SIGKILL)
         #expect(await waitUntil(.seconds(10)) { workers().isEmpty }, "a killed server's worker lived on: \(workers())")
     }
 

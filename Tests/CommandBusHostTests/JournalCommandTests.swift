@@ -1,4 +1,5 @@
 import CommandBusSQLite
+import CommandBusSupport
 import Foundation
 import Testing
 
@@ -69,21 +70,18 @@ struct JournalCommandTests {
         let input = setup.work.file("sleeps.ndjson")
         try (0..<3).map { _ in #"{"command": "fixture.sleep", "payload": {"milliseconds": 60000}}"# }
             .joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = try TestPaths.product("cmdbus")
-        process.arguments = (subcommand == "run" ? ["run", "fixture.sleep", "-p", "milliseconds=60000"] : ["batch", input.path])
-            + ["--plugins", setup.plugins.path, "--journal", setup.journal, "--no-probe"]
-        process.currentDirectoryURL = setup.work.url
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path,
+            (subcommand == "run" ? ["run", "fixture.sleep", "-p", "milliseconds=60000"] : ["batch", input.path])
+                + ["--plugins", setup.plugins.path, "--journal", setup.journal, "--no-probe"],
+            directory: setup.work.path, standardOutput: .discard, standardError: .discard
+        )
         let expected = subcommand == "run" ? 1 : 3
         #expect(await waitUntil(.seconds(30)) {
             ((try? await Self.states(setup)) ?? []).filter { $0 == "running" }.count == expected
         })
-        kill(process.processIdentifier, SIGINT)
-        #expect(await waitUntil(.seconds(30)) { !process.isRunning })
-        #expect(process.terminationStatus == 130)
+        process.send(SIGINT)
+        #expect(await process.wait() == .exited(130))
         #expect(try await Self.states(setup) == Array(repeating: "cancelled", count: expected))
     }
 
@@ -155,13 +153,11 @@ struct JournalCommandTests {
 
     /// Starts `cmdbus run fixture.sleep` and kills it with SIGKILL once the journal has it running.
     static func killedMidCommand(_ setup: Setup, milliseconds: Int) async throws -> String {
-        let process = Process()
-        process.executableURL = try TestPaths.product("cmdbus")
-        process.arguments = ["run", "fixture.sleep", "-p", "milliseconds=\(milliseconds)", "--journal", setup.journal, "--plugins", setup.plugins.path]
-        process.currentDirectoryURL = setup.work.url
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path,
+            ["run", "fixture.sleep", "-p", "milliseconds=\(milliseconds)", "--journal", setup.journal, "--plugins", setup.plugins.path],
+            directory: setup.work.path, standardOutput: .discard, standardError: .discard
+        )
         // Read the journal file directly: a cheap poll, where a process per poll is slow on a loaded machine.
         let journal = setup.journal
         #expect(await waitUntil(.seconds(120)) {
@@ -169,8 +165,8 @@ struct JournalCommandTests {
             defer { database.close() }
             return ((try? database.integer("SELECT count(*) FROM commands WHERE state = 'running'")) ?? 0) > 0
         })
-        kill(process.processIdentifier, SIGKILL)
-        #expect(await waitUntil(.seconds(30)) { !process.isRunning })
+        process.send(SIGKILL)
+        #expect(await process.wait() == .signaled(SIGKILL))
         let listing = try await setup.run("journal", "list", "--state", "running")
         return try #require(listing.stdout.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.map(String.init))
     }

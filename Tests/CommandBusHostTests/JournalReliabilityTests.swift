@@ -1,4 +1,5 @@
 import CommandBusSQLite
+import CommandBusSupport
 import Foundation
 import Testing
 
@@ -49,14 +50,11 @@ struct JournalReliabilityTests {
         defer { setup.work.remove() }
         let input = try setup.batchFile(10_000, counter: "k")
         let output = setup.work.file("batch.out")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        let process = Process()
-        process.executableURL = try TestPaths.product("cmdbus")
-        process.arguments = ["batch", input, "--journal", setup.journal, "--plugins", setup.plugins.path, "--durability", durability]
-        process.currentDirectoryURL = setup.work.url
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path,
+            ["batch", input, "--journal", setup.journal, "--plugins", setup.plugins.path, "--durability", durability],
+            directory: setup.work.path, standardOutput: .file(output.path), standardError: .discard
+        )
         // Kill it partway: once a thousand commands are acknowledged, before all ten thousand are.
         var printed = 0
         while process.isRunning && printed < 1_000 {
@@ -64,11 +62,8 @@ struct JournalReliabilityTests {
             printed = (try? Data(contentsOf: output))?.split(separator: UInt8(ascii: "\n")).count ?? 0
         }
         try #require(process.isRunning, "the batch finished before it could be killed")
-        kill(process.processIdentifier, SIGKILL)
-        // Polled, not `waitUntilExit()`: that blocks a cooperative thread until Foundation's child
-        // watcher, which may need one of those threads itself, sees the exit.
-        while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(process.terminationReason == .uncaughtSignal)
+        process.send(SIGKILL)
+        #expect(await process.wait() == .signaled(SIGKILL))
 
         // Acknowledged: every whole line printed before the kill.
         let text = try String(contentsOf: output, encoding: .utf8)

@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Foundation
 import Testing
 
@@ -11,16 +12,13 @@ struct ServerLogTests {
         try plugins.install("libGreeter.so", "libGreetAll.so")
         try await compileFixture("misbehave", into: plugins)
         let log = work.file("serve.log"), socket = work.file("s.sock").path
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let server = Process()
-        server.executableURL = try TestPaths.product("cmdbus")
-        server.arguments = ["serve", "--plugins", plugins.path, "--socket", socket, "--isolate", "--log-format", "json", "--insecure-plugins"]
-        server.currentDirectoryURL = work.url
-        server.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { _, new in new }
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = try FileHandle(forWritingTo: log)
-        try server.run()
-        defer { if server.isRunning { server.terminate() } }
+        let server = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path,
+            ["serve", "--plugins", plugins.path, "--socket", socket, "--isolate", "--log-format", "json", "--insecure-plugins"],
+            environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
+            standardOutput: .discard, standardError: .file(log.path)
+        )
+        defer { server.send(SIGTERM) }
         let output: @Sendable () -> String = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
         #expect(await waitUntil(.seconds(60)) { output().contains("serving on") })
 

@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Foundation
 import Testing
 
@@ -8,7 +9,7 @@ struct ServerTests {
     final class Server: @unchecked Sendable {
         let work: TemporaryDirectory
         let plugins: TemporaryDirectory
-        let process = Process()
+        let process: LaunchedProcess
         var socket: String { work.file(".cmdbus/cmdbus.sock").path }
         var journal: String { work.file(".cmdbus/journal.sqlite").path }
 
@@ -18,13 +19,11 @@ struct ServerTests {
             if FileManager.default.fileExists(atPath: plugins.file("libGreeter.so").path) == false {
                 try plugins.install("libGreeter.so", "libCounter.so", "libFixturePlugin.so")
             }
-            process.executableURL = try TestPaths.product("cmdbus")
-            process.arguments = ["serve", "--plugins", plugins.path, "--drain", drain]
-            process.currentDirectoryURL = self.work.url
-            process.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": self.work.file("registry.json").path]) { _, new in new }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            process = try LaunchedProcess(
+                try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--drain", drain],
+                environment: ["CMDBUS_REGISTRY": self.work.file("registry.json").path], directory: self.work.path,
+                standardOutput: .discard, standardError: .discard
+            )
             // Ready once it answers, not merely once its socket exists (it binds before loading plugins).
             var ready = false
             for _ in 0..<300 where !ready {
@@ -46,7 +45,7 @@ struct ServerTests {
         }
 
         func stop() async {
-            if process.isRunning { process.terminate() }
+            process.send(SIGTERM)
             _ = await waitUntil(.seconds(30)) { !self.process.isRunning }
         }
 
@@ -205,19 +204,16 @@ struct ServerTests {
     func ctrlCOnAConnectedRunCancelsOnTheServer() async throws {
         let server = try await Server()
         defer { server.work.remove() }
-        let client = Process()
-        client.executableURL = try TestPaths.product("cmdbus")
-        client.arguments = ["run", "fixture.sleep", "-p", "milliseconds=60000", "--connect=\(server.socket)"]
-        client.standardOutput = FileHandle.nullDevice
-        client.standardError = FileHandle.nullDevice
-        try client.run()
+        let client = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path, ["run", "fixture.sleep", "-p", "milliseconds=60000", "--connect=\(server.socket)"],
+            standardOutput: .discard, standardError: .discard
+        )
         let socket = server.socket
         #expect(await waitUntil(.seconds(30)) {
             await Self.inFlight(socket) == 1
         })
-        kill(client.processIdentifier, SIGINT)
-        #expect(await waitUntil(.seconds(30)) { !client.isRunning })
-        #expect(client.terminationStatus == 130)
+        client.send(SIGINT)
+        #expect(await client.wait() == .exited(130))
         #expect(await waitUntil(.seconds(30)) { await Self.inFlight(socket) == 0 })
         let listing = try await cmdbus(["journal", "list", "--json", "--journal", server.journal])
         let entries = try #require(try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]])

@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Foundation
 import Testing
 
@@ -36,7 +37,7 @@ struct SharedBusDatabase {
 
 /// A `cmdbus serve --bus` host as a real process, with its own plugin directory.
 final class BusHostProcess: @unchecked Sendable {
-    let process = Process()
+    let process: LaunchedProcess
     let work: TemporaryDirectory
     let log: URL
 
@@ -46,21 +47,14 @@ final class BusHostProcess: @unchecked Sendable {
         let directory = try work.subdirectory("plugins")
         for plugin in plugins { try directory.install(plugin) }
         log = work.file("host.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let cmdbus = try TestPaths.product("cmdbus").path
         let arguments = ["serve", "--bus", bus, "--plugins", directory.path, "--lease", lease, "--drain", drain] + extra
-        if let namespace {
-            // `ip netns exec` execs the host: the process is the host itself.
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-            process.arguments = ["netns", "exec", namespace, try TestPaths.product("cmdbus").path] + arguments
-        } else {
-            process.executableURL = try TestPaths.product("cmdbus")
-            process.arguments = arguments
-        }
-        process.currentDirectoryURL = work.url
-        process.environment = ProcessInfo.processInfo.environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { _, new in new }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        // `ip netns exec` execs the host: the process is the host itself.
+        let (executable, command) = namespace.map { ("/usr/sbin/ip", ["netns", "exec", $0, cmdbus] + arguments) } ?? (cmdbus, arguments)
+        process = try LaunchedProcess(
+            executable, command, environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
+            standardOutput: .discard, standardError: .file(log.path)
+        )
         Self.started.add(self)
         let joined = await waitUntil(.seconds(60)) { self.output.contains("joined the bus") || !self.process.isRunning }
         try #require(joined && process.isRunning, "the host did not join the bus: \(output)")
@@ -69,9 +63,9 @@ final class BusHostProcess: @unchecked Sendable {
     /// What the host logged so far.
     var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
-    func signal(_ number: Int32) { kill(pid, number) }
+    func signal(_ number: Int32) { process.send(number) }
 
     /// Every host a test started and has not stopped.
     private static let started = StartedProcesses<BusHostProcess>()
@@ -83,7 +77,7 @@ final class BusHostProcess: @unchecked Sendable {
 
     /// SIGTERM, then waits for it to leave.
     func stop() async {
-        if process.isRunning { process.terminate() }
+        process.send(SIGTERM)
         _ = await waitUntil(.seconds(60)) { !self.process.isRunning }
         work.remove()
     }

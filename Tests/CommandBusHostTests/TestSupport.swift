@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Foundation
 import Synchronization
 import Testing
@@ -89,32 +90,20 @@ func runProcess(
 ) async throws -> ProcessResult {
     let scratch = try TemporaryDirectory("cmdbus-process")
     defer { scratch.remove() }
-    _ = FileManager.default.createFile(atPath: scratch.file("out").path, contents: nil)
-    _ = FileManager.default.createFile(atPath: scratch.file("err").path, contents: nil)
-    let out = try FileHandle(forWritingTo: scratch.file("out"))
-    let err = try FileHandle(forWritingTo: scratch.file("err"))
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-    if let directory { process.currentDirectoryURL = directory }
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-        process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
-        do { try process.run() } catch {
-            process.terminationHandler = nil
-            continuation.resume(throwing: error)
-        }
-        let pid = process.processIdentifier
-        Task {
-            try? await Task.sleep(for: timeout)
-            if process.isRunning { kill(pid, SIGKILL) }
-        }
+    let process = try LaunchedProcess(
+        executable, arguments, environment: environment, directory: directory?.path,
+        standardOutput: .file(scratch.file("out").path), standardError: .file(scratch.file("err").path)
+    )
+    let watchdog = Task {
+        try await Task.sleep(for: timeout)
+        process.send(SIGKILL)
     }
-    try out.close()
-    try err.close()
+    defer { watchdog.cancel() }
+    let status: Int32 = switch await process.wait() {
+    case .exited(let code): code
+    case .signaled(let signal): signal
+    case .killedAtDeadline: SIGKILL
+    }
     return ProcessResult(
         status: status,
         stdout: (try? String(contentsOf: scratch.file("out"), encoding: .utf8)) ?? "",
