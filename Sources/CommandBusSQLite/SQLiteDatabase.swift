@@ -14,6 +14,7 @@ package final class SQLiteDatabase {
     /// Opens (or, if `create`, creates) the database at `path`.
     package init(path: String, create: Bool, readOnly: Bool = false) throws(CommandBusError) {
         self.path = path
+        _ = Self.configured
         let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
         var connection: OpaquePointer?
         let status = sqlite3_open_v2(path, &connection, flags | SQLITE_OPEN_NOMUTEX, nil)
@@ -27,6 +28,9 @@ package final class SQLiteDatabase {
     }
 
     deinit { close() }
+
+    /// Process-wide settings, made once before the first connection opens SQLite.
+    private static let configured: Void = { _ = cmdbus_sqlite3_disable_memory_statistics() }()
 
     package func close() {
         if let handle { sqlite3_close_v2(handle) }
@@ -89,7 +93,13 @@ package final class SQLiteStatement {
 
     package func bind(_ index: Int32, _ value: String?) {
         guard let value else { sqlite3_bind_null(statement, index); return }
-        sqlite3_bind_text(statement, index, value, -1, sqliteTransient)
+        // A native string's own bytes, which SQLite copies: no `utf8CString` array in between.
+        var text = value
+        text.withUTF8 { bytes in
+            // A nil pointer would bind NULL: an empty string is bound from a literal instead.
+            guard let start = bytes.baseAddress, !bytes.isEmpty else { _ = sqlite3_bind_text(statement, index, "", 0, sqliteTransient); return }
+            _ = sqlite3_bind_text(statement, index, UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self), Int32(bytes.count), sqliteTransient)
+        }
     }
 
     /// Binds an id as its canonical upper-case text, the form the journal stores ids in.
