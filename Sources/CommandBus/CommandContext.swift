@@ -64,7 +64,7 @@ public final class CommandContext: Sendable {
     public func emit(_ name: String, _ value: some Encodable) throws(CommandBusError) {
         guard bus.events.hasSubscribers else { return }
         let data: Data
-        do { data = try JSONWire.encoder.encode(value) } catch {
+        do { data = try JSONWire.encode(value) } catch {
             throw .encodingFailed(envelope.commandName, cause: error)
         }
         emit(name, payload: data)

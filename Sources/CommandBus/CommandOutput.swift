@@ -32,7 +32,7 @@ public struct CommandOutput: Sendable {
         case .json(let data):
             return data
         case .value(let value):
-            do { return try JSONWire.encoder.encode(value) } catch {
+            do { return try JSONWire.encode(value) } catch {
                 throw .encodingFailed(commandName, cause: error)
             }
         }

@@ -25,7 +25,7 @@ extension Reversible {
     /// The inverse as a name and JSON payload.
     func encodedInverse() throws(CommandBusError) -> (name: String, payload: Data) {
         let inverse = inverse()
-        do { return (Inverse.name, try JSONWire.encoder.encode(inverse)) } catch {
+        do { return (Inverse.name, try JSONWire.encode(inverse)) } catch {
             throw .encodingFailed(Inverse.name, cause: error)
         }
     }

@@ -15,7 +15,7 @@ enum CommandPayload: Sendable {
         case .json(let data):
             return data
         case .typed(let command):
-            do { return try JSONWire.encoder.encode(command) } catch {
+            do { return try JSONWire.encode(command) } catch {
                 throw .encodingFailed(commandName, cause: error)
             }
         }

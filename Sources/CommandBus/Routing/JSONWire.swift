@@ -13,6 +13,13 @@ package enum JSONWire {
         return encoder
     }()
 
+    /// `value` as JSON bytes, exactly as `encoder` writes them: through `CompactJSON` where it
+    /// can, through `encoder` where only Foundation knows the answer (and for its errors).
+    package static func encode<T: Encodable>(_ value: T) throws -> Data {
+        if let data = CompactJSON.encode(value) { return data }
+        return try encoder.encode(value)
+    }
+
     /// The shared decoder.
     package static let decoder = JSONDecoder()
 }
