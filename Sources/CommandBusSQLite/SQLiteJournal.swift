@@ -45,7 +45,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     private let owner = ProcessIdentity.current
 
     /// The schema version this code writes.
-    package static let schemaVersion: Int64 = 2
+    package static let schemaVersion: Int64 = 3
     /// `PRAGMA application_id` of a CommandBus journal: "CMDB".
     package static let applicationID: Int64 = 0x434D_4442
 
@@ -121,12 +121,19 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         guard applicationID == Self.applicationID else {
             throw .journalFailed(path, "is an SQLite database but not a CommandBus journal; it was left untouched")
         }
-        if version == 1 && mayCreate {
-            try database.execute(SQLiteJournalStatements.migrationFromVersion1 + "PRAGMA user_version = \(schemaVersion);")
+        if version >= 1 && version < schemaVersion {
+            guard mayCreate else {
+                throw .journalFailed(path, "has journal schema version \(version); open it once with any journal command (cmdbus journal list) to upgrade it to version \(schemaVersion)")
+            }
+            // Step by step, in the transaction that checked the version: all of it happens or none.
+            for step in version..<schemaVersion {
+                guard let migration = SQLiteJournalStatements.migrations[step] else {
+                    throw .journalFailed(path, "has journal schema version \(version), and this cmdbus cannot upgrade version \(step)")
+                }
+                try database.execute(migration)
+            }
+            try database.execute("PRAGMA user_version = \(schemaVersion);")
             return
-        }
-        if version == 1 {
-            throw .journalFailed(path, "has journal schema version 1; open it once with any journal command (cmdbus journal list) to upgrade it to version \(schemaVersion)")
         }
         guard version == schemaVersion else {
             throw .journalFailed(path, "has journal schema version \(version); this cmdbus reads version \(schemaVersion)")

@@ -8,9 +8,16 @@ import Foundation
 
 /// The journal's SQL: its schema and prepared statements. Used only on the journal's queue.
 package final class SQLiteJournalStatements: @unchecked Sendable {
-    package static let schema = """
-        CREATE TABLE commands (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    /// The journal's table and indexes, as a new file gets them (schema version 3).
+    package static var schema: String { table(named: "commands") + indexes }
+
+    /// The commands table. `seq` is the row id without `AUTOINCREMENT`: rows are never deleted,
+    /// so the next id is always one past the largest, as before, and an accept no longer writes
+    /// `sqlite_sequence` (one B-tree insert and one WAL page fewer per command).
+    static func table(named name: String) -> String {
+        """
+        CREATE TABLE \(name) (
+            seq INTEGER PRIMARY KEY,
             id TEXT NOT NULL UNIQUE,
             name TEXT NOT NULL,
             parent_id TEXT,
@@ -33,18 +40,34 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             excluded INTEGER NOT NULL DEFAULT 0,
             discarded_at REAL
         );
+
+        """
+    }
+
+    static let indexes = """
         CREATE INDEX commands_unfinished ON commands(state) WHERE state IN ('pending', 'running');
         CREATE INDEX commands_name ON commands(name, seq);
         CREATE INDEX commands_correlation ON commands(correlation_id, seq);
 
         """
 
-    /// Brings a version-1 journal to version 2: dead letters can be discarded, trees found by correlation.
-    package static let migrationFromVersion1 = """
-        ALTER TABLE commands ADD COLUMN discarded_at REAL;
-        CREATE INDEX commands_correlation ON commands(correlation_id, seq);
+    /// The SQL that brings a journal of version `from` to `from + 1`, for every older version.
+    package static let migrations: [Int64: String] = [
+        // Version 2: dead letters can be discarded, trees found by correlation.
+        1: """
+            ALTER TABLE commands ADD COLUMN discarded_at REAL;
+            CREATE INDEX commands_correlation ON commands(correlation_id, seq);
 
-        """
+            """,
+        // Version 3: the table is rebuilt without AUTOINCREMENT, keeping every row and its seq
+        // (the columns are in the same order: version 2's last one, discarded_at, was appended).
+        2: table(named: "commands_v3") + """
+            INSERT INTO commands_v3 SELECT * FROM commands;
+            DROP TABLE commands;
+            ALTER TABLE commands_v3 RENAME TO commands;
+
+            """ + indexes,
+    ]
 
     private let database: SQLiteDatabase
     private let insert: SQLiteStatement

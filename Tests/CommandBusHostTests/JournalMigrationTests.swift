@@ -3,31 +3,64 @@ import CommandBusSQLite
 import Foundation
 import Testing
 
-/// A journal written by the previous schema opens, is brought to the current one, and keeps its entries.
+/// A journal written by an earlier schema opens, is brought to the current one in place, and keeps
+/// its entries, their sequence numbers and their order; new entries follow the old ones.
 struct JournalMigrationTests {
-    @Test func aVersionOneJournalIsUpgradedInPlaceAndKeepsItsEntries() async throws {
+    /// Version 2's table: version 3's with `AUTOINCREMENT`.
+    static let versionTwo = SQLiteJournalStatements.schema
+        .replacingOccurrences(of: "seq INTEGER PRIMARY KEY,", with: "seq INTEGER PRIMARY KEY AUTOINCREMENT,")
+
+    /// Version 1's: version 2's without `discarded_at` and the correlation index.
+    static let versionOne = versionTwo
+        .replacingOccurrences(of: ",\n    discarded_at REAL", with: "")
+        .replacingOccurrences(of: "CREATE INDEX commands_correlation ON commands(correlation_id, seq);", with: "")
+
+    @Test(arguments: [1, 2])
+    func anOlderJournalIsUpgradedInPlaceAndKeepsItsEntries(version: Int) async throws {
         let work = try TemporaryDirectory("cmdbus-migration")
         defer { work.remove() }
         let path = work.file("journal.sqlite").path
-        let versionOne = SQLiteJournalStatements.schema
-            .replacingOccurrences(of: ",\n    discarded_at REAL", with: "")
-            .replacingOccurrences(of: "CREATE INDEX commands_correlation ON commands(correlation_id, seq);", with: "")
-        try #require(!versionOne.contains("discarded_at"))
+        let schema = version == 1 ? Self.versionOne : Self.versionTwo
+        try #require(schema.contains("AUTOINCREMENT") && schema.contains("discarded_at") == (version == 2))
         let old = try SQLiteDatabase(path: path, create: true)
-        try old.execute(versionOne + "PRAGMA application_id = \(SQLiteJournal.applicationID); PRAGMA user_version = 1;")
-        let id = UUID()
-        try old.execute("""
-            INSERT INTO commands (id, name, correlation_id, created_at, payload, state, accepted_at, updated_at)
-            VALUES ('\(id.uuidString)', 'greet', '\(id.uuidString)', 1, X'7B7D', 'failed', 1, 1)
-            """)
+        try old.execute(schema + "PRAGMA application_id = \(SQLiteJournal.applicationID); PRAGMA user_version = \(version);")
+        // Sequence numbers with a gap, as a journal whose last rows were rolled back would have.
+        let ids = [UUID(), UUID(), UUID()]
+        for (id, seq) in zip(ids, [1, 2, 7]) {
+            try old.execute("""
+                INSERT INTO commands (seq, id, name, correlation_id, created_at, payload, state, accepted_at, updated_at)
+                VALUES (\(seq), '\(id.uuidString)', 'greet', '\(id.uuidString)', 1, X'7B7D', 'failed', 1, 1)
+                """)
+        }
         old.close()
 
         let journal = try SQLiteJournal(path: path)
-        let record = try #require(try await journal.record(id))
+        let record = try #require(try await journal.record(ids[0]))
         #expect(record.state == .failed && record.discardedAt == nil)
-        try await journal.discard(id)
-        #expect(try await journal.record(id)?.discardedAt != nil)
+        try await journal.discard(ids[0])
+        #expect(try await journal.record(ids[0])?.discardedAt != nil)
+        let added = CommandEnvelope(commandName: "greet")
+        try await journal.accept(added, payload: Data("{}".utf8))
+
         let check = try SQLiteDatabase(path: path, create: false)
+        defer { check.close() }
         #expect(try check.integer("PRAGMA user_version") == SQLiteJournal.schemaVersion)
+        #expect(try check.integer("SELECT count(*) FROM sqlite_master WHERE sql LIKE '%AUTOINCREMENT%'") == 0)
+        #expect(try check.integer("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'commands_%'") == 3)
+        #expect(try check.integer("SELECT seq FROM commands WHERE id = '\(ids[2].uuidString)'") == 7)
+        #expect(try check.integer("SELECT seq FROM commands WHERE id = '\(added.id.uuidString)'") == 8)
+        let integrity = try check.prepare("PRAGMA integrity_check")
+        #expect(try integrity.step() && integrity.string(0) == "ok")
+    }
+
+    @Test func aReadOnlyCommandOnAnOlderJournalSaysHowToUpgradeIt() async throws {
+        let work = try TemporaryDirectory("cmdbus-migration")
+        defer { work.remove() }
+        let path = work.file("journal.sqlite").path
+        let old = try SQLiteDatabase(path: path, create: true)
+        try old.execute(Self.versionTwo + "PRAGMA application_id = \(SQLiteJournal.applicationID); PRAGMA user_version = 2;")
+        old.close()
+        let error = #expect(throws: CommandBusError.self) { _ = try SQLiteJournal(path: path, readOnly: true) }
+        #expect(error?.message.contains("has journal schema version 2; open it once with any journal command (cmdbus journal list) to upgrade it to version 3") == true)
     }
 }
