@@ -1,1 +1,0 @@
-../../CommandBusSupport/JSONValue.swift

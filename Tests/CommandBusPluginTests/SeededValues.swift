@@ -1,1 +1,0 @@
-../CommandBusTests/SeededValues.swift
