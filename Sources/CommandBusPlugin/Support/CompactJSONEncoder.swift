@@ -1,1 +1,0 @@
-../../CommandBus/Routing/CompactJSONEncoder.swift
