@@ -41,7 +41,7 @@ struct PluginHandlerBox: Sendable {
                 throw PluginError(.declined, "'\(H.HandledCommand.name)' declined this payload (canHandle said no)")
             }
             let result = try await handler.handle(command, context: context)
-            return try JSONWire.encoder.encode(result)
+            return try JSONWire.encode(result)
         }
     }
 

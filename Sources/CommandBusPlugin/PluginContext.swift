@@ -42,7 +42,7 @@ public struct PluginContext: Sendable {
 
     /// Emits an event with a name and a JSON-encodable payload.
     public func emit(_ name: String, _ payload: some Encodable) throws {
-        let data = try JSONWire.encoder.encode(payload)
+        let data = try JSONWire.encode(payload)
         if let host { host.functions.emit(host.call, name, data) }
     }
 
@@ -62,7 +62,7 @@ public struct PluginContext: Sendable {
     /// Sends a subcommand through the host's bus and waits for its result.
     /// - Throws: ``PluginError`` with the status the subcommand ended in.
     public func send<C: PluginCommand>(_ command: C) async throws -> C.Result {
-        let payload = try JSONWire.encoder.encode(command)
+        let payload = try JSONWire.encode(command)
         let reply = try await send(name: C.name, payload: payload)
         do {
             return try JSONWire.decoder.decode(C.Result.self, from: reply)

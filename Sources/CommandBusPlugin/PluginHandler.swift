@@ -65,7 +65,7 @@ extension ReversiblePluginCommand {
 
     /// `{"command": NAME, "payload": {...}}`, the form the ABI's invert() answers in.
     func encodedInverse() throws -> Data {
-        try JSONWire.encoder.encode(NamedCommand(command: Inverse.name, payload: inverse()))
+        try JSONWire.encode(NamedCommand(command: Inverse.name, payload: inverse()))
     }
 }
 

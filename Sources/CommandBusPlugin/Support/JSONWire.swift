@@ -1,6 +1,8 @@
 // The SDK keeps private copies of these few lines on purpose: a plugin must share no Swift
 // module with the host. SwiftPM links executables with -export-dynamic, so a plugin's
 // references to a module the host also links would bind to the host's copy (see README, "The ABI").
+// CompactJSONEncoder.swift beside this file is a symlink to the core's: one source, compiled into
+// each module on its own, so its symbols carry this module's name and never the host's.
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -15,6 +17,13 @@ enum JSONWire {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
+
+    /// `value` as JSON bytes, exactly as `encoder` writes them: through `CompactJSON` where it
+    /// can, through `encoder` where only Foundation knows the answer (and for its errors).
+    static func encode<T: Encodable>(_ value: T) throws -> Data {
+        if let data = CompactJSON.encode(value) { return data }
+        return try encoder.encode(value)
+    }
 
     /// The shared decoder.
     static let decoder = JSONDecoder()

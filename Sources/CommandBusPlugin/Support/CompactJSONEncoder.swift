@@ -1,0 +1,1 @@
+../../CommandBus/Routing/CompactJSONEncoder.swift
