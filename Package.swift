@@ -80,6 +80,8 @@ let package = Package(
         // The baseline the cold-start benchmarks compare with.
         .executableTarget(name: "HelloWorld"),
         .testTarget(name: "CommandBusTests", dependencies: ["CommandBus"]),
+        // The plugin SDK's own code, away from the host's modules.
+        .testTarget(name: "CommandBusPluginTests", dependencies: ["CommandBusPlugin"]),
         .testTarget(
             name: "CommandBusHostTests",
             dependencies: [

@@ -46,7 +46,7 @@ struct PluginHandlerBox: Sendable {
     }
 
     static func decode<C: PluginCommand>(_ type: C.Type, from payload: Data) throws(PluginError) -> C {
-        do { return try JSONWire.decoder.decode(C.self, from: payload) } catch {
+        do { return try JSONWire.decode(C.self, from: payload) } catch {
             throw PluginError(.decodingFailed, describeDecodingFailure(error))
         }
     }

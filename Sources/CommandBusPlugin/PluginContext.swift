@@ -32,7 +32,7 @@ public struct PluginContext: Sendable {
     /// than ABI 1.2, or in a detached context.
     public func envelope() -> PluginEnvelope? {
         guard let host, let json = host.functions.envelope(host.call) else { return nil }
-        return try? JSONWire.decoder.decode(PluginEnvelope.self, from: json)
+        return try? JSONWire.decode(PluginEnvelope.self, from: json)
     }
 
     /// Whether the host has cancelled this command (or it timed out).
@@ -65,7 +65,7 @@ public struct PluginContext: Sendable {
         let payload = try JSONWire.encode(command)
         let reply = try await send(name: C.name, payload: payload)
         do {
-            return try JSONWire.decoder.decode(C.Result.self, from: reply)
+            return try JSONWire.decode(C.Result.self, from: reply)
         } catch {
             throw PluginError(.decodingFailed, "result of '\(C.name)' does not decode: \(describeDecodingFailure(error))")
         }

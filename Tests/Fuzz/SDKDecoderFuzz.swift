@@ -1,12 +1,13 @@
 // libFuzzer target: arbitrary payloads through the plugin SDK's decoder, as can_handle() and
-// invert() receive them from a host. Built with the CommandBusPlugin sources by scripts/fuzz.sh.
+// invert() receive them from a host, and its compact decoder held to JSONDecoder's answers.
+// Built with the CommandBusPlugin sources by scripts/fuzz.sh.
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
 
-struct FuzzAdd: ReversiblePluginCommand {
+struct FuzzAdd: ReversiblePluginCommand, Equatable {
     typealias Result = FuzzAdd
     static let name = "fuzz.add"
     var counter: String
@@ -25,6 +26,10 @@ let fuzzBox = PluginHandlerBox(FuzzAddHandler())
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSDKDecoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let payload = Data(UnsafeRawBufferPointer(start: start, count: count))
+    // Where the SDK's compact decoder answers, Foundation's must give the same command.
+    if let fast = CompactJSONDecoding.decode(FuzzAdd.self, from: payload) {
+        precondition((try? JSONDecoder().decode(FuzzAdd.self, from: payload)) == fast, "the compact decoder and JSONDecoder disagree")
+    }
     do {
         _ = try fuzzBox.canHandle(payload)
         _ = try fuzzBox.invert(payload)

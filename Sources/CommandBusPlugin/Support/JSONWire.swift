@@ -1,8 +1,9 @@
 // The SDK keeps private copies of these few lines on purpose: a plugin must share no Swift
 // module with the host. SwiftPM links executables with -export-dynamic, so a plugin's
 // references to a module the host also links would bind to the host's copy (see README, "The ABI").
-// CompactJSONEncoder.swift beside this file is a symlink to the core's: one source, compiled into
-// each module on its own, so its symbols carry this module's name and never the host's.
+// CompactJSONEncoder.swift, JSONParser.swift and JSONValue.swift beside this file are symlinks to
+// the host's: one source, compiled into each module on its own, so their symbols carry this
+// module's name and never the host's.
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -27,4 +28,11 @@ enum JSONWire {
 
     /// The shared decoder.
     static let decoder = JSONDecoder()
+
+    /// `type` decoded from `data`, exactly as `decoder` decodes it: through `CompactJSONDecoding`
+    /// where it can, through `decoder` where only Foundation knows the answer (and for its errors).
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        if let value = CompactJSONDecoding.decode(T.self, from: data) { return value }
+        return try decoder.decode(T.self, from: data)
+    }
 }

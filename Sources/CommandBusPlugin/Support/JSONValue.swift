@@ -1,0 +1,1 @@
+../../CommandBusSupport/JSONValue.swift

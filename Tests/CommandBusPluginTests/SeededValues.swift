@@ -1,0 +1,1 @@
+../CommandBusTests/SeededValues.swift
