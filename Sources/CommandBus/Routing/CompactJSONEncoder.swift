@@ -26,7 +26,7 @@ package enum CompactJSON {
     }
 
     /// Writes `node`; `false` if an object repeats a key.
-    private static func write(_ node: Node, into output: inout [UInt8]) -> Bool {
+    private static func write(_ node: CompactNode, into output: inout [UInt8]) -> Bool {
         switch node {
         case .literal(let text):
             output.append(contentsOf: text.utf8)
@@ -87,7 +87,7 @@ package enum CompactJSON {
 
 /// One value of the tree: JSON text as it is written (numbers, `true`, `null`), a string still to
 /// escape, or a container.
-enum Node {
+enum CompactNode {
     case literal(String)
     case string(String)
     case array(ArrayNode)
@@ -96,13 +96,13 @@ enum Node {
 
 /// An array's items, shared by every container that writes to it.
 final class ArrayNode {
-    var items: [Node] = []
+    var items: [CompactNode] = []
 }
 
 /// An object's members in the order they were written; sorted only when written out.
 final class ObjectNode {
     var keys: [String] = []
-    var values: [Node] = []
+    var values: [CompactNode] = []
 
     /// Member indices in the order of their keys' bytes (JSONEncoder's `.sortedKeys` for ASCII keys).
     func sortedOrder() -> [Int] {
@@ -110,7 +110,7 @@ final class ObjectNode {
         return keys.indices.sorted { keys[$0].utf8.lexicographicallyPrecedes(keys[$1].utf8) }
     }
 
-    func append(_ key: String, _ value: Node, state: EncodingState) {
+    func append(_ key: String, _ value: CompactNode, state: EncodingState) {
         // Only ASCII keys: the byte order above is then JSONEncoder's order.
         if !key.utf8.allSatisfy({ $0 < 0x80 }) { state.unsupported = true }
         keys.append(key)
@@ -135,11 +135,11 @@ struct CompactValueEncoder: Encoder {
 
     /// Where the value an encoder writes ends up.
     final class Slot {
-        var node: Node?
+        var node: CompactNode?
     }
 
     /// The tree of `value`, or `nil` if it wrote nothing or needs JSONEncoder's special handling.
-    func node<T: Encodable>(for value: T) -> Node? {
+    func node<T: Encodable>(for value: T) -> CompactNode? {
         if T.self == Data.self || T.self == URL.self || T.self == Decimal.self { return nil }
         do { try value.encode(to: self) } catch { return nil }
         return slot.node
@@ -173,13 +173,13 @@ struct CompactValueEncoder: Encoder {
         CompactSingleValueContainer(encoder: self)
     }
 
-    fileprivate func set(_ node: Node) {
+    fileprivate func set(_ node: CompactNode) {
         if slot.node != nil { state.unsupported = true }
         slot.node = node
     }
 
     /// The tree of a nested value, marking the encoding unsupported if it has none.
-    static func nested<T: Encodable>(_ value: T, state: EncodingState) -> Node {
+    static func nested<T: Encodable>(_ value: T, state: EncodingState) -> CompactNode {
         if let node = CompactValueEncoder(state: state).node(for: value) { return node }
         state.unsupported = true
         return .literal("null")
@@ -188,23 +188,24 @@ struct CompactValueEncoder: Encoder {
 
 /// JSON text of the scalars, as JSONEncoder writes them; `nil` for a number JSON cannot hold.
 enum CompactScalar {
-    static func number<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F) -> Node? {
+    static func number<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F) -> CompactNode? {
         guard value.isFinite else { return nil }
         var text = value.description
         if text.hasSuffix(".0") { text.removeLast(2) }
         return .literal(text)
     }
 
-    static func integer<I: BinaryInteger>(_ value: I) -> Node { .literal(value.description) }
-    static func bool(_ value: Bool) -> Node { .literal(value ? "true" : "false") }
+    static func integer<I: BinaryInteger>(_ value: I) -> CompactNode { .literal(value.description) }
+    static func bool(_ value: Bool) -> CompactNode { .literal(value ? "true" : "false") }
 }
 
+/// A keyed container: each member becomes a node of its object, in the order written.
 struct CompactKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let object: ObjectNode
     let state: EncodingState
     var codingPath: [any CodingKey] { [] }
 
-    private func put(_ node: Node?, _ key: Key) {
+    private func put(_ node: CompactNode?, _ key: Key) {
         guard let node else { state.unsupported = true; return }
         object.append(key.stringValue, node, state: state)
     }
@@ -252,7 +253,7 @@ struct CompactKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 /// The unkeyed and single-value containers: each scalar becomes a node, handed to `put`.
 protocol CompactScalarSink {
     var state: EncodingState { get }
-    func put(_ node: Node?)
+    func put(_ node: CompactNode?)
 }
 
 extension CompactScalarSink {
@@ -274,13 +275,14 @@ extension CompactScalarSink {
     mutating func encode<T: Encodable>(_ value: T) { put(CompactValueEncoder.nested(value, state: state)) }
 }
 
+/// An unkeyed container: each item is appended to its array.
 struct CompactUnkeyedContainer: UnkeyedEncodingContainer, CompactScalarSink {
     let array: ArrayNode
     let state: EncodingState
     var codingPath: [any CodingKey] { [] }
     var count: Int { array.items.count }
 
-    func put(_ node: Node?) {
+    func put(_ node: CompactNode?) {
         guard let node else { state.unsupported = true; return }
         array.items.append(node)
     }
@@ -303,12 +305,13 @@ struct CompactUnkeyedContainer: UnkeyedEncodingContainer, CompactScalarSink {
     }
 }
 
+/// A single-value container: its one value becomes the encoder's node.
 struct CompactSingleValueContainer: SingleValueEncodingContainer, CompactScalarSink {
     let encoder: CompactValueEncoder
     var codingPath: [any CodingKey] { [] }
     var state: EncodingState { encoder.state }
 
-    func put(_ node: Node?) {
+    func put(_ node: CompactNode?) {
         guard let node else { encoder.state.unsupported = true; return }
         encoder.set(node)
     }
