@@ -152,21 +152,24 @@ struct JournalCommandTests {
     }
 
     /// Starts `cmdbus run fixture.sleep` and kills it with SIGKILL once the journal has it running.
+    /// Without the probe: this is about the journal, and a probe child on a loaded machine is slow.
     static func killedMidCommand(_ setup: Setup, milliseconds: Int) async throws -> String {
+        let errors = setup.work.file("killed.stderr").path
         let process = try LaunchedProcess(
             try TestPaths.product("cmdbus").path,
-            ["run", "fixture.sleep", "-p", "milliseconds=\(milliseconds)", "--journal", setup.journal, "--plugins", setup.plugins.path],
-            directory: setup.work.path, standardOutput: .discard, standardError: .discard
+            ["run", "fixture.sleep", "-p", "milliseconds=\(milliseconds)", "--journal", setup.journal, "--plugins", setup.plugins.path, "--no-probe"],
+            directory: setup.work.path, standardOutput: .discard, standardError: .file(errors)
         )
+        let said: @Sendable () -> String = { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
         // Read the journal file directly: a cheap poll, where a process per poll is slow on a loaded machine.
         let journal = setup.journal
         #expect(await waitUntil(.seconds(120)) {
             guard let database = try? SQLiteDatabase(path: journal, create: false, readOnly: true) else { return false }
             defer { database.close() }
             return ((try? database.integer("SELECT count(*) FROM commands WHERE state = 'running'")) ?? 0) > 0
-        })
+        }, "never seen running; ended \(String(describing: process.ending)), said: \(said())")
         process.send(SIGKILL)
-        #expect(await process.wait() == .signaled(SIGKILL))
+        #expect(await process.wait() == .signaled(SIGKILL), "said: \(said())")
         let listing = try await setup.run("journal", "list", "--state", "running")
         return try #require(listing.stdout.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.map(String.init))
     }
