@@ -35,6 +35,9 @@ package final class CommandMetrics: CommandObserver {
         package var sum: Double = 0
         package var count = 0
 
+        /// A histogram with nothing observed.
+        package init() {}
+
         mutating func observe(_ seconds: Double) {
             let index = CommandMetrics.bucketBounds.firstIndex { seconds <= $0 } ?? CommandMetrics.bucketBounds.count
             counts[index] += 1

@@ -21,26 +21,42 @@ package struct PrometheusText {
     /// One sample of the current family.
     package mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
         text += name
-        if !labels.isEmpty {
-            text += "{" + labels.map { "\($0.0)=\"\(Self.escaped($0.1))\"" }.joined(separator: ",") + "}"
-        }
+        if !labels.isEmpty { text += "{" + Self.labelList(labels) + "}" }
         text += " " + Self.format(value) + "\n"
     }
 
-    /// One histogram's buckets (cumulative), sum and count.
+    /// One histogram's buckets (cumulative), sum and count. Its labels are escaped once, not once per bucket.
     package mutating func histogram(_ name: String, _ labels: [(String, String)], _ histogram: CommandMetrics.Histogram) {
+        let written = Self.labelList(labels)
+        let bucket = name + "_bucket{" + (written.isEmpty ? "" : written + ",") + "le=\""
         var cumulative = 0
-        for (index, bound) in CommandMetrics.bucketBounds.enumerated() {
+        for (index, bound) in Self.bucketLabels.enumerated() {
             cumulative += histogram.counts[index]
-            sample(name + "_bucket", labels + [("le", Self.format(bound))], Double(cumulative))
+            text += bucket + bound + "\"} " + Self.format(Double(cumulative)) + "\n"
         }
-        sample(name + "_bucket", labels + [("le", "+Inf")], Double(histogram.count))
-        sample(name + "_sum", labels, histogram.sum)
-        sample(name + "_count", labels, Double(histogram.count))
+        text += bucket + "+Inf\"} " + Self.format(Double(histogram.count)) + "\n"
+        let braced = written.isEmpty ? "" : "{" + written + "}"
+        text += name + "_sum" + braced + " " + Self.format(histogram.sum) + "\n"
+        text += name + "_count" + braced + " " + Self.format(Double(histogram.count)) + "\n"
     }
 
+    /// `name="value",…` without braces, each value escaped.
+    static func labelList(_ labels: [(String, String)]) -> String {
+        var list = ""
+        for (index, (name, value)) in labels.enumerated() {
+            if index > 0 { list += "," }
+            list += name + "=\"" + escaped(value) + "\""
+        }
+        return list
+    }
+
+    /// The `le` label of each finite bucket, as `format` writes its bound.
+    private static let bucketLabels = CommandMetrics.bucketBounds.map(format)
+
+    private static let labelValueEscaping = ASCIIEscaping(["\\": "\\\\", "\"": "\\\"", "\n": "\\n"])
+
     static func escaped(_ value: String) -> String {
-        escaping(value, ["\\": "\\\\", "\"": "\\\"", "\n": "\\n"])
+        labelValueEscaping(value)
     }
 
     static func format(_ value: Double) -> String {

@@ -144,12 +144,15 @@ package struct CommandTree: Sendable {
     }
 
     static func mermaidEscaped(_ text: String) -> String {
-        escaping(text, ["\"": "#quot;", "<": "#lt;", ">": "#gt;", "\n": " "])
+        mermaidEscaping(text)
     }
 
     static func dotEscaped(_ text: String) -> String {
-        escaping(text, ["\"": "\\\"", "\\": "\\\\", "\n": "\\n"])
+        dotEscaping(text)
     }
+
+    private static let mermaidEscaping = ASCIIEscaping(["\"": "#quot;", "<": "#lt;", ">": "#gt;", "\n": " "])
+    private static let dotEscaping = ASCIIEscaping(["\"": "\\\"", "\\": "\\\\", "\n": "\\n"])
 
     // MARK: JSON
 

@@ -29,13 +29,40 @@ package func isPrintableASCII(_ text: some StringProtocol) -> Bool {
     text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
 }
 
-/// `text` with each character that `replacements` names replaced by its replacement: the one
-/// loop behind every escaping for a format (HTML, DOT, Mermaid, Prometheus labels).
-package func escaping(_ text: String, _ replacements: [Character: String]) -> String {
-    var out = ""
-    out.reserveCapacity(text.utf8.count)
-    for character in text {
-        if let replacement = replacements[character] { out += replacement } else { out.append(character) }
+/// Replaces ASCII characters with the strings a format asks for: the one loop behind every
+/// escaping for a format (HTML, DOT, Mermaid, Prometheus labels). Make one per format, once.
+///
+/// It works on UTF-8 bytes, not on `Character`s. A grapheme cluster can start with a character a
+/// format reserves: `"` followed by a combining accent, or `\r\n`, is one `Character` equal to
+/// neither `"` nor `\n`, yet its bytes still end an attribute or a line. Bytes below 0x80 never
+/// occur inside a multi-byte sequence, so replacing them one by one keeps the rest of the text
+/// whole. Text that needs no replacement is returned as it is, without a copy.
+package struct ASCIIEscaping: Sendable {
+    /// The replacement for each ASCII byte, or `nil` to keep it.
+    private let replacements: [[UInt8]?]
+
+    /// An escaping that replaces each key with its value; every key must be ASCII.
+    package init(_ replacements: [Unicode.Scalar: String]) {
+        var table = [[UInt8]?](repeating: nil, count: 128)
+        for (scalar, replacement) in replacements {
+            precondition(scalar.isASCII, "ASCIIEscaping replaces ASCII characters only, not \(scalar.escaped(asASCII: true))")
+            table[Int(scalar.value)] = Array(replacement.utf8)
+        }
+        self.replacements = table
     }
-    return out
+
+    /// `text` with each replaced character replaced.
+    package func callAsFunction(_ text: String) -> String {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let first = bytes.firstIndex(where: { $0 < 0x80 && replacements[Int($0)] != nil }) else { return nil }
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes.count + 16)
+            out.append(contentsOf: bytes[..<first])
+            for byte in bytes[first...] {
+                if byte < 0x80, let replacement = replacements[Int(byte)] { out.append(contentsOf: replacement) } else { out.append(byte) }
+            }
+            return String(decoding: out, as: UTF8.self)
+        } ?? text
+    }
 }

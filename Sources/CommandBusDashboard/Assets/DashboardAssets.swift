@@ -41,8 +41,10 @@ package enum DashboardAssets {
 
     /// `text` safe inside an HTML attribute or element.
     package static func htmlEscaped(_ text: String) -> String {
-        escaping(text, ["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"])
+        htmlEscaping(text)
     }
+
+    private static let htmlEscaping = ASCIIEscaping(["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"])
 
     /// The favicon: a bus stop sign.
     package static let icon = #"""
