@@ -1,6 +1,7 @@
 import CommandBusLoading
 import CommandBus
 import CommandBusHost
+import CommandBusSupport
 import Foundation
 
 /// The same work as the Greeter plugin's handler, registered in-process.
@@ -105,6 +106,36 @@ enum PluginBenchmarks {
         report.record("cold_start_1_plugin_journaled_ms", median(journaledRuns))
 
         try probeStarts(cmdbus: cmdbus, plugins: hundred, into: &report)
+        try await connectedRuns(cmdbus: cmdbus, plugins: hundred, hello: median(helloRuns), into: &report)
+    }
+
+    /// What the README advises with many plugins: keep `cmdbus serve` running with the 100 plugins and
+    /// make each one-shot call a `cmdbus run --connect` process, which loads no plugin at all.
+    static func connectedRuns(cmdbus: String, plugins: Scratch, hello: Double, into report: inout BenchmarkReport) async throws {
+        let work = try Scratch("connect")
+        defer { work.remove() }
+        let socketPath = work.path + "/cmdbus.sock"
+        // Not `Process`: while a child started by it runs, every later `Process` waits about 50 ms
+        // longer for its exit (measured here: hello world, `cmdbus --version` and the client alike).
+        let server = try LaunchedProcess(
+            cmdbus, ["serve", "--plugins", plugins.path, "--socket", socketPath, "--no-journal", "--no-probe"],
+            environment: ["CMDBUS_REGISTRY": work.path + "/registry.json"], standardOutput: .discard, standardError: .discard
+        )
+        var runs: [Double] = []
+        do {
+            _ = try LineClient.whenServing(socketPath)
+            let arguments = ["run", "greet", #"{"name":"Ada"}"#, "--connect", socketPath]
+            for _ in 0..<3 { _ = try time(cmdbus, arguments) }
+            for _ in 0..<15 { runs.append(try time(cmdbus, arguments)) }
+        } catch {
+            server.send(SIGKILL)
+            _ = await server.wait()
+            throw error
+        }
+        server.send(SIGTERM)
+        _ = await server.wait()
+        report.record("run_connect_100_plugins_ms", median(runs))
+        report.record("run_connect_100_plugins_ratio", median(runs) / hello)
     }
 
     /// Start-up with 100 plugins when each new file is probed in a child process first:
