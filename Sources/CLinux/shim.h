@@ -10,3 +10,6 @@
 // _GNU_SOURCE is set before its first inclusion, which a Swift module cannot arrange.
 #include <spawn.h>
 int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *actions, const char *path);
+// pipe2 (glibc 2.9), hidden for the same reason: a pipe created close-on-exec, with no moment in
+// which a child that another thread spawns could inherit it.
+int pipe2(int pipefd[2], int flags);

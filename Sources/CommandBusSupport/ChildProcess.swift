@@ -19,9 +19,9 @@ package struct ChildProcess {
         _ executable: String, _ arguments: [String], extraEnvironment: [String] = [], deadline: Duration
     ) -> (ending: Ending, output: [UInt8])? {
         var pipeEnds: [Int32] = [0, 0]
-        guard pipe(&pipeEnds) == 0 else { return nil }
-        // Close-on-exec, so no other child inherits the pipe (its EOF must mean this child is done).
-        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        // Close-on-exec from the start, so no other child inherits the pipe (its EOF must mean this
+        // child is done), even one that another thread spawns at this moment: probes run in parallel.
+        guard pipe2(&pipeEnds, O_CLOEXEC) == 0 else { return nil }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -63,4 +63,27 @@ struct PluginProbeTests {
         let bad = try await cmdbus("--cmdbus-probe", path)
         #expect(bad.stdout == "{\"ok\":false,\"reason\":\"descriptor is missing its name\"}\n")
     }
+
+    /// New files are probed at the same time, one per CPU: each of these two returns from its entry
+    /// point only once the other has entered its own, and hangs (so is quarantined) otherwise.
+    @Test(.enabled(if: ProcessInfo.processInfo.activeProcessorCount > 1, "one CPU probes one file at a time"))
+    func newFilesAreProbedAtTheSameTime() async throws {
+        let plugins = try TemporaryDirectory(), work = try TemporaryDirectory(), markers = try TemporaryDirectory()
+        defer { plugins.remove(); work.remove(); markers.remove() }
+        for side in ["a", "b"] {
+            _ = try await compileFixture(
+                "rendezvous", into: plugins, as: "meet_\(side).so", defines: [#"PLUGIN_NAME="meet-\#(side)""#, #"COMMAND_NAME="meet.\#(side)""#]
+            )
+        }
+        let environment = ["CMDBUS_REGISTRY": work.file("registry.json").path, "CMDBUS_TEST_RENDEZVOUS": markers.path]
+        let listing = try await cmdbus(["plugins", "--json", "--probe-timeout", "10", "--plugins", plugins.path], environment: environment)
+        #expect(listing.status == 0, "\(listing.stderr)")
+        let catalog = try jsonObject(listing.stdout)
+        let loaded = try #require(catalog["plugins"] as? [[String: Any]]).compactMap { $0["name"] as? String }
+        #expect(loaded.sorted() == ["meet-a", "meet-b"], "\(listing.stdout)")
+        #expect((catalog["skipped"] as? [Any])?.isEmpty == true, "\(listing.stdout)")
+        // Both verdicts are cached: the next start probes neither.
+        let registry = try #require(try jsonObject(String(contentsOf: work.file("registry.json"), encoding: .utf8))["entries"] as? [String: [String: Any]])
+        #expect(registry.values.map { $0["verdict"] as? String } == ["ok", "ok"])
+    }
 }

@@ -1,3 +1,4 @@
+import CLinux
 import Synchronization
 import Glibc
 
@@ -19,11 +20,8 @@ package final class WorkerReader: Sendable {
 
     package init?(channel: FrameChannel) {
         var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { return nil }
-        for end in ends {
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-        }
+        // Close-on-exec from the start: a probe or worker that another thread spawns meanwhile must not inherit it.
+        guard pipe2(&ends, O_CLOEXEC | O_NONBLOCK) == 0 else { return nil }
         self.channel = channel
         wakeRead = ends[0]
         wakeWrite = ends[1]

@@ -78,8 +78,17 @@ public struct PluginLoader: Sendable {
                 skipped.append(SkippedPluginFile(path: directory, reason: error.reason))
                 continue
             }
+            // The trust rules first, for every file: no code of a file they refuse runs, not even in a probe.
+            var refusals: [String: PluginLoadFailure] = [:]
             for file in files {
-                switch loadFile(file, in: directory, allowlist: allowlist, into: bus, registry: &registry) {
+                do { try trust.check(file: file, in: directory, allowlist: allowlist) } catch { refusals[file] = error }
+            }
+            if let probe, registry != nil {
+                Self.probeNewFiles(files.filter { refusals[$0] == nil }, probe: probe, registry: &registry!)
+            }
+            for file in files {
+                let result = refusals[file].map { .failure(Self.skipped(file, $0)) } ?? loadTrustedFile(file, into: bus, registry: &registry)
+                switch result {
                 case .success(let loaded):
                     plugins.append(loaded.plugin)
                     registrations[file] = loaded.registrations
@@ -123,9 +132,20 @@ public struct PluginLoader: Sendable {
     ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
         do {
             try trust.check(file: file, in: directory, allowlist: allowlist)
+        } catch {
+            return .failure(Self.skipped(file, error))
+        }
+        return loadTrustedFile(file, into: bus, registry: &registry)
+    }
+
+    /// Probes (unless the registry knows the file), loads and registers a file the trust rules admitted.
+    private func loadTrustedFile(
+        _ file: String, into bus: CommandBus, registry: inout PluginRegistry?
+    ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
+        do {
             if let probe, registry != nil { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
         } catch {
-            return .failure(SkippedPluginFile(path: file, reason: error.reason, isQuarantined: error.reason.hasPrefix("quarantined:")))
+            return .failure(Self.skipped(file, error))
         }
         let isolating = isolatingWith.flatMap { executable in
             isolatedFiles.map { $0.contains(FileSystem.lastComponent(file)) } ?? true ? executable : nil
@@ -145,23 +165,9 @@ public struct PluginLoader: Sendable {
         }
     }
 
-    /// Asks the registry, or else the probe, whether `file` may load here; throws the reason if not.
-    private static func probeIfNew(_ file: String, probe: PluginProbe, registry: inout PluginRegistry) throws(PluginLoadFailure) {
-        // The cheap checks run no plugin code, so no child is needed for a file that fails them.
-        try PluginFileInspector.inspect(file)
-        let key = FileSystem.realPath(file) ?? file
-        guard let status = FileSystem.status(of: file) else { return }
-        if let cached = registry.entry(for: key, status: status) {
-            if cached.verdict == "ok" { return }
-            throw .init(cached.reason ?? cached.verdict)
-        }
-        let verdict = probe.verdict(for: file)
-        registry.record(PluginRegistry.Entry(
-            size: status.size, modified: status.modified, inode: status.inode, sha256: SHA256.ofFile(file) ?? "",
-            verdict: verdict == nil ? "ok" : (verdict!.quarantined ? "quarantined" : "refused"), reason: verdict?.reason,
-            probedAt: Date().timeIntervalSince1970
-        ), for: key)
-        if let verdict { throw .init(verdict.reason) }
+    /// A file skipped for `failure`, marked quarantined if the probe quarantined it.
+    private static func skipped(_ file: String, _ failure: PluginLoadFailure) -> SkippedPluginFile {
+        SkippedPluginFile(path: file, reason: failure.reason, isQuarantined: failure.reason.hasPrefix("quarantined:"))
     }
 
     /// The plugin files in `directory`: every entry whose name ends in `.so`, sorted by name.
