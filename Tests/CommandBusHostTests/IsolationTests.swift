@@ -266,9 +266,9 @@ struct IsolationTests {
         }
         try lines.joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
         let result = try await cmdbus(["batch", input.path, "--isolate", "--no-journal", "--concurrency", "4", "--plugins", directory.path])
-        #expect(result.status == 1)  // some commands failed, none crashed the host
+        #expect(result.status == 1, "\(result.stderr)")  // some commands failed, none crashed the host
         let outcomes = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
-        #expect(outcomes.count == lines.count)
+        #expect(outcomes.count == lines.count, "answered: \(result.stdout)")
         let greetings = outcomes.filter { $0["command"] as? String == "greet" }
         #expect(greetings.count == 40 && greetings.allSatisfy { $0["state"] as? String == "succeeded" })
         let segv = outcomes.filter { $0["command"] as? String == "bad.segv" }
