@@ -27,19 +27,25 @@ extension PluginLoader {
     }
 
     /// Probes the files the registry has no verdict for, as many at a time as this process may use
-    /// CPUs, and records each verdict, so that `probeIfNew` then finds them all. A folder of new
-    /// plugins costs about one probe per CPU in wall time instead of one probe per file.
-    /// Files the cheap checks refuse are left to `probeIfNew`, which gives the reason.
-    static func probeNewFiles(_ files: [String], probe: PluginProbe, registry: inout PluginRegistry) {
-        // The registry first: a warm start reads no file's header twice.
+    /// CPUs, and records each verdict. A folder of new plugins costs about one probe per CPU in
+    /// wall time instead of one probe per file.
+    /// - Returns: The files the registry now admits (known, or just probed, as `ok`): they need no
+    ///   `probeIfNew`. The rest go through it, which gives the reason for each refusal, and probes a
+    ///   single new file itself.
+    static func probeNewFiles(_ files: [String], probe: PluginProbe, registry: inout PluginRegistry) -> Set<String> {
+        var admitted: Set<String> = []
+        // The registry first: a warm start reads no file's header here.
         let unknown: [(file: String, key: String, status: FileSystem.Status)] = files.compactMap { file in
             guard let status = FileSystem.status(of: file) else { return nil }
             let key = FileSystem.realPath(file) ?? file
-            guard registry.entry(for: key, status: status) == nil, (try? PluginFileInspector.inspect(file)) != nil else { return nil }
+            if let known = registry.entry(for: key, status: status) {
+                if known.verdict == "ok" { admitted.insert(file) }
+                return nil
+            }
+            guard (try? PluginFileInspector.inspect(file)) != nil else { return nil }
             return (file, key, status)
         }
-        // One file is probed where it is loaded, as before.
-        guard unknown.count > 1 else { return }
+        guard unknown.count > 1 else { return admitted }
         let work = Mutex(ProbeWork(count: unknown.count))
         let width = min(unknown.count, max(1, ProcessInfo.processInfo.activeProcessorCount))
         DispatchQueue.concurrentPerform(iterations: width) { _ in
@@ -53,7 +59,9 @@ extension PluginLoader {
         for (index, probed) in unknown.enumerated() {
             guard let answer = answers[index] else { continue }
             record(answer.verdict, sha256: answer.sha256, key: probed.key, status: probed.status, in: &registry)
+            if answer.verdict == nil { admitted.insert(probed.file) }
         }
+        return admitted
     }
 
     private static func record(

@@ -83,11 +83,13 @@ public struct PluginLoader: Sendable {
             for file in files {
                 do { try trust.check(file: file, in: directory, allowlist: allowlist) } catch { refusals[file] = error }
             }
+            var admitted: Set<String> = []
             if let probe, registry != nil {
-                Self.probeNewFiles(files.filter { refusals[$0] == nil }, probe: probe, registry: &registry!)
+                admitted = Self.probeNewFiles(files.filter { refusals[$0] == nil }, probe: probe, registry: &registry!)
             }
             for file in files {
-                let result = refusals[file].map { .failure(Self.skipped(file, $0)) } ?? loadTrustedFile(file, into: bus, registry: &registry)
+                let result = refusals[file].map { .failure(Self.skipped(file, $0)) }
+                    ?? loadTrustedFile(file, into: bus, registry: &registry, admittedByProbe: admitted.contains(file))
                 switch result {
                 case .success(let loaded):
                     plugins.append(loaded.plugin)
@@ -139,11 +141,12 @@ public struct PluginLoader: Sendable {
     }
 
     /// Probes (unless the registry knows the file), loads and registers a file the trust rules admitted.
+    /// - Parameter admittedByProbe: The registry has just been asked, and holds an `ok` verdict for it.
     private func loadTrustedFile(
-        _ file: String, into bus: CommandBus, registry: inout PluginRegistry?
+        _ file: String, into bus: CommandBus, registry: inout PluginRegistry?, admittedByProbe: Bool = false
     ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
         do {
-            if let probe, registry != nil { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
+            if let probe, registry != nil, !admittedByProbe { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
         } catch {
             return .failure(Self.skipped(file, error))
         }
