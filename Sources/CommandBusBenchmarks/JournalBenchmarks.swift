@@ -41,6 +41,23 @@ enum JournalBenchmarks {
 
     /// Rows per second inserted straight into the journal's table, in WAL mode with synchronous=FULL.
     static func rawInsertRate(path: String, count: Int, rowsPerTransaction: Int) throws -> Double {
+        let (total, _) = try rawInserts(path: path, count: count, rowsPerTransaction: rowsPerTransaction)
+        return Double(count) / seconds(total)
+    }
+
+    /// Microseconds (p50) for one synced SQLite transaction that inserts one journal row: what a
+    /// durable write costs through SQLite's WAL, beside the bare `fsync` of the server figures.
+    static func sqliteCommitLatency(directory: String) throws -> Double {
+        let path = directory + "/commit-probe.sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+        _ = try rawInserts(path: path, count: 30, rowsPerTransaction: 1)
+        return try rawInserts(path: path, count: 300, rowsPerTransaction: 1).transactions.percentile(50) / 1_000
+    }
+
+    /// Inserts `count` rows straight into the journal's table, `rowsPerTransaction` to a
+    /// transaction, in WAL mode with synchronous=FULL. Returns the time the inserts took (opening
+    /// and preparing left out) and each transaction's time.
+    static func rawInserts(path: String, count: Int, rowsPerTransaction: Int) throws -> (total: Duration, transactions: LatencySampler) {
         // The journal creates the same file layout; close it and write rows of the same size directly.
         _ = try SQLiteJournal(path: path, durability: .synced)
         var database: OpaquePointer?
@@ -54,18 +71,26 @@ enum JournalBenchmarks {
             """, -1, &insert, nil)
         defer { sqlite3_finalize(insert) }
         let payload = Array(#"{"value":1}"#.utf8)
+        var transactions = LatencySampler(capacity: count / rowsPerTransaction + 1)
         let start = ContinuousClock.now
+        var transactionStart = start
         for index in 0..<count {
-            if index % rowsPerTransaction == 0 { sqlite3_exec(database, "BEGIN IMMEDIATE", nil, nil, nil) }
+            if index % rowsPerTransaction == 0 {
+                transactionStart = ContinuousClock.now
+                sqlite3_exec(database, "BEGIN IMMEDIATE", nil, nil, nil)
+            }
             let id = CommandID.text(CommandID.make())
             sqlite3_bind_text(insert, 1, id, -1, unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
             sqlite3_bind_double(insert, 2, Date().timeIntervalSince1970)
             sqlite3_bind_blob(insert, 3, payload, Int32(payload.count), nil)
             guard sqlite3_step(insert) == SQLITE_DONE else { throw BenchmarkFailure("raw insert failed") }
             sqlite3_reset(insert)
-            if (index + 1) % rowsPerTransaction == 0 || index == count - 1 { sqlite3_exec(database, "COMMIT", nil, nil, nil) }
+            if (index + 1) % rowsPerTransaction == 0 || index == count - 1 {
+                guard sqlite3_exec(database, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw BenchmarkFailure("raw commit failed") }
+                transactions.record(ContinuousClock.now - transactionStart)
+            }
         }
-        return Double(count) / seconds(ContinuousClock.now - start)
+        return (ContinuousClock.now - start, transactions)
     }
 
     /// Entries per second replayed from a journal of a million succeeded commands.

@@ -65,10 +65,17 @@ enum ServerBenchmarks {
         switch journaling {
         case .batched:
             let fsync = try fsyncLatency(directory: work.path)
+            let commit = try JournalBenchmarks.sqliteCommitLatency(directory: work.path)
             report.record("fsync_p50_us", fsync)
             report.record("socket_send_journaled_vs_fsync_ratio", latencies.percentile(50) / 1_000 / fsync)
+            report.record("sqlite_commit_p50_us", commit)
+            report.record("socket_send_journaled_vs_sqlite_commit_ratio", latencies.percentile(50) / 1_000 / commit)
         case .deferred:
             report.record("socket_send_deferred_vs_fsync_ratio", latencies.percentile(50) / 1_000 / (try fsyncLatency(directory: work.path)))
+            report.record(
+                "socket_send_deferred_vs_sqlite_commit_ratio",
+                latencies.percentile(50) / 1_000 / (try JournalBenchmarks.sqliteCommitLatency(directory: work.path))
+            )
             return
         case .none:
             break
