@@ -53,11 +53,8 @@ package struct PrometheusText {
     /// The `le` label of each finite bucket, as `format` writes its bound.
     private static let bucketLabels = CommandMetrics.bucketBounds.map(format)
 
-    private static let labelValueEscaping = ASCIIEscaping(["\\": "\\\\", "\"": "\\\"", "\n": "\\n"])
-
-    static func escaped(_ value: String) -> String {
-        labelValueEscaping(value)
-    }
+    /// Makes a label value safe inside its quotes, as the format asks (backslash, double quote, newline).
+    static let escaped = ASCIIEscaping(["\\": "\\\\", "\"": "\\\"", "\n": "\\n"])
 
     static func format(_ value: Double) -> String {
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }

@@ -143,16 +143,10 @@ package struct CommandTree: Sendable {
         }
     }
 
-    static func mermaidEscaped(_ text: String) -> String {
-        mermaidEscaping(text)
-    }
-
-    static func dotEscaped(_ text: String) -> String {
-        dotEscaping(text)
-    }
-
-    private static let mermaidEscaping = ASCIIEscaping(["\"": "#quot;", "<": "#lt;", ">": "#gt;", "\n": " "])
-    private static let dotEscaping = ASCIIEscaping(["\"": "\\\"", "\\": "\\\\", "\n": "\\n"])
+    /// Makes text safe inside a quoted Mermaid label.
+    static let mermaidEscaped = ASCIIEscaping(["\"": "#quot;", "<": "#lt;", ">": "#gt;", "\n": " "])
+    /// Makes text safe inside a quoted DOT label.
+    static let dotEscaped = ASCIIEscaping(["\"": "\\\"", "\\": "\\\\", "\n": "\\n"])
 
     // MARK: JSON
 

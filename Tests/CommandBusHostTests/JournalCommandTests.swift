@@ -1,7 +1,6 @@
 import CommandBusSQLite
 import CommandBusSupport
 import Foundation
-import Synchronization
 import Testing
 
 /// `cmdbus journal ...` and `cmdbus batch` end to end.

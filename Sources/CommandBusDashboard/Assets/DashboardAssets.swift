@@ -39,12 +39,8 @@ package enum DashboardAssets {
         """#
     }
 
-    /// `text` safe inside an HTML attribute or element.
-    package static func htmlEscaped(_ text: String) -> String {
-        htmlEscaping(text)
-    }
-
-    private static let htmlEscaping = ASCIIEscaping(["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"])
+    /// Makes text safe inside an HTML attribute or element: `htmlEscaped(text)`.
+    package static let htmlEscaped = ASCIIEscaping(["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"])
 
     /// The favicon: a bus stop sign.
     package static let icon = #"""

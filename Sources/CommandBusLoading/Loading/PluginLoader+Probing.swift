@@ -30,8 +30,7 @@ extension PluginLoader {
     /// CPUs, and records each verdict. A folder of new plugins costs about one probe per CPU in
     /// wall time instead of one probe per file.
     /// - Returns: The files the registry now admits (known, or just probed, as `ok`): they need no
-    ///   `probeIfNew`. The rest go through it, which gives the reason for each refusal, and probes a
-    ///   single new file itself.
+    ///   `probeIfNew`. The rest go through it, which gives the reason for each refusal.
     static func probeNewFiles(_ files: [String], probe: PluginProbe, registry: inout PluginRegistry) -> Set<String> {
         var admitted: Set<String> = []
         // The registry first: a warm start reads no file's header here.
@@ -45,7 +44,7 @@ extension PluginLoader {
             guard (try? PluginFileInspector.inspect(file)) != nil else { return nil }
             return (file, key, status)
         }
-        guard unknown.count > 1 else { return admitted }
+        guard !unknown.isEmpty else { return admitted }
         let work = Mutex(ProbeWork(count: unknown.count))
         let width = min(unknown.count, max(1, ProcessInfo.processInfo.activeProcessorCount))
         DispatchQueue.concurrentPerform(iterations: width) { _ in
