@@ -76,33 +76,48 @@ enum PluginBenchmarks {
     }
 
     /// `cmdbus run greet` as a whole process with 1 and 100 plugins, against a Swift hello world.
+    ///
+    /// Each folder has its own registry. The warm-up runs fill it, so the timed starts are the
+    /// ones a user makes every day: each opens only the plugin its command reaches. The first run
+    /// in a folder, which opens every file, is timed as well (the registry removed before each).
     static func coldStarts(into report: inout BenchmarkReport) async throws {
-        let one = try Scratch("cold-1"), hundred = try Scratch("cold-100")
-        defer { one.remove(); hundred.remove() }
+        let one = try Scratch("cold-1"), hundred = try Scratch("cold-100"), registries = try Scratch("cold-registries")
+        defer { one.remove(); hundred.remove(); registries.remove() }
         try one.copy(product: "libGreeter.so", as: "libGreeter.so")
         for index in 0..<100 { try hundred.copy(product: "libGreeter.so", as: String(format: "libGreeter%03d.so", index)) }
         let cmdbus = productDirectory.appendingPathComponent("cmdbus").path
         let hello = productDirectory.appendingPathComponent("HelloWorld").path
         // Plugin loading, as issue #3 measured it; the journal's and the probe's costs are measured on their own below.
         let arguments = ["run", "greet", #"{"name":"Ada"}"#, "--no-journal", "--no-probe", "--plugins"]
+        let oneRegistry = registries.path + "/one.json", hundredRegistry = registries.path + "/hundred.json"
+        func start(_ folder: Scratch, _ registry: String) throws -> Double {
+            try time(cmdbus, arguments + [folder.path], environment: ["CMDBUS_REGISTRY": registry])
+        }
 
-        var helloRuns: [Double] = [], oneRuns: [Double] = [], hundredRuns: [Double] = []
-        for _ in 0..<3 { _ = try time(hello, []); _ = try time(cmdbus, arguments + [one.path]); _ = try time(cmdbus, arguments + [hundred.path]) }
+        var helloRuns: [Double] = [], oneRuns: [Double] = [], hundredRuns: [Double] = [], firstRuns: [Double] = []
+        for _ in 0..<3 { _ = try time(hello, []); _ = try start(one, oneRegistry); _ = try start(hundred, hundredRegistry) }
         for _ in 0..<15 {
             helloRuns.append(try time(hello, []))
-            oneRuns.append(try time(cmdbus, arguments + [one.path]))
-            hundredRuns.append(try time(cmdbus, arguments + [hundred.path]))
+            oneRuns.append(try start(one, oneRegistry))
+            hundredRuns.append(try start(hundred, hundredRegistry))
+        }
+        let firstRegistry = registries.path + "/first.json"
+        for _ in 0..<7 {
+            try? FileManager.default.removeItem(atPath: firstRegistry)
+            firstRuns.append(try start(hundred, firstRegistry))
         }
         report.record("hello_world_process_ms", median(helloRuns))
         report.record("cold_start_1_plugin_ms", median(oneRuns))
         report.record("cold_start_100_plugins_ms", median(hundredRuns))
         report.record("cold_start_1_plugin_ratio", median(oneRuns) / median(helloRuns))
         report.record("cold_start_100_plugins_ratio", median(hundredRuns) / median(helloRuns))
+        report.record("cold_start_100_plugins_first_run_ms", median(firstRuns))
+        report.record("cold_start_100_plugins_first_run_ratio", median(firstRuns) / median(helloRuns))
 
         // The default `cmdbus run`: the same, journaled to a file (open, WAL, write-ahead and ending synced).
         let journaled = ["run", "greet", #"{"name":"Ada"}"#, "--no-probe", "--journal", one.path + "/journal.sqlite", "--plugins", one.path]
         var journaledRuns: [Double] = []
-        for _ in 0..<15 { journaledRuns.append(try time(cmdbus, journaled)) }
+        for _ in 0..<15 { journaledRuns.append(try time(cmdbus, journaled, environment: ["CMDBUS_REGISTRY": oneRegistry])) }
         report.record("cold_start_1_plugin_journaled_ms", median(journaledRuns))
 
         try probeStarts(cmdbus: cmdbus, plugins: hundred, into: &report)

@@ -46,7 +46,7 @@ enum BatchCommand {
         let concurrency = try arguments.positiveInteger("concurrency") ?? 64
         let timeout = try arguments.seconds("timeout")
         let client = try await BusClientFactory.client(
-            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
+            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )
         var number = 0, failures = 0
         // Hands out the next well-formed line as a request; a malformed line gets its error line here.

@@ -30,7 +30,7 @@ enum CanCommand {
         guard arguments.positionals.count <= 2 else { throw .usage("'cmdbus can' takes a command and at most one JSON payload") }
         let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
         let client = try await BusClientFactory.client(
-            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try .withoutJournal(arguments), console: console
+            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments).deferringLoads, journal: try .withoutJournal(arguments), console: console
         )
         let answer = try await client.canHandle(command, payload: payload)
         if arguments.has("json") { console.out(JSONValue.object(["command": .string(command), "canHandle": .bool(answer)]).text) }

@@ -50,7 +50,7 @@ enum RunCommand {
             delay: try arguments.duration("delay")
         )
         let client = try await BusClientFactory.client(
-            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console
+            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )
         let printer = EventPrinter(console: console, json: arguments.has("json"), verbose: arguments.has("verbose"))
         let result: Result<Data, HostFailure>

@@ -15,9 +15,19 @@ package struct PluginOptions: Sendable, Equatable {
     package var probeTimeout: Duration = .seconds(10)
     /// Don't report skipped files.
     package var quiet = false
+    /// Open a plugin file the registry knows only when a command first reaches it: set by the
+    /// one-shot verbs (`run`, `can`, `batch`), which use few of the plugins they find.
+    package var defersLoading = false
 
     /// The defaults: `./plugins` (or `$CMDBUS_PLUGINS`), probed, not isolated.
     package init() {}
+
+    /// These options, with known plugin files opened when a command first reaches them.
+    package var deferringLoads: Self {
+        var options = self
+        options.defersLoading = true
+        return options
+    }
 }
 
 /// Whether and where a command is journaled: `--journal`, `--no-journal`, `--durability` and

@@ -54,19 +54,18 @@ package struct HostSession: Sendable {
         return session
     }
 
-    /// The loader the options ask for: probing new files in a child process unless told not to.
+    /// The loader the options ask for: probing new files in a child process unless told not to, and
+    /// opening known files on first use if the command is a one-shot one.
     static func loader(_ options: PluginOptions, directories: [String], trust: PluginTrustPolicy) throws(HostFailure) -> PluginLoader {
         let environment = ProcessInfo.processInfo.environment
         let configured = try HostConfiguration.load(HostConfiguration.defaultPath(environment: environment)).isolatedFiles
         // --isolate isolates every plugin; the configuration file, the ones it names.
         let isolation = options.isolateAll || !configured.isEmpty ? PluginProbe().executable : nil
         let isolatedFiles = options.isolateAll ? nil : configured
-        guard options.probe else {
-            return PluginLoader(directories: directories, trust: trust, isolatingWith: isolation, isolatedFiles: isolatedFiles)
-        }
         return PluginLoader(
-            directories: directories, trust: trust, probe: PluginProbe(deadline: options.probeTimeout),
-            registryPath: PluginRegistry.defaultPath(environment: environment), isolatingWith: isolation, isolatedFiles: isolatedFiles
+            directories: directories, trust: trust, probe: options.probe ? PluginProbe(deadline: options.probeTimeout) : nil,
+            registryPath: PluginRegistry.defaultPath(environment: environment), isolatingWith: isolation, isolatedFiles: isolatedFiles,
+            defersLoading: options.defersLoading
         )
     }
 

@@ -40,7 +40,7 @@ public final class IsolatedPlugin: Sendable {
         package let pid: pid_t
         package let reader: WorkerReader
         package var channel: FrameChannel { reader.channel }
-        package let description: WorkerDescription
+        package let description: PluginDescription
     }
 
     /// A call waiting for a worker, and the command it belongs to (for its subcommands and events).
@@ -78,7 +78,7 @@ public final class IsolatedPlugin: Sendable {
     /// Starts a worker (if none runs) and returns what it loaded, blocking the calling thread
     /// (the loader's, never a cooperative one) until it is up or has failed.
     @discardableResult
-    package func start() throws(PluginLoadFailure) -> WorkerDescription {
+    package func start() throws(PluginLoadFailure) -> PluginDescription {
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<Result<RunningWorker, PluginLoadFailure>?>(nil)
         acquire { result in
@@ -157,7 +157,7 @@ public final class IsolatedPlugin: Sendable {
         var none = timeval(tv_sec: 0, tv_usec: 0)
         setsockopt(sockets[0], SOL_SOCKET, SO_RCVTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
         guard let first, first.kind == .ready,
-              let description = try? JSONDecoder().decode(WorkerDescription.self, from: Data(first.body)) else {
+              let description = try? JSONDecoder().decode(PluginDescription.self, from: Data(first.body)) else {
             let reason: String
             if let first, first.kind == .loadFailed {
                 reason = String(decoding: first.body, as: UTF8.self)

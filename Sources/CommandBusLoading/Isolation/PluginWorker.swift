@@ -36,7 +36,7 @@ package enum PluginWorker {
             _exit(0)
         }
         WorkerSession.pluginLabel.withLock { $0 = "'\(quotedLine(plugin.name))' (\(FileSystem.lastComponent(file)))" }
-        channel.send(WorkerFrame(kind: .ready, body: Array(WorkerDescription(plugin).json.utf8)))
+        channel.send(WorkerFrame(kind: .ready, body: Array(PluginDescription(plugin).json.utf8)))
         let entry = PluginEntryPoints(
             descriptor: plugin.descriptor!.raw.pointee, state: plugin.state.pointer, handleDecides: plugin.descriptor!.handleDecides
         )
@@ -260,41 +260,5 @@ extension PluginWorker {
                 if ready < 0 || watch.revents & (peerClosed | Int16(POLLHUP | POLLERR | POLLNVAL)) != 0 { _exit(0) }
             }
         }
-    }
-}
-
-/// What the host learns of the plugin a worker loaded: the fields `cmdbus plugins` shows.
-package struct WorkerDescription: Codable {
-    package struct Command: Codable {
-        package let name: String
-        package let maxConcurrency: Int?
-        package let flags: UInt32
-    }
-    package let name: String
-    package let version: String
-    package let abi: String
-    package let sdkVersion: String?
-    package let swiftVersion: String?
-    package let priority: Int
-    package let commands: [Command]
-    /// Whether the plugin has a `cancel()`.
-    package let cancellable: Bool
-    /// Whether it was built without optimization.
-    package let isDebugBuild: Bool?
-
-    package init(_ plugin: LoadedPlugin) {
-        name = plugin.name
-        version = plugin.version
-        abi = plugin.abi
-        sdkVersion = plugin.sdkVersion
-        swiftVersion = plugin.swiftVersion
-        priority = plugin.priority
-        commands = plugin.declared.map { Command(name: $0.name, maxConcurrency: $0.maxConcurrency, flags: $0.flags) }
-        cancellable = plugin.descriptor?.raw.pointee.cancel != nil
-        isDebugBuild = plugin.isDebugBuild
-    }
-
-    package var json: String {
-        (try? JSONEncoder().encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }

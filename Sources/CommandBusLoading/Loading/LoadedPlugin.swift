@@ -39,6 +39,29 @@ public struct LoadedPlugin: Sendable {
     package let worker: IsolatedPlugin?
     /// Its call ids, log and warnings.
     package let endpoint: PluginEndpoint
+    /// For a plugin not opened yet: what opens it when a command first reaches it.
+    package var deferred: DeferredPlugin? = nil
+
+    /// Whether its file is not open yet: the host knows its commands from the registry and opens
+    /// the file when a command first reaches one of them (one-shot commands; see ``PluginLoader/defersLoading``).
+    public var isDeferred: Bool { deferred.map { !$0.isOpened } ?? false }
+}
+
+extension LoadedPlugin {
+    /// A plugin known from its description (by its worker, or by the registry for one not opened
+    /// yet) rather than from a descriptor in this process.
+    init(
+        path: String, description: PluginDescription, loadMilliseconds: Double, worker: IsolatedPlugin? = nil,
+        endpoint: PluginEndpoint, deferred: DeferredPlugin? = nil
+    ) {
+        self.init(
+            path: path, name: description.name, version: description.version, abi: description.abi,
+            sdkVersion: description.sdkVersion, swiftVersion: description.swiftVersion, priority: description.priority,
+            commands: description.commands.map(\.name), loadedAt: Date(), loadMilliseconds: loadMilliseconds,
+            isDebugBuild: description.isDebugBuild ?? false, declared: description.declared, descriptor: nil,
+            state: PluginState(pointer: nil), worker: worker, endpoint: endpoint, deferred: deferred
+        )
+    }
 }
 
 /// Why a file in a plugin directory was not loaded.

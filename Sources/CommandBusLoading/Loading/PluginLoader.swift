@@ -29,6 +29,9 @@ public struct PluginLoader: Sendable {
     public let isolatingWith: String?
     /// Plugin file names to isolate even when the rest load here (needs `isolatingWith`).
     public let isolatedFiles: Set<String>?
+    /// Puts a known file's handlers on the bus from its cached descriptor and opens the file only
+    /// when a command first reaches one of them (``DeferredPlugin``): for one-shot commands.
+    public let defersLoading: Bool
     /// Where this loader's plugins log outside a command, and where their misuse of the ABI is reported.
     package let log: PluginLog
 
@@ -36,11 +39,13 @@ public struct PluginLoader: Sendable {
     /// - Parameters:
     ///   - isolatingWith: A `cmdbus` executable: run plugins in worker processes of it.
     ///   - isolatedFiles: Isolate only these file names; `nil` isolates every plugin.
+    ///   - defersLoading: Open each in-process plugin the registry knows only when a command reaches it.
     public init(
         directories: [String], trust: PluginTrustPolicy = .init(), probe: PluginProbe? = nil,
-        registryPath: String? = nil, isolatingWith: String? = nil, isolatedFiles: Set<String>? = nil
+        registryPath: String? = nil, isolatingWith: String? = nil, isolatedFiles: Set<String>? = nil, defersLoading: Bool = false
     ) {
         self.isolatedFiles = isolatedFiles
+        self.defersLoading = defersLoading
         self.directories = directories
         self.trust = trust
         self.probe = probe
@@ -65,8 +70,7 @@ public struct PluginLoader: Sendable {
         var skipped: [SkippedPluginFile] = []
         var registrations: [String: [HandlerRegistration]] = [:]
         var registry = openRegistry()
-        let registryBefore = registry?.entries
-        defer { if let registry, registry.entries != registryBefore { registry.save() } }
+        defer { if let registry, registry.isChanged { registry.save() } }
         for directory in directories {
             // The directory's own rules and its plugins.lock are checked once, not per file.
             let files: [String]
@@ -113,8 +117,7 @@ public struct PluginLoader: Sendable {
             return .failure(SkippedPluginFile(path: file, reason: error.reason))
         }
         var registry = openRegistry()
-        let registryBefore = registry?.entries
-        defer { if let registry, registry.entries != registryBefore { registry.save() } }
+        defer { if let registry, registry.isChanged { registry.save() } }
         return loadFile(file, in: directory, allowlist: allowlist, into: bus, registry: &registry)
     }
 
@@ -124,9 +127,13 @@ public struct PluginLoader: Sendable {
         return trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
     }
 
-    /// The probe registry, if this loader probes.
+    /// The registry, if this loader probes or defers loading.
     private func openRegistry() -> PluginRegistry? {
-        probe.map { _ in PluginRegistry(path: registryPath ?? PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)) }
+        probe != nil || defersLoading ? PluginRegistry(path: resolvedRegistryPath) : nil
+    }
+
+    private var resolvedRegistryPath: String {
+        registryPath ?? PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment)
     }
 
     private func loadFile(
@@ -153,19 +160,41 @@ public struct PluginLoader: Sendable {
         let isolating = isolatingWith.flatMap { executable in
             isolatedFiles.map { $0.contains(FileSystem.lastComponent(file)) } ?? true ? executable : nil
         }
+        // The file's identity before it is opened: what the registry's descriptor is keyed by.
+        let identity = isolating == nil && registry != nil ? FileSystem.status(of: file).map { (FileSystem.realPath(file) ?? file, $0) } : nil
+        if defersLoading, let (key, status) = identity, let summary = registry!.descriptor(for: key, status: status) {
+            return .success(register(deferred(file, summary), on: bus))
+        }
         switch isolating.map({ Self.loadIsolated(file: file, executable: $0, log: log) }) ?? Self.load(file: file, hostTable: HostFunctionTable.pointer, log: log) {
         case .success(let plugin):
-            let registrations = plugin.declared.map { command in
-                if let worker = plugin.worker {
-                    bus.register(IsolatedCommandHandler(plugin: plugin, worker: worker, command: command), priority: plugin.priority)
-                } else {
-                    bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
-                }
-            }
-            return .success((plugin, registrations))
+            if let (key, status) = identity { registry!.record(PluginDescriptorSummary(plugin, status: status), for: key) }
+            return .success(register(plugin, on: bus))
         case .failure(let failure):
             return .failure(SkippedPluginFile(path: file, reason: failure.reason))
         }
+    }
+
+    /// Puts each of `plugin`'s commands on `bus`, at its priority.
+    private func register(_ plugin: LoadedPlugin, on bus: CommandBus) -> (plugin: LoadedPlugin, registrations: [HandlerRegistration]) {
+        let registrations = plugin.declared.map { command in
+            if let worker = plugin.worker {
+                bus.register(IsolatedCommandHandler(plugin: plugin, worker: worker, command: command), priority: plugin.priority)
+            } else if let deferred = plugin.deferred {
+                bus.register(DeferredPluginCommandHandler(plugin: deferred, command: command), priority: plugin.priority)
+            } else {
+                bus.register(PluginCommandHandler(plugin: plugin, command: command), priority: plugin.priority)
+            }
+        }
+        return (plugin, registrations)
+    }
+
+    /// The catalog's entry for a file not opened yet, from what its descriptor said last time.
+    private func deferred(_ file: String, _ summary: PluginDescriptorSummary) -> LoadedPlugin {
+        LoadedPlugin(
+            path: file, description: summary.plugin, loadMilliseconds: 0,
+            endpoint: PluginEndpoint(name: summary.plugin.name, fileName: FileSystem.lastComponent(file), log: log),
+            deferred: DeferredPlugin(path: file, summary: summary, log: log, registryPath: resolvedRegistryPath)
+        )
     }
 
     /// A file skipped for `failure`, marked quarantined if the probe quarantined it.
@@ -207,7 +236,7 @@ public struct PluginLoader: Sendable {
                 abi: "\(descriptor.abiMajor).\(descriptor.abiMinor)", sdkVersion: descriptor.sdkVersion,
                 swiftVersion: descriptor.swiftVersion, priority: Int(descriptor.priority),
                 commands: descriptor.commands.map(\.name), loadedAt: Date(),
-                loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
+                loadMilliseconds: milliseconds(elapsed),
                 isDebugBuild: descriptor.isDebugBuild, declared: descriptor.commands, descriptor: descriptor, state: state, worker: nil,
                 endpoint: PluginEndpoint(name: descriptor.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
@@ -224,20 +253,17 @@ public struct PluginLoader: Sendable {
             let worker = IsolatedPlugin(path: path, executable: executable, log: log)
             let description = try worker.start()
             let elapsed = ContinuousClock.now - start
-            let declared = description.commands.enumerated().map { index, command in
-                PluginDescriptor.Command(index: UInt32(index), name: command.name, maxConcurrency: command.maxConcurrency, flags: command.flags)
-            }
             return .success(LoadedPlugin(
-                path: path, name: description.name, version: description.version, abi: description.abi,
-                sdkVersion: description.sdkVersion, swiftVersion: description.swiftVersion, priority: description.priority,
-                commands: declared.map(\.name), loadedAt: Date(),
-                loadMilliseconds: Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000,
-                isDebugBuild: description.isDebugBuild ?? false, declared: declared, descriptor: nil, state: PluginState(pointer: nil), worker: worker,
+                path: path, description: description, loadMilliseconds: milliseconds(elapsed), worker: worker,
                 endpoint: PluginEndpoint(name: description.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
         } catch {
             return .failure(PluginLoadError(path: path, reason: error.reason))
         }
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Double {
+        Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000
     }
 
     private static func readDescriptor(from library: SharedLibrary) throws(PluginLoadFailure) -> PluginDescriptor {

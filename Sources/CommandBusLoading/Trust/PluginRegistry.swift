@@ -5,8 +5,9 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// What probing found about plugin files, cached on disk as GStreamer caches its registry:
-/// a file is probed again only when it changes (its size, modification time or inode).
+/// What probing and loading found about plugin files, cached on disk as GStreamer caches its
+/// registry: a file is probed again only when it changes (its size, modification time or inode),
+/// and a one-shot command opens only the files its command reaches (``PluginDescriptorSummary``).
 public struct PluginRegistry: Sendable {
     /// What probing a file concluded.
     public struct Entry: Codable, Sendable, Equatable {
@@ -27,10 +28,16 @@ public struct PluginRegistry: Sendable {
     /// The cache file.
     public let path: String
     private(set) var entries: [String: Entry]
+    /// What each file's descriptor said when it last loaded, by real path.
+    private(set) var descriptors: [String: PluginDescriptorSummary]
+    /// Whether anything was recorded or forgotten since the file was read.
+    package private(set) var isChanged = false
 
     private struct Stored: Codable {
-        package var version = 1
-        package var entries: [String: Entry]
+        var version = 1
+        var entries: [String: Entry]
+        /// Absent in a registry written before descriptors were cached.
+        var descriptors: [String: PluginDescriptorSummary]?
     }
 
     /// The registry at `$CMDBUS_REGISTRY`, else `$XDG_CACHE_HOME/cmdbus/registry.json`, else `~/.cache/cmdbus/registry.json`.
@@ -46,6 +53,7 @@ public struct PluginRegistry: Sendable {
         self.path = path
         let stored = FileSystem.readAll(path).flatMap { try? JSONDecoder().decode(Stored.self, from: Data($0)) }
         entries = stored?.entries ?? [:]
+        descriptors = stored?.descriptors ?? [:]
     }
 
     /// The cached entry for the file at `path`, if the file has not changed since it was probed.
@@ -57,12 +65,34 @@ public struct PluginRegistry: Sendable {
     }
 
     package mutating func record(_ entry: Entry, for path: String) {
+        guard entries[path] != entry else { return }
         entries[path] = entry
+        isChanged = true
     }
 
-    /// Forgets the file at `path`; returns whether there was an entry.
+    /// The descriptor cached for the file at `path`, if the file has not changed since it loaded
+    /// and a host of this plugin ABI and Swift compiler loaded it.
+    package func descriptor(for path: String, status: FileSystem.Status) -> PluginDescriptorSummary? {
+        guard let summary = descriptors[path], summary.describes(status), summary.host == PluginDescriptorSummary.currentHost else {
+            return nil
+        }
+        return summary
+    }
+
+    package mutating func record(_ summary: PluginDescriptorSummary, for path: String) {
+        guard descriptors[path] != summary else { return }
+        descriptors[path] = summary
+        isChanged = true
+    }
+
+    /// Forgets the file at `path`: its verdict and its descriptor. Returns whether there was either.
     public mutating func forget(_ path: String) -> Bool {
-        entries.removeValue(forKey: FileSystem.realPath(path) ?? path) != nil
+        let key = FileSystem.realPath(path) ?? path
+        let hadVerdict = entries.removeValue(forKey: key) != nil
+        let hadDescriptor = descriptors.removeValue(forKey: key) != nil
+        let forgotten = hadVerdict || hadDescriptor
+        isChanged = isChanged || forgotten
+        return forgotten
     }
 
     /// Writes the registry (its directory is created if needed).
@@ -75,7 +105,8 @@ public struct PluginRegistry: Sendable {
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         // Files that are gone no longer need a verdict.
         let current = entries.filter { FileSystem.kind(of: $0.key) != .missing }
-        guard let data = try? encoder.encode(Stored(entries: current)) else { return }
+        let described = descriptors.filter { FileSystem.kind(of: $0.key) != .missing }
+        guard let data = try? encoder.encode(Stored(entries: current, descriptors: described)) else { return }
         _ = FileSystem.writeAtomically(String(decoding: data, as: UTF8.self), to: path)
     }
 }
