@@ -126,10 +126,27 @@ struct JSONParser {
             if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { position += 1 }
             guard skipDigits() > 0 else { return nil }
         }
+        if integral, let integer = Self.integer(UnsafeBufferPointer(rebasing: bytes[start..<position])) { return .integer(integer) }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
-        if integral, let integer = Int64(text) { return .integer(integer) }
         guard let double = Double(text), double.isFinite else { return nil }
         return .number(double)
+    }
+
+    /// The value of an optional minus and digits, read without making a `String` first; `nil`
+    /// past `Int64`'s range (the caller then reads it as a double, as `Int64(String)` failing did).
+    private static func integer(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
+        let negative = text.first == UInt8(ascii: "-")
+        var value: Int64 = 0
+        for byte in text.dropFirst(negative ? 1 : 0) {
+            let digit = Int64(byte &- UInt8(ascii: "0"))
+            let (shifted, overflowed) = value.multipliedReportingOverflow(by: 10)
+            // Built negative, so Int64.min (one more than Int64.max in magnitude) fits.
+            let (next, underflowed) = shifted.subtractingReportingOverflow(digit)
+            guard !overflowed, !underflowed else { return nil }
+            value = next
+        }
+        if negative { return value }
+        return value == .min ? nil : -value
     }
 
     @discardableResult
@@ -149,13 +166,13 @@ struct JSONParser {
             position += 1
         }
         guard let stop = current else { return nil }
-        var raw = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
-        if stop == UInt8(ascii: "\\") {
-            guard escapedRest(into: &raw) else { return nil }
-        } else {
-            position += 1
-        }
         // Invalid UTF-8 is refused, as JSONDecoder refuses it, rather than repaired.
+        guard stop == UInt8(ascii: "\\") else {
+            position += 1
+            return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<position - 1]), as: UTF8.self)
+        }
+        var raw = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+        guard escapedRest(into: &raw) else { return nil }
         return String(validating: raw, as: UTF8.self)
     }
 

@@ -124,6 +124,39 @@ package enum JSONValue: Codable, Sendable, Equatable {
         }
     }
 
+    /// The value as a 64-bit integer, if it is one (or a number without a fraction in range).
+    package var int64Value: Int64? {
+        switch self {
+        case .integer(let value): value
+        case .number(let value): Int64(exactly: value)
+        default: nil
+        }
+    }
+
+    /// The value as an unsigned 64-bit integer: a negative integer is read as the bit pattern
+    /// a `UInt64` written as `Int64` left (inode numbers past 2^63).
+    package var uint64Value: UInt64? {
+        switch self {
+        case .integer(let value): UInt64(bitPattern: value)
+        case .number(let value): UInt64(exactly: value)
+        default: nil
+        }
+    }
+
+    /// The value as a double, if it is a number.
+    package var doubleValue: Double? {
+        switch self {
+        case .integer(let value): Double(value)
+        case .number(let value): value
+        default: nil
+        }
+    }
+
+    /// The Boolean, if this is one.
+    package var boolValue: Bool? {
+        if case .bool(let value) = self { value } else { nil }
+    }
+
     /// The string, if this is one.
     package var stringValue: String? {
         if case .string(let value) = self { value } else { nil }

@@ -24,7 +24,10 @@ package struct PluginDescription: Codable, Sendable, Equatable {
     package let cancellable: Bool
     /// Whether it was built without optimization.
     package let isDebugBuild: Bool?
+}
 
+extension PluginDescription {
+    /// What `plugin`'s descriptor says.
     package init(_ plugin: LoadedPlugin) {
         name = plugin.name
         version = plugin.version

@@ -7,7 +7,7 @@ import CommandBusSupport
 ///
 /// It is trusted only for the same file (size, modification time and inode) and the same host
 /// (plugin ABI and Swift compiler); anything else loads the file as before.
-package struct PluginDescriptorSummary: Codable, Sendable, Equatable {
+package struct PluginDescriptorSummary: Sendable, Equatable {
     /// The file's size, modification time (ns) and inode when it loaded.
     package var size: Int
     package var modified: Int64
@@ -19,7 +19,9 @@ package struct PluginDescriptorSummary: Codable, Sendable, Equatable {
 
     /// This host's plugin ABI and Swift compiler: a summary another host wrote is not used.
     package static let currentHost = "abi \(CMDBUS_ABI_VERSION_MAJOR).\(CMDBUS_ABI_VERSION_MINOR), swift \(hostSwiftCompilerVersion)"
+}
 
+extension PluginDescriptorSummary {
     /// The summary of `plugin`, loaded from a file with `status`.
     package init(_ plugin: LoadedPlugin, status: FileSystem.Status) {
         size = status.size

@@ -10,7 +10,7 @@ import Foundation
 /// and a one-shot command opens only the files its command reaches (``PluginDescriptorSummary``).
 public struct PluginRegistry: Sendable {
     /// What probing a file concluded.
-    public struct Entry: Codable, Sendable, Equatable {
+    public struct Entry: Sendable, Equatable {
         /// The file's size, modification time (ns) and inode when it was probed.
         package var size: Int
         package var modified: Int64
@@ -33,13 +33,6 @@ public struct PluginRegistry: Sendable {
     /// Whether anything was recorded or forgotten since the file was read.
     package private(set) var isChanged = false
 
-    private struct Stored: Codable {
-        var version = 1
-        var entries: [String: Entry]
-        /// Absent in a registry written before descriptors were cached.
-        var descriptors: [String: PluginDescriptorSummary]?
-    }
-
     /// The registry at `$CMDBUS_REGISTRY`, else `$XDG_CACHE_HOME/cmdbus/registry.json`, else `~/.cache/cmdbus/registry.json`.
     public static func defaultPath(environment: [String: String]) -> String {
         if let explicit = environment["CMDBUS_REGISTRY"], !explicit.isEmpty { return explicit }
@@ -51,9 +44,7 @@ public struct PluginRegistry: Sendable {
     /// Reads the registry at `path`; a missing or unreadable one starts empty.
     public init(path: String) {
         self.path = path
-        let stored = FileSystem.readAll(path).flatMap { try? JSONDecoder().decode(Stored.self, from: Data($0)) }
-        entries = stored?.entries ?? [:]
-        descriptors = stored?.descriptors ?? [:]
+        (entries, descriptors) = FileSystem.readAll(path).map(Self.decode) ?? ([:], [:])
     }
 
     /// The cached entry for the file at `path`, if the file has not changed since it was probed.
@@ -101,12 +92,9 @@ public struct PluginRegistry: Sendable {
         if !directory.isEmpty, FileSystem.kind(of: directory) == .missing {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         // Files that are gone no longer need a verdict.
         let current = entries.filter { FileSystem.kind(of: $0.key) != .missing }
         let described = descriptors.filter { FileSystem.kind(of: $0.key) != .missing }
-        guard let data = try? encoder.encode(Stored(entries: current, descriptors: described)) else { return }
-        _ = FileSystem.writeAtomically(String(decoding: data, as: UTF8.self), to: path)
+        _ = FileSystem.writeAtomically(Self.encode(entries: current, descriptors: described), to: path)
     }
 }
