@@ -119,6 +119,28 @@ struct DeferredLoadingTests {
         #expect(lines.all.count == 1, "a file is tried once")
     }
 
+    @Test func aLockedFileIsCheckedAgainWhenItIsOpened() async throws {
+        let folder = try await KnownFolder("libGreeter.so")
+        defer { folder.root.remove() }
+        let greeter = folder.plugins.file("libGreeter.so").path
+        let digest = try #require(SHA256.ofFile(greeter))
+        try Data("\(digest)  libGreeter.so\n".utf8).write(to: folder.plugins.file("plugins.lock"))
+        try await folder.fillRegistry()
+        let lines = LoggedLines()
+        let bus = CommandBus()
+        #expect(folder.loader(logging: lines.append).load(into: bus).plugins.allSatisfy { $0.isDeferred })
+        // After the start's check, the file gains a byte: still the same plugin, no longer the locked one.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: greeter))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([0]))
+        try handle.close()
+
+        await #expect(throws: CommandBusError.self) { try await bus.send(Greet(name: "Ada")) }
+        #expect(lines.all.count == 1)
+        #expect(lines.all.first?.contains("differs from plugins.lock") == true, "\(lines.all)")
+        #expect(!isOpen(greeter))
+    }
+
     @Test func runOpensTheReachedPluginAndAnswersAsTheFirstRunDid() async throws {
         let folder = try await KnownFolder("libGreeter.so", "libGreetAll.so", "libCEcho.so")
         defer { folder.root.remove() }

@@ -19,6 +19,9 @@ package final class DeferredPlugin: Sendable {
     package let path: String
     /// What its descriptor said when it last loaded.
     package let summary: PluginDescriptorSummary
+    /// The directory's `plugins.lock`, if it has one: checked again just before the file is
+    /// opened, so the check and the `dlopen` are as close in time as when loading at start.
+    private let allowlist: PluginAllowlist?
     private let log: PluginLog
     private let registryPath: String?
     private let state = Mutex<Opened?>(nil)
@@ -29,9 +32,10 @@ package final class DeferredPlugin: Sendable {
         case failed
     }
 
-    package init(path: String, summary: PluginDescriptorSummary, log: PluginLog, registryPath: String?) {
+    package init(path: String, summary: PluginDescriptorSummary, allowlist: PluginAllowlist?, log: PluginLog, registryPath: String?) {
         self.path = path
         self.summary = summary
+        self.allowlist = allowlist
         self.log = log
         self.registryPath = registryPath
     }
@@ -50,6 +54,12 @@ package final class DeferredPlugin: Sendable {
     package var isOpened: Bool { state.withLock { $0 != nil } }
 
     private func open() -> Opened {
+        do {
+            try allowlist?.check(path)
+        } catch {
+            refuse(error.reason)
+            return .failed
+        }
         switch PluginLoader.load(file: path, hostTable: HostFunctionTable.pointer, log: log) {
         case .success(let plugin) where summary.matches(plugin):
             return .loaded(plugin.declared.map { PluginCommandHandler(plugin: plugin, command: $0) })

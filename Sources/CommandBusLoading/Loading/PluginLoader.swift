@@ -93,7 +93,7 @@ public struct PluginLoader: Sendable {
             }
             for file in files {
                 let result = refusals[file].map { .failure(Self.skipped(file, $0)) }
-                    ?? loadTrustedFile(file, into: bus, registry: &registry, admittedByProbe: admitted.contains(file))
+                    ?? loadTrustedFile(file, allowlist: allowlist, into: bus, registry: &registry, admittedByProbe: admitted.contains(file))
                 switch result {
                 case .success(let loaded):
                     plugins.append(loaded.plugin)
@@ -144,13 +144,15 @@ public struct PluginLoader: Sendable {
         } catch {
             return .failure(Self.skipped(file, error))
         }
-        return loadTrustedFile(file, into: bus, registry: &registry)
+        return loadTrustedFile(file, allowlist: allowlist, into: bus, registry: &registry)
     }
 
     /// Probes (unless the registry knows the file), loads and registers a file the trust rules admitted.
-    /// - Parameter admittedByProbe: The registry has just been asked, and holds an `ok` verdict for it.
+    /// - Parameters:
+    ///   - allowlist: The directory's, checked again when a deferred file is opened.
+    ///   - admittedByProbe: The registry has just been asked, and holds an `ok` verdict for it.
     private func loadTrustedFile(
-        _ file: String, into bus: CommandBus, registry: inout PluginRegistry?, admittedByProbe: Bool = false
+        _ file: String, allowlist: PluginAllowlist?, into bus: CommandBus, registry: inout PluginRegistry?, admittedByProbe: Bool = false
     ) -> Result<(plugin: LoadedPlugin, registrations: [HandlerRegistration]), SkippedPluginFile> {
         do {
             if let probe, registry != nil, !admittedByProbe { try Self.probeIfNew(file, probe: probe, registry: &registry!) }
@@ -163,7 +165,7 @@ public struct PluginLoader: Sendable {
         // The file's identity before it is opened: what the registry's descriptor is keyed by.
         let identity = isolating == nil && registry != nil ? FileSystem.status(of: file).map { (FileSystem.realPath(file) ?? file, $0) } : nil
         if defersLoading, let (key, status) = identity, let summary = registry!.descriptor(for: key, status: status) {
-            return .success(register(deferred(file, summary), on: bus))
+            return .success(register(deferred(file, summary, allowlist: allowlist), on: bus))
         }
         switch isolating.map({ Self.loadIsolated(file: file, executable: $0, log: log) }) ?? Self.load(file: file, hostTable: HostFunctionTable.pointer, log: log) {
         case .success(let plugin):
@@ -189,11 +191,11 @@ public struct PluginLoader: Sendable {
     }
 
     /// The catalog's entry for a file not opened yet, from what its descriptor said last time.
-    private func deferred(_ file: String, _ summary: PluginDescriptorSummary) -> LoadedPlugin {
+    private func deferred(_ file: String, _ summary: PluginDescriptorSummary, allowlist: PluginAllowlist?) -> LoadedPlugin {
         LoadedPlugin(
             path: file, description: summary.plugin, loadMilliseconds: 0,
             endpoint: PluginEndpoint(name: summary.plugin.name, fileName: FileSystem.lastComponent(file), log: log),
-            deferred: DeferredPlugin(path: file, summary: summary, log: log, registryPath: resolvedRegistryPath)
+            deferred: DeferredPlugin(path: file, summary: summary, allowlist: allowlist, log: log, registryPath: resolvedRegistryPath)
         )
     }
 
