@@ -12,7 +12,8 @@ import Synchronization
 /// a time. The pool grows when commands wait: while any command is queued behind busy runners,
 /// a supervisor looks once a millisecond, and if a command queued before its last look is still
 /// waiting (every runner is held by a handler that suspended, a journal write or a concurrency
-/// slot), it doubles the runners, never past the number of commands waiting. A burst of slow commands therefore gets a runner each within a
+/// slot) and every runner it started has begun, it doubles the runners, never past the number of
+/// commands waiting. A burst of slow commands therefore gets a runner each within a
 /// few milliseconds, as it would with a task each.
 ///
 /// Runners that wait for the journal are the exception. While at least half the runners wait for
@@ -76,6 +77,8 @@ final class PostRunners: Sendable {
     private let state = Mutex(State())
     /// Runners waiting for a journal write (the write-ahead, or the ending's sync).
     private let journalWaits = Atomic<Int>(0)
+    /// Runners started whose task has not yet asked for its first command.
+    fileprivate let startingRunners = Atomic<Int>(0)
 
     init() {}
 
@@ -166,7 +169,11 @@ final class PostRunners: Sendable {
                 }
                 let heldUp = state.taken < state.queuedAtLastLook
                 state.queuedAtLastLook = state.queued
-                guard heldUp else { return 0 }
+                // Runners that have not started yet are not held up: they have had no chance. On a
+                // loaded machine their tasks can wait many ticks for a thread, and counting them
+                // busy doubled the pool each tick, past the journal's limit (2,048 runners for
+                // 2,048 posts held in the write-ahead, where the limit is 1,024).
+                guard heldUp, startingRunners.load(ordering: .relaxed) == 0 else { return 0 }
                 let journalBound = journalWaits.load(ordering: .relaxed) * 2 >= state.runners
                 let room = journalBound ? max(0, Self.journalBoundRunners - state.runners) : Int.max
                 let added = min(state.waiting, max(1, state.runners), room)
@@ -194,6 +201,7 @@ final class PostRunner: Sendable {
     private let state = Mutex(State())
 
     fileprivate static func start(in pool: PostRunners) {
+        pool.startingRunners.add(1, ordering: .relaxed)
         let runner = PostRunner()
         let task = Task.detached { await runner.run(pool) }
         let cancel = runner.state.withLock { state -> Bool in
@@ -204,6 +212,7 @@ final class PostRunner: Sendable {
     }
 
     private func run(_ pool: PostRunners) async {
+        pool.startingRunners.subtract(1, ordering: .relaxed)
         while let context = await pool.next() {
             state.withLock { $0.current = context }
             context.attach(runner: self)
