@@ -30,7 +30,7 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", providers: [.apt(["libpq-dev"])]),
         // The host, as modules the compiler keeps apart (README: "Architecture"). Each may use only
         // the modules listed here, and scripts/check-layering.sh fails the tests if one imports more.
-        // Small shared pieces: JSON values, quoting, files, child processes, threads, the console.
+        // Small shared pieces: quoting, files, child processes, threads, the console.
         .target(name: "CommandBusSupport", dependencies: ["CLinux"]),
         // Linux's pidfd_open and timerfd, which the Glibc module leaves out (nothing to link: they are in libc).
         .systemLibrary(name: "CLinux"),

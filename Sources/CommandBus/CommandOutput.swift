@@ -50,7 +50,7 @@ public struct CommandOutput: Sendable {
     private func converted<R: Decodable>(as type: R.Type, commandName: String) throws(CommandBusError) -> R {
         if case .value(let value) = storage, let typed = value as? R { return typed }
         let data = try jsonData(commandName: commandName)
-        do { return try JSONWire.decoder.decode(R.self, from: data) } catch {
+        do { return try JSONWire.decode(R.self, from: data) } catch {
             throw CommandBusError(
                 code: .decodingFailed,
                 message: "result of '\(commandName)' does not decode as \(R.self): \(CommandBusError.describeDecoding(error))",

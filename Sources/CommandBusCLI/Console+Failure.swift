@@ -1,3 +1,4 @@
+import CommandBus
 import CommandBusHost
 import CommandBusSupport
 

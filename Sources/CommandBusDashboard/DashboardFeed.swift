@@ -1,3 +1,4 @@
+import CommandBus
 import CommandBusSupport
 import Synchronization
 #if canImport(FoundationEssentials)

@@ -1,3 +1,4 @@
+import CommandBus
 import CommandBusLoading
 import CommandBusSupport
 #if canImport(FoundationEssentials)

@@ -1,3 +1,4 @@
+import CommandBus
 import CommandBusSupport
 
 /// What `cmdbus bus status` shows: the schema version, the live hosts, queue depth per command

@@ -1,3 +1,4 @@
+import CommandBus
 import CommandBusSupport
 
 /// A random JSON document for comparing our JSON reading and writing with Foundation's: every

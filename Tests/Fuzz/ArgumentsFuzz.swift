@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary command lines through the CLI's argument parser and payload
 // builder. Built with those CommandBusCLI sources by scripts/fuzz.sh.
+import CommandBus
 import CommandBusHost
 import CommandBusSupport
 #if canImport(FoundationEssentials)

@@ -33,7 +33,7 @@ enum CommandPayload: Sendable {
     private func converted<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
         if case .typed(let command) = self, let typed = command as? C { return typed }
         let data = try jsonData(commandName: C.name)
-        do { return try JSONWire.decoder.decode(C.self, from: data) } catch {
+        do { return try JSONWire.decode(C.self, from: data) } catch {
             throw .decodingFailed(C.name, cause: error)
         }
     }

@@ -22,4 +22,11 @@ package enum JSONWire {
 
     /// The shared decoder.
     package static let decoder = JSONDecoder()
+
+    /// `type` decoded from `data`, exactly as `decoder` decodes it: through `CompactJSONDecoding`
+    /// where it can, through `decoder` where only Foundation knows the answer (and for its errors).
+    package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        if let value = CompactJSONDecoding.decode(T.self, from: data) { return value }
+        return try decoder.decode(T.self, from: data)
+    }
 }

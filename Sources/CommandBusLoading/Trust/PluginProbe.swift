@@ -1,3 +1,4 @@
+import CommandBus
 import CommandBusSupport
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -1,1 +1,1 @@
-../../CommandBus/Routing/CompactJSONEncoder.swift
+../../CommandBus/JSON/CompactJSONEncoder.swift

@@ -1,1 +1,1 @@
-../../CommandBusSupport/JSONParser.swift
+../../CommandBus/JSON/JSONParser.swift

@@ -1,1 +1,1 @@
-../../CommandBusSupport/JSONValue.swift
+../../CommandBus/JSON/JSONValue.swift

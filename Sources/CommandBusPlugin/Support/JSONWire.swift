@@ -1,8 +1,8 @@
 // The SDK keeps private copies of these few lines on purpose: a plugin must share no Swift
 // module with the host. SwiftPM links executables with -export-dynamic, so a plugin's
 // references to a module the host also links would bind to the host's copy (see README, "The ABI").
-// CompactJSONEncoder.swift, JSONParser.swift and JSONValue.swift beside this file are symlinks to
-// the host's: one source, compiled into each module on its own, so their symbols carry this
+// CompactJSONEncoder.swift, CompactJSONDecoder.swift, JSONParser.swift and JSONValue.swift beside
+// this file are symlinks to the core's (Sources/CommandBus/JSON): one source, compiled into each module on its own, so their symbols carry this
 // module's name and never the host's.
 #if canImport(FoundationEssentials)
 import FoundationEssentials
