@@ -1,6 +1,6 @@
 import CommandBus
-import CommandBusSupport
 import CommandBusHost
+import CommandBusSupport
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,7 +1,7 @@
 import CommandBus
-import CommandBusSupport
 import CommandBusHost
 import CommandBusServer
+import CommandBusSupport
 /// `cmdbus status --connect[=SOCKET]`: a running server's uptime, plugins, work in flight,
 /// counts, and latency per command.
 enum StatusCommand {

@@ -1,5 +1,4 @@
 import CommandBus
-import CommandBusSupport
 import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials

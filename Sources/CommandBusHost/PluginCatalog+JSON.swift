@@ -1,6 +1,5 @@
 import CommandBus
 import CommandBusLoading
-import CommandBusSupport
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,5 +1,4 @@
 import CommandBus
-import CommandBusSupport
 
 /// What `cmdbus bus status` shows: the schema version, the live hosts, queue depth per command
 /// name and the age of the oldest pending command.

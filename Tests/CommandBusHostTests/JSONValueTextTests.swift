@@ -1,5 +1,4 @@
 import CommandBus
-import CommandBusSupport
 import Foundation
 import Testing
 

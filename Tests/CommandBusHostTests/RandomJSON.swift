@@ -1,5 +1,4 @@
 import CommandBus
-import CommandBusSupport
 
 /// A random JSON document for comparing our JSON reading and writing with Foundation's: every
 /// kind of value, strings of any scalar up to the emoji planes, and keys whose order and

@@ -2,7 +2,6 @@
 // builder. Built with those CommandBusCLI sources by scripts/fuzz.sh.
 import CommandBus
 import CommandBusHost
-import CommandBusSupport
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Decodes a command from JSON bytes to the value `JSONDecoder` would give, at a fraction of the
+/// Decodes a command or a result from JSON bytes to the value `JSONDecoder` would give, at a fraction of the
 /// cost, or says it cannot and leaves the bytes to `JSONDecoder` (which also words every error).
 ///
 /// It reads the bytes once with the strict parser beside it (`JSONParser.swift`; the SDK compiles
@@ -12,7 +12,7 @@ import Foundation
 /// certain to be Foundation's: integers from integer literals in range, a `Double` from any
 /// number but zero, Booleans, strings, null, arrays and objects. `Float`, `Data`, `Date`,
 /// `URL`, `Decimal` and `superDecoder` are left to Foundation, as is every failure; a
-/// differential test and the `sdk-decoder` fuzz target hold it to Foundation's answers.
+/// differential test and the `sdk-decoder` and `dynamic-path` fuzz targets hold it to Foundation's answers.
 enum CompactJSONDecoding {
     /// The decoded value, or `nil` where only `JSONDecoder` can say (including every error).
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) -> T? {
@@ -21,7 +21,7 @@ enum CompactJSONDecoding {
     }
 }
 
-/// Thrown wherever Foundation must decide; never seen by a plugin.
+/// Thrown wherever Foundation must decide; `CompactJSONDecoding` turns it into `nil`, so no caller sees it.
 struct LeftToFoundation: Error {}
 
 /// The decoder handed to a value's `init(from:)`, over one node of the parsed tree.

@@ -1,5 +1,4 @@
 import CommandBus
-import CommandBusSupport
 
 /// The registry file as text, read and written with the project's own JSON parser and writer.
 ///

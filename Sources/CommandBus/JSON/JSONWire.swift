@@ -1,3 +1,8 @@
+// This file and the others in this folder are compiled into the plugin SDK as well, through
+// symlinks in Sources/CommandBusPlugin/Support: one source, compiled into each module on its own,
+// so the SDK's symbols carry its module's name and never the host's. A plugin must share no Swift
+// module with the host: SwiftPM links executables with -export-dynamic, so a plugin's references
+// to a module the host also links would bind to the host's copy (see README, "The ABI").
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
