@@ -4,6 +4,14 @@ enum BusSQL {
     /// A live host: one whose last heartbeat is within its lease.
     static let liveHost = "h.heartbeat_at > now() - h.lease_ms * interval '1 millisecond'"
 
+    /// A host that was live when the database last started, while less than its lease has passed
+    /// since: a restart stops every heartbeat, so for a moment afterwards every host looks stale,
+    /// and a command submitted then must wait for them rather than fail as unhandled.
+    static let liveWhenDatabaseStarted = """
+        (now() < pg_postmaster_start_time() + h.lease_ms * interval '1 millisecond'
+            AND h.heartbeat_at > pg_postmaster_start_time() - h.lease_ms * interval '1 millisecond')
+        """
+
     /// The host in parameter $2 is still on the bus: no rescue has removed it. Claims, completions
     /// and declines require it (see ``complete``).
     static let hostStillOnBus = "EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2::uuid)"
@@ -22,7 +30,9 @@ enum BusSQL {
     /// Submitting the same id again (a retry after a lost answer) inserts nothing.
     static let submit = """
         WITH handled AS (
-            SELECT NOT $13::bool OR EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE \(liveHost) AND $2 = ANY(h.commands)) AS yes
+            SELECT NOT $13::bool OR EXISTS (
+                SELECT 1 FROM cmdbus.hosts h WHERE (\(liveHost) OR \(liveWhenDatabaseStarted)) AND $2 = ANY(h.commands)
+            ) AS yes
         ), inserted AS (
             INSERT INTO cmdbus.commands AS c (id, name, payload, metadata, parent_id, correlation_id, idempotency_key, kind,
                 priority, state, run_at, timeout_ms, max_attempts, finalized_at, error_code, error_message)

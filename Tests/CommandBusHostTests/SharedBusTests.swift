@@ -225,6 +225,34 @@ struct SharedBusTests {
         try await SharedBusDatabase.psql(SharedBusDatabase.clusterURL, "DROP ROLE \(role)")
     }
 
+    /// Just after the database restarted, no host has heartbeated yet and each looks stale: a command
+    /// sent then waits for its hosts to come back instead of failing at once as unhandled.
+    @Test(.timeLimit(.minutes(3)))
+    func aCommandSentJustAfterARestartWaitsForTheHostsInsteadOfFailingUnhandled() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "5")
+        defer { Task { await host.stop(); await database.drop() } }
+        // The host stops heartbeating; the database restarts a while later; by the time the command
+        // is sent the host's last heartbeat is older than its lease, and the restart is not.
+        host.signal(SIGSTOP)
+        let stopped = ContinuousClock.now
+        try await Task.sleep(for: .seconds(2))
+        try await Self.restartPostgres()
+        let stale = stopped + .seconds(6)
+        if ContinuousClock.now < stale { try await Task.sleep(until: stale) }
+        try #require(try await database.sql(
+            "SELECT count(*) FROM cmdbus.hosts h WHERE h.heartbeat_at > now() - h.lease_ms * interval '1 millisecond'"
+        ) == "0\n", "the host still looked live: this tested nothing")
+        let runs = host.work.file("runs.txt")
+        async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=1")
+        try await Task.sleep(for: .seconds(1))
+        host.signal(SIGCONT)
+        let finished = try await result
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(Self.lines(runs).count == 1)
+    }
+
     @Test(.timeLimit(.minutes(4)))
     func restartsAndKilledConnectionsLoseNothing() async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
