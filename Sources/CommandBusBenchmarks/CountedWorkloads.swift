@@ -17,6 +17,7 @@ enum CountedWorkloads {
         ("post", post),
         ("journaled_post", journaledPost),
         ("sqlite_raw_insert", sqliteRawInsert),
+        ("replay_entry", replayEntry),
     ]
 
     /// A bare `Task { … }.value` per operation: what `send` is compared with.
@@ -59,6 +60,27 @@ enum CountedWorkloads {
         let tickets = (0..<count).map { bus.post(Ping(value: $0)) }
         for ticket in tickets { _ = try await ticket.result }
         try await journal.flush()
+    }
+
+    /// One journal of a hundred succeeded entries, written through the journal, replayed
+    /// `count / 100` times (at least once): what `replay_per_s` measures, per entry read and run again.
+    static func replayEntry(_ count: Int) async throws {
+        let scratch = try Scratch("counted-replay")
+        defer { scratch.remove() }
+        let journal = try SQLiteJournal(path: scratch.path + "/journal.sqlite")
+        let payload = Data(#"{"value":1}"#.utf8)
+        for _ in 0..<100 {
+            let envelope = CommandEnvelope(commandName: Ping.name)
+            try await journal.accept(envelope, payload: payload)
+            try await journal.update(JournalUpdate(id: envelope.id, state: .succeeded, attempts: 1, result: payload), waitUntilDurable: false)
+        }
+        try await journal.flush()
+        let bus = CommandBus()
+        bus.register(PingHandler())
+        for _ in 0..<max(1, count / 100) {
+            let report = try await JournalReplayer(bus: bus, journal: journal).replay()
+            guard report.replayed == 100 else { throw BenchmarkFailure("replayed \(report.replayed) of 100") }
+        }
     }
 
     /// Rows of the same shape inserted straight into the journal's table, a thousand per

@@ -95,28 +95,7 @@ enum JournalBenchmarks {
 
     /// Entries per second replayed from a journal of a million succeeded commands.
     static func replayRate(path: String) async throws -> Double {
-        _ = try SQLiteJournal(path: path, durability: .synced)
-        var database: OpaquePointer?
-        sqlite3_open_v2(path, &database, SQLITE_OPEN_READWRITE, nil)
-        sqlite3_exec(database, "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; BEGIN", nil, nil, nil)
-        var insert: OpaquePointer?
-        sqlite3_prepare_v2(database, """
-            INSERT INTO commands (id, name, correlation_id, created_at, payload, state, attempts, accepted_at, updated_at)
-            VALUES (?1, 'ping', ?1, ?2, ?3, 'succeeded', 1, ?2, ?2)
-            """, -1, &insert, nil)
-        let payload = Array(#"{"value":1}"#.utf8)
-        let now = Date().timeIntervalSince1970
-        for _ in 0..<replayEntries {
-            sqlite3_bind_text(insert, 1, CommandID.text(CommandID.make()), -1, unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
-            sqlite3_bind_double(insert, 2, now)
-            sqlite3_bind_blob(insert, 3, payload, Int32(payload.count), nil)
-            sqlite3_step(insert)
-            sqlite3_reset(insert)
-        }
-        sqlite3_finalize(insert)
-        sqlite3_exec(database, "COMMIT", nil, nil, nil)
-        sqlite3_close_v2(database)
-
+        try makeSucceededJournal(path: path, entries: replayEntries)
         let journal = try SQLiteJournal(path: path)
         let bus = CommandBus()
         bus.register(PingHandler())
@@ -124,5 +103,40 @@ enum JournalBenchmarks {
         let replayed = try await JournalReplayer(bus: bus, journal: journal).replay()
         guard replayed.replayed == replayEntries else { throw BenchmarkFailure("replayed \(replayed.replayed) of \(replayEntries)") }
         return Double(replayEntries) / seconds(ContinuousClock.now - start)
+    }
+
+    /// Writes a journal of `entries` succeeded pings at `path`, each as the journal writes it:
+    /// the accepted command, and its ending beside it.
+    static func makeSucceededJournal(path: String, entries: Int) throws {
+        _ = try SQLiteJournal(path: path, durability: .synced)
+        var database: OpaquePointer?
+        sqlite3_open_v2(path, &database, SQLITE_OPEN_READWRITE, nil)
+        sqlite3_exec(database, "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; BEGIN", nil, nil, nil)
+        var insert: OpaquePointer?, ending: OpaquePointer?
+        sqlite3_prepare_v2(database, """
+            INSERT INTO commands (id, name, correlation_id, created_at, payload, state, accepted_at, updated_at)
+            VALUES (?1, 'ping', ?1, ?2, ?3, 'pending', ?2, ?2)
+            """, -1, &insert, nil)
+        sqlite3_prepare_v2(database, """
+            INSERT INTO endings (seq, state, attempts, result, finished_at, updated_at) VALUES (?1, 'succeeded', 1, ?2, ?3, ?3)
+            """, -1, &ending, nil)
+        let payload = Array(#"{"value":1}"#.utf8)
+        let now = Date().timeIntervalSince1970
+        for _ in 0..<entries {
+            sqlite3_bind_text(insert, 1, CommandID.text(CommandID.make()), -1, unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self))
+            sqlite3_bind_double(insert, 2, now)
+            sqlite3_bind_blob(insert, 3, payload, Int32(payload.count), nil)
+            sqlite3_step(insert)
+            sqlite3_reset(insert)
+            sqlite3_bind_int64(ending, 1, sqlite3_last_insert_rowid(database))
+            sqlite3_bind_blob(ending, 2, payload, Int32(payload.count), nil)
+            sqlite3_bind_double(ending, 3, now)
+            sqlite3_step(ending)
+            sqlite3_reset(ending)
+        }
+        sqlite3_finalize(insert)
+        sqlite3_finalize(ending)
+        sqlite3_exec(database, "COMMIT", nil, nil, nil)
+        sqlite3_close_v2(database)
     }
 }

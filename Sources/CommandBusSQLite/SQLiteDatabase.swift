@@ -42,9 +42,9 @@ package final class SQLiteDatabase {
         var message: UnsafeMutablePointer<CChar>?
         let status = sqlite3_exec(handle, sql, nil, nil, &message)
         guard status == SQLITE_OK else {
-            let text = message.map { String(cString: $0) } ?? lastError
+            // `lastError` words the same failure for a person (a damaged file says it was left untouched).
             sqlite3_free(message)
-            throw .journalFailed(path, text)
+            throw .journalFailed(path, lastError)
         }
     }
 

@@ -44,8 +44,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     private let writer: JournalWriter
     private let owner = ProcessIdentity.current
 
-    /// The schema version this code writes.
-    package static let schemaVersion: Int64 = 3
+    /// The schema version this code writes (``SQLiteJournalSchema``).
+    package static let schemaVersion = SQLiteJournalSchema.version
     /// `PRAGMA application_id` of a CommandBus journal: "CMDB".
     package static let applicationID: Int64 = 0x434D_4442
 
@@ -90,7 +90,9 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         }
     }
 
-    /// Creates the schema in a new file, or checks that an existing file is a journal of ours.
+    /// Creates the schema in a new file, or checks that an existing file is a journal of ours
+    /// (upgrading an older one); a connection that may write then sweeps
+    /// (``SQLiteJournalSchema/sweep``), so recovery reads few commands past the sweep.
     ///
     /// The check and the creation share one write transaction, so two processes opening a
     /// new journal at once cannot both create it.
@@ -98,7 +100,10 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         if mayCreate { try database.execute("BEGIN IMMEDIATE") }
         do throws(CommandBusError) {
             try checkOrCreateSchema(database, path: path, mayCreate: mayCreate)
-            if mayCreate { try database.execute("COMMIT") }
+            if mayCreate {
+                try SQLiteJournalStatements.sweep(database)
+                try database.execute("COMMIT")
+            }
         } catch {
             if mayCreate { try? database.execute("ROLLBACK") }
             throw error
@@ -115,7 +120,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
             throw .journalFailed(path, error.message.hasPrefix("journal ") ? String(error.message.split(separator: ": ", maxSplits: 1).last ?? "") : error.message)
         }
         if applicationID == 0 && tables == 0 && mayCreate {
-            try database.execute(SQLiteJournalStatements.schema + "PRAGMA application_id = \(Self.applicationID); PRAGMA user_version = \(schemaVersion);")
+            try database.execute(SQLiteJournalSchema.current + "PRAGMA application_id = \(Self.applicationID); PRAGMA user_version = \(schemaVersion);")
             return
         }
         guard applicationID == Self.applicationID else {
@@ -127,7 +132,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
             }
             // Step by step, in the transaction that checked the version: all of it happens or none.
             for step in version..<schemaVersion {
-                guard let migration = SQLiteJournalStatements.migrations[step] else {
+                guard let migration = SQLiteJournalSchema.migrations[step] else {
                     throw .journalFailed(path, "has journal schema version \(version), and this cmdbus cannot upgrade version \(step)")
                 }
                 try database.execute(migration)

@@ -6,79 +6,26 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// The journal's SQL: its schema and prepared statements. Used only on the journal's queue.
+/// The journal's statements, prepared once, over the layout ``SQLiteJournalSchema`` describes.
+/// Used only on the journal's queue (or by whoever holds its connection).
 package final class SQLiteJournalStatements: @unchecked Sendable {
-    /// The journal's table and indexes, as a new file gets them (schema version 3).
-    package static var schema: String { table(named: "commands") + indexes }
-
-    /// The commands table. `seq` is the row id without `AUTOINCREMENT`: rows are never deleted,
-    /// so the next id is always one past the largest, as before, and an accept no longer writes
-    /// `sqlite_sequence` (one B-tree insert and one WAL page fewer per command).
-    static func table(named name: String) -> String {
-        """
-        CREATE TABLE \(name) (
-            seq INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            name TEXT NOT NULL,
-            parent_id TEXT,
-            correlation_id TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            metadata TEXT,
-            payload BLOB NOT NULL,
-            state TEXT NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            result BLOB,
-            error_code TEXT,
-            error_message TEXT,
-            accepted_at REAL NOT NULL,
-            started_at REAL,
-            finished_at REAL,
-            updated_at REAL NOT NULL,
-            owner TEXT,
-            undo_of TEXT,
-            undone_by TEXT,
-            excluded INTEGER NOT NULL DEFAULT 0,
-            discarded_at REAL
-        );
-
-        """
-    }
-
-    static let indexes = """
-        CREATE INDEX commands_unfinished ON commands(state) WHERE state IN ('pending', 'running');
-        CREATE INDEX commands_name ON commands(name, seq);
-        CREATE INDEX commands_correlation ON commands(correlation_id, seq);
-
-        """
-
-    /// The SQL that brings a journal of version `from` to `from + 1`, for every older version.
-    package static let migrations: [Int64: String] = [
-        // Version 2: dead letters can be discarded, trees found by correlation.
-        1: """
-            ALTER TABLE commands ADD COLUMN discarded_at REAL;
-            CREATE INDEX commands_correlation ON commands(correlation_id, seq);
-
-            """,
-        // Version 3: the table is rebuilt without AUTOINCREMENT, keeping every row and its seq
-        // (the columns are in the same order: version 2's last one, discarded_at, was appended).
-        2: table(named: "commands_v3") + """
-            INSERT INTO commands_v3 SELECT * FROM commands;
-            DROP TABLE commands;
-            ALTER TABLE commands_v3 RENAME TO commands;
-
-            """ + indexes,
-    ]
-
     private let database: SQLiteDatabase
     private let insert: SQLiteStatement
     private let markRunning: SQLiteStatement
-    private let markEnded: SQLiteStatement
+    private let insertEnding: SQLiteStatement
     private let selectOne: SQLiteStatement
     private let findRow: SQLiteStatement
     private let selectUnfinished: SQLiteStatement
-    /// Row ids of the commands accepted and not yet ended, so their updates find the row by integer key.
+    /// Row ids of the commands accepted and not yet ended, so their endings name the row by integer key.
     private var rowIDs: [UUID: Int64] = [:]
+    /// Endings recorded since this connection last swept (``SQLiteJournalSchema/sweep``).
+    private var endingsSinceSweep = 0
 
+    /// How many endings a writer records between sweeps. A sweep reads each command once,
+    /// whenever it runs, so this bounds only how many commands recovery reads past the last one.
+    package static let sweepInterval = 16_384
+
+    /// The columns of a record, in the order ``record(from:)`` reads them.
     package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner, started_at, finished_at, discarded_at"
 
     package init(_ database: SQLiteDatabase, readOnly: Bool = false) throws(CommandBusError) {
@@ -94,16 +41,25 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         markRunning = try database.prepare(writes ??
             "UPDATE commands SET state = 'running', started_at = ?2, updated_at = ?2 WHERE seq = ?1 AND state = 'pending'"
         )
-        markEnded = try database.prepare(writes ?? """
-            UPDATE commands SET state = ?2, attempts = attempts + ?3, result = ?4, error_code = ?5, error_message = ?6,
-                finished_at = ?7, updated_at = ?7, started_at = coalesce(?8, started_at)
-            WHERE seq = ?1 AND state IN ('pending', 'running')
+        // The first ending is kept: a later one (a handler finishing after its deadline ended the command) is dropped.
+        insertEnding = try database.prepare(writes ?? """
+            INSERT INTO endings (seq, state, attempts, result, error_code, error_message, started_at, finished_at, updated_at)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?8, ?7, ?7) ON CONFLICT(seq) DO NOTHING
             """)
         findRow = try database.prepare("SELECT seq FROM commands WHERE id = ?1")
-        selectOne = try database.prepare("SELECT \(Self.columns) FROM commands WHERE id = ?1")
-        selectUnfinished = try database.prepare(
-            "SELECT \(Self.columns) FROM commands WHERE state IN ('pending', 'running') ORDER BY seq"
-        )
+        selectOne = try database.prepare("SELECT \(Self.columns) FROM entries WHERE id = ?1")
+        selectUnfinished = try database.prepare("""
+            SELECT \(Self.columns) FROM entries WHERE seq IN (SELECT seq FROM unended)
+                AND seq <= (SELECT through FROM sweep) AND state IN ('pending', 'running')
+            UNION ALL
+            SELECT \(Self.columns) FROM entries WHERE seq > (SELECT through FROM sweep) AND state IN ('pending', 'running')
+            ORDER BY seq
+            """)
+    }
+
+    /// Runs a sweep (``SQLiteJournalSchema/sweep``) in the caller's transaction.
+    package static func sweep(_ database: SQLiteDatabase) throws(CommandBusError) {
+        try database.execute(SQLiteJournalSchema.sweep)
     }
 
     /// Whether the next commits sync (`FULL`) or leave the sync to a later commit (`NORMAL`; WAL mode
@@ -145,6 +101,10 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             }
             try apply(write, owner: owner, startedAt: { runningAt[$0] })
         }
+        if endingsSinceSweep >= Self.sweepInterval {
+            try Self.sweep(database)
+            endingsSinceSweep = 0
+        }
     }
 
     private func apply(_ write: JournalWrite, owner: String, startedAt: (UUID) -> Date?) throws(CommandBusError) {
@@ -162,9 +122,14 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             insert.bind(9, owner)
             let before = database.lastInsertRowID
             try run(insert)
-            // A new row moves the last insert id; an upsert of a known command (a recovery) does not.
+            // A new row moves the last insert id; an upsert of a known command (a recovery, a retry) does not.
             let inserted = database.lastInsertRowID
-            if inserted != before { rowIDs[envelope.id] = inserted }
+            if inserted != before {
+                rowIDs[envelope.id] = inserted
+            } else if let row = try rowID(envelope.id) {
+                try reopen(row)
+                rowIDs[envelope.id] = row
+            }
         case .update(let update) where update.state == .running:
             guard let row = try rowID(update.id) else { return }
             markRunning.bind(1, row)
@@ -173,22 +138,27 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         case .update(let update):
             guard let row = try rowID(update.id) else { return }
             rowIDs[update.id] = nil
-            markEnded.bind(1, row)
-            markEnded.bind(2, update.state.rawValue)
-            markEnded.bind(3, Int64(update.attempts))
-            markEnded.bind(4, update.result)
-            markEnded.bind(5, update.errorCode)
-            markEnded.bind(6, update.errorMessage)
-            markEnded.bind(7, update.at.timeIntervalSince1970)
-            if let started = startedAt(update.id) { markEnded.bind(8, started.timeIntervalSince1970) } else { markEnded.bind(8, nil as Int64?) }
-            try run(markEnded)
+            insertEnding.bind(1, row)
+            insertEnding.bind(2, update.state.rawValue)
+            insertEnding.bind(3, Int64(update.attempts))
+            insertEnding.bind(4, update.result)
+            insertEnding.bind(5, update.errorCode)
+            insertEnding.bind(6, update.errorMessage)
+            insertEnding.bind(7, update.at.timeIntervalSince1970)
+            if let started = startedAt(update.id) { insertEnding.bind(8, started.timeIntervalSince1970) } else { insertEnding.bind(8, nil as Int64?) }
+            try run(insertEnding)
+            endingsSinceSweep += 1
         case .linkUndo(let undo, let original):
             try database.execute("UPDATE commands SET undone_by = '\(undo.uuidString)' WHERE id = '\(original.uuidString)'")
             try database.execute("UPDATE commands SET undo_of = '\(original.uuidString)' WHERE id = '\(undo.uuidString)'")
         case .markFailed(let id, let code, let message):
-            let statement = try database.prepare(
-                "UPDATE commands SET state = 'failed', error_code = ?2, error_message = ?3, updated_at = ?4 WHERE id = ?1"
-            )
+            // The result and the times stay; a command that had not ended gets an ending without them.
+            let statement = try database.prepare("""
+                INSERT INTO endings (seq, state, error_code, error_message, updated_at)
+                SELECT seq, 'failed', ?2, ?3, ?4 FROM commands WHERE id = ?1
+                ON CONFLICT(seq) DO UPDATE SET state = 'failed', error_code = excluded.error_code,
+                    error_message = excluded.error_message, updated_at = excluded.updated_at
+                """)
             statement.bind(1, id)
             statement.bind(2, code)
             statement.bind(3, message)
@@ -197,19 +167,33 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         case .exclude(let id, let excluded):
             try database.execute("UPDATE commands SET excluded = \(excluded ? 1 : 0) WHERE id = '\(id.uuidString)'")
         case .discard(let id):
-            // A dead letter keeps its state; an unfinished command (its process died) ends cancelled.
-            let statement = try database.prepare("""
-                UPDATE commands SET discarded_at = ?2, updated_at = ?2, finished_at = coalesce(finished_at, ?2),
-                    error_code = CASE WHEN state IN ('pending', 'running') THEN 'cancelled' ELSE error_code END,
-                    error_message = CASE WHEN state IN ('pending', 'running')
-                        THEN 'discarded with cmdbus journal discard: the process running it died' ELSE error_message END,
-                    state = CASE WHEN state IN ('pending', 'running') THEN 'cancelled' ELSE state END
-                WHERE id = ?1 AND discarded_at IS NULL
+            // A dead letter keeps its ending; an unfinished command (its process died) ends cancelled.
+            // The ending is written first: both statements act only on a command not yet discarded.
+            let ending = try database.prepare("""
+                INSERT INTO endings (seq, state, error_code, error_message, finished_at, updated_at)
+                SELECT seq, 'cancelled', 'cancelled', 'discarded with cmdbus journal discard: the process running it died', ?2, ?2
+                FROM commands WHERE id = ?1 AND discarded_at IS NULL
+                ON CONFLICT(seq) DO UPDATE SET finished_at = coalesce(finished_at, excluded.finished_at), updated_at = excluded.updated_at
                 """)
+            ending.bind(1, id)
+            ending.bind(2, Date().timeIntervalSince1970)
+            try run(ending)
+            let statement = try database.prepare("UPDATE commands SET discarded_at = ?2, updated_at = ?2 WHERE id = ?1 AND discarded_at IS NULL")
             statement.bind(1, id)
             statement.bind(2, Date().timeIntervalSince1970)
             try run(statement)
         }
+    }
+
+    /// A known command accepted again (recovery, a retry) has no ending: the attempts of the
+    /// ending it had stay counted in `commands`, the ending goes, and a command an earlier
+    /// sweep passed joins `unended` so recovery still finds it.
+    private func reopen(_ row: Int64) throws(CommandBusError) {
+        try database.execute("""
+            UPDATE commands SET attempts = attempts + coalesce((SELECT attempts FROM endings WHERE seq = \(row)), 0) WHERE seq = \(row);
+            DELETE FROM endings WHERE seq = \(row);
+            INSERT OR IGNORE INTO unended (seq) SELECT \(row) WHERE \(row) <= (SELECT through FROM sweep);
+            """)
     }
 
     private func run(_ statement: SQLiteStatement) throws(CommandBusError) {
@@ -240,7 +224,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         if let through = query.throughSequence { clauses.append("seq <= \(through)") }
         if query.correlationID != nil { clauses.append("correlation_id = ?2") }
         if query.createdSince != nil { clauses.append("created_at >= ?3") }
-        var sql = "SELECT \(Self.columns) FROM commands"
+        var sql = "SELECT \(Self.columns) FROM entries"
         if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
         sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
         if let limit = query.limit { sql += " LIMIT \(limit)" }

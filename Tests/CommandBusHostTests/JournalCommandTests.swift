@@ -186,7 +186,7 @@ struct JournalCommandTests {
     static func runningCount(_ journal: String) -> Int64 {
         guard let database = try? SQLiteDatabase(path: journal, create: false, readOnly: true) else { return 0 }
         defer { database.close() }
-        return (try? database.integer("SELECT count(*) FROM commands WHERE state = 'running'")) ?? 0
+        return (try? database.integer("SELECT count(*) FROM entries WHERE state = 'running'")) ?? 0
     }
 
     @Test func aOneShotRunReportsWhatADeadProcessLeftAndRecoverRunsIt() async throws {

@@ -74,7 +74,7 @@ struct JournalReliabilityTests {
         // A one-shot command only reports what the dead batch left; `journal recover` runs it again.
         // (A kill can land between group commits, with nothing in flight: then there is nothing to report.)
         let database = try SQLiteDatabase(path: setup.journal, create: false, readOnly: true)
-        let left = try database.integer("SELECT count(*) FROM commands WHERE state IN ('pending', 'running')")
+        let left = try database.integer("SELECT count(*) FROM entries WHERE state IN ('pending', 'running')")
         database.close()
         let reported = try await setup.run("run", "counter.get", "-p", "counter=k")
         if left > 0 {

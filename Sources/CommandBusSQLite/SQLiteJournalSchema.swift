@@ -1,0 +1,150 @@
+/// The journal file's layout (schema version 4) and the steps that bring older files to it.
+///
+/// A command's entry is two rows. `commands` holds what is known when it is accepted, written
+/// once; `endings` holds how it ended, appended when it ends. Recording an ending is then one
+/// short insert near the end of a table instead of rewriting the command's row and an index
+/// entry. The `entries` view joins the two: readers see one row per command, as before.
+///
+/// ```
+/// commands (seq, id, payload, …) ──┐
+///                                   ├── entries (the view every read goes through)
+/// endings  (seq, state, result, …) ─┘
+/// sweep (through) + unended (seq): where recovery looks for commands without an ending
+/// ```
+///
+/// Finding the commands without an ending needs no index kept up per command: a sweep, now and
+/// then, moves `sweep.through` to the last command and keeps in `unended` the earlier ones it
+/// found without an ending (in flight then, or left by a process that died). Recovery reads
+/// `unended` and the commands accepted since the sweep.
+package enum SQLiteJournalSchema {
+    /// The schema version this code writes.
+    package static let version: Int64 = 4
+
+    /// What a new file gets.
+    package static var current: String { table(named: "commands") + indexes + endings + "INSERT INTO sweep (through) VALUES (0);\n" }
+
+    /// A version 3 file's layout, for tests that make one.
+    package static var versionThree: String { table(named: "commands") + versionThreeIndexes }
+
+    /// The commands table, as version 3 made it. `seq` is the row id without `AUTOINCREMENT`:
+    /// rows are never deleted, so the next id is always one past the largest, and an accept does
+    /// not write `sqlite_sequence`. The ending columns (`result` to `finished_at`) hold the
+    /// endings of commands that ended before version 4; later ones are in `endings`.
+    static func table(named name: String) -> String {
+        """
+        CREATE TABLE \(name) (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            parent_id TEXT,
+            correlation_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            metadata TEXT,
+            payload BLOB NOT NULL,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            result BLOB,
+            error_code TEXT,
+            error_message TEXT,
+            accepted_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            updated_at REAL NOT NULL,
+            owner TEXT,
+            undo_of TEXT,
+            undone_by TEXT,
+            excluded INTEGER NOT NULL DEFAULT 0,
+            discarded_at REAL
+        );
+
+        """
+    }
+
+    static let indexes = """
+        CREATE INDEX commands_name ON commands(name, seq);
+        CREATE INDEX commands_correlation ON commands(correlation_id, seq);
+
+        """
+
+    /// Version 3's indexes: version 4 drops `commands_unfinished`, which every accept and every
+    /// ending had to update.
+    static let versionThreeIndexes = """
+        CREATE INDEX commands_unfinished ON commands(state) WHERE state IN ('pending', 'running');
+        """ + "\n" + indexes
+
+    /// Version 4's tables and view. `endings.attempts` counts the attempts of the run that ended,
+    /// added to those `commands` kept from earlier runs; the view's `updated_at` is the later of
+    /// the two rows'. A command without an ending has no result, error or finish time (an
+    /// accept clears them in `commands`, and version 3's endings are copied to `endings`), so
+    /// the view reads those from `endings` alone.
+    static let endings = """
+        CREATE TABLE endings (
+            seq INTEGER PRIMARY KEY,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            result BLOB,
+            error_code TEXT,
+            error_message TEXT,
+            started_at REAL,
+            finished_at REAL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE sweep (through INTEGER NOT NULL);
+        CREATE TABLE unended (seq INTEGER PRIMARY KEY);
+        CREATE VIEW entries AS
+        SELECT c.seq, c.id, c.name, c.parent_id, c.correlation_id, c.created_at, c.metadata, c.payload,
+            coalesce(e.state, c.state) AS state,
+            c.attempts + coalesce(e.attempts, 0) AS attempts,
+            e.result, e.error_code, e.error_message,
+            max(c.updated_at, coalesce(e.updated_at, c.updated_at)) AS updated_at,
+            c.undo_of, c.undone_by, c.excluded, c.owner,
+            coalesce(e.started_at, c.started_at) AS started_at,
+            e.finished_at, c.discarded_at
+        FROM commands c LEFT JOIN endings e ON e.seq = c.seq;
+
+        """
+
+    /// Moves the sweep to the last command: the commands accepted since the last sweep that have
+    /// no ending join `unended`, and those in `unended` that ended since leave it. Each command is
+    /// looked at by one sweep, so its cost is a row read per command, whenever it runs; a sweep
+    /// that finds nothing to change writes nothing.
+    static let sweep = """
+        INSERT OR IGNORE INTO unended (seq)
+            SELECT c.seq FROM commands c
+            WHERE c.seq > (SELECT through FROM sweep) AND c.state IN ('pending', 'running')
+                AND NOT EXISTS (SELECT 1 FROM endings e WHERE e.seq = c.seq);
+        DELETE FROM unended WHERE EXISTS (SELECT 1 FROM endings e WHERE e.seq = unended.seq);
+        UPDATE sweep SET through = (SELECT max(seq) FROM commands) WHERE through < (SELECT coalesce(max(seq), 0) FROM commands);
+
+        """
+
+    /// The SQL that brings a journal of version `from` to `from + 1`, for every older version.
+    package static let migrations: [Int64: String] = [
+        // Version 2: dead letters can be discarded, trees found by correlation.
+        1: """
+            ALTER TABLE commands ADD COLUMN discarded_at REAL;
+            CREATE INDEX commands_correlation ON commands(correlation_id, seq);
+
+            """,
+        // Version 3: the table is rebuilt without AUTOINCREMENT, keeping every row and its seq
+        // (the columns are in the same order: version 2's last one, discarded_at, was appended).
+        2: table(named: "commands_v3") + """
+            INSERT INTO commands_v3 SELECT * FROM commands;
+            DROP TABLE commands;
+            ALTER TABLE commands_v3 RENAME TO commands;
+
+            """ + versionThreeIndexes,
+        // Version 4: endings get their own table. Every ended command's ending is copied there
+        // (its attempts stay in `commands`), the unfinished ones are the first sweep's `unended`,
+        // and the index on unfinished states goes.
+        3: endings + """
+            INSERT INTO endings (seq, state, attempts, result, error_code, error_message, started_at, finished_at, updated_at)
+                SELECT seq, state, 0, result, error_code, error_message, started_at, finished_at, updated_at
+                FROM commands WHERE state NOT IN ('pending', 'running');
+            INSERT INTO unended (seq) SELECT seq FROM commands WHERE state IN ('pending', 'running');
+            INSERT INTO sweep (through) VALUES ((SELECT coalesce(max(seq), 0) FROM commands));
+            DROP INDEX commands_unfinished;
+
+            """,
+    ]
+}

@@ -1,0 +1,101 @@
+import CommandBus
+import CommandBusSQLite
+import Foundation
+import Testing
+
+/// Recovery finds every command without an ending, whether a sweep has passed it or not, and a
+/// command accepted again after its ending is unfinished until it ends again (schema version 4:
+/// endings in their own table, no index on unfinished states).
+struct JournalSweepTests {
+    /// Adds a command a dead process left `pending` (no owner recorded), straight into the file.
+    static func orphan(_ path: String) throws -> UUID {
+        let id = UUID()
+        let database = try SQLiteDatabase(path: path, create: false)
+        defer { database.close() }
+        try database.execute("""
+            INSERT INTO commands (id, name, correlation_id, created_at, payload, state, accepted_at, updated_at)
+            VALUES ('\(id.uuidString)', 'greet', '\(id.uuidString)', 1, X'7B7D', 'pending', 1, 1)
+            """)
+        return id
+    }
+
+    /// A command accepted and ended through the journal.
+    static func ended(_ journal: SQLiteJournal) async throws -> CommandEnvelope {
+        let envelope = CommandEnvelope(commandName: "greet")
+        try await journal.accept(envelope, payload: Data("{}".utf8))
+        try await journal.update(JournalUpdate(id: envelope.id, state: .succeeded, attempts: 1, result: Data("1".utf8)), waitUntilDurable: true)
+        return envelope
+    }
+
+    static func integers(_ path: String, _ sql: String) throws -> [Int64] {
+        let database = try SQLiteDatabase(path: path, create: false, readOnly: true)
+        defer { database.close() }
+        let statement = try database.prepare(sql)
+        var values: [Int64] = []
+        while try statement.step() { values.append(statement.int64(0)) }
+        return values
+    }
+
+    @Test func recoveryFindsCommandsBeforeAndAfterTheSweep() async throws {
+        let work = try TemporaryDirectory("cmdbus-sweep")
+        defer { work.remove() }
+        let path = work.file("journal.sqlite").path
+        _ = try SQLiteJournal(path: path)
+        let before = try Self.orphan(path)
+
+        // Opening sweeps: the orphan moves to `unended`, and the sweep passes it.
+        let journal = try SQLiteJournal(path: path)
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [1])
+        #expect(try Self.integers(path, "SELECT seq FROM unended") == [1])
+        var endedOnes: [CommandEnvelope] = []
+        for _ in 0..<3 { endedOnes.append(try await Self.ended(journal)) }
+        let after = try Self.orphan(path)
+        // Before the next sweep, the orphan after this one is found among the commands since it.
+        #expect(try await journal.unfinished().map(\.envelope.id) == [before, after])
+        let swept = try SQLiteJournal(path: path)
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [5])
+        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 5])
+        #expect(try await swept.unfinished().map(\.envelope.id) == [before, after])
+
+        // A command accepted again (a retry) that a sweep passed has no ending until it ends
+        // again, and is among the unended; its attempts add up.
+        let retried = endedOnes[0]
+        try await journal.accept(retried, payload: Data("{}".utf8))
+        #expect(try await journal.record(retried.id)?.state == .pending)
+        #expect(try await journal.record(retried.id)?.attempts == 1)
+        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 2, 5])
+        try await journal.update(JournalUpdate(id: retried.id, state: .failed, attempts: 2, error: .cancelled("greet")), waitUntilDurable: true)
+        let record = try #require(try await journal.record(retried.id))
+        #expect(record.state == .failed && record.attempts == 3 && record.result == nil && record.errorCode == "cancelled")
+
+        // The next sweep keeps the orphans and lets go of what ended.
+        let reopened = try SQLiteJournal(path: path)
+        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 5])
+        #expect(try await reopened.unfinished().map(\.envelope.id) == [before, after])
+        try await reopened.discard(before)
+        #expect(try await reopened.unfinished().map(\.envelope.id) == [after])
+        #expect(try await reopened.record(before)?.state == .cancelled)
+    }
+
+    @Test func theFirstEndingIsKept() async throws {
+        let work = try TemporaryDirectory("cmdbus-sweep")
+        defer { work.remove() }
+        let journal = try SQLiteJournal(path: work.file("journal.sqlite").path)
+        let envelope = CommandEnvelope(commandName: "greet")
+        try await journal.accept(envelope, payload: Data("{}".utf8))
+        try await journal.update(JournalUpdate(id: envelope.id, state: .timedOut, attempts: 1, error: .cancelled("greet")), waitUntilDurable: true)
+        try await journal.update(JournalUpdate(id: envelope.id, state: .succeeded, attempts: 1, result: Data("1".utf8)), waitUntilDurable: true)
+        let record = try #require(try await journal.record(envelope.id))
+        #expect(record.state == .timedOut && record.result == nil && record.attempts == 1)
+    }
+
+    @Test func aReplayThatFindsAStalePayloadMarksTheEntryFailedAndKeepsItsResult() async throws {
+        let work = try TemporaryDirectory("cmdbus-sweep")
+        defer { work.remove() }
+        let journal = try SQLiteJournal(path: work.file("journal.sqlite").path)
+        let envelope = try await Self.ended(journal)
+        try await journal.markFailed(envelope.id, error: CommandBusError(code: .decodingFailed, message: "stale"))
+        let record = try #require(try await journal.record(envelope.id))
+        #expect(record.state == .failed && record.errorMessage == "stale" && record.result == Data("1".utf8) && record.finishedAt != nil)
+    }
+}
