@@ -39,7 +39,7 @@ final class JournalWriter: @unchecked Sendable {
     }
 
     private struct State {
-        var writes: [PendingWrite] = []
+        var queue = WriteQueue()
         var scheduled = DrainSchedule.none
         var timers: UInt64 = 0
         /// A commit is under way, on the queue or a caller's thread; whoever ends it starts the next.
@@ -103,19 +103,20 @@ final class JournalWriter: @unchecked Sendable {
     /// The writes a caller commits itself, its own (`operation`) last, if no commit is under way
     /// or due; `nil` otherwise. Only writes nobody waits for can be queued then; they go with it.
     /// A `.batched` journal with a `maxDelay` always waits for company instead.
-    private func takeLeadership(with operation: JournalWrite?) -> [JournalWrite?]? {
+    private func takeLeadership(with operation: JournalWrite?) -> [PendingWrite]? {
         if case .batched(let delay) = durability, delay > .zero { return nil }
-        return state.withLock { state -> [JournalWrite?]? in
+        return state.withLock { state -> [PendingWrite]? in
             guard !state.committing, state.scheduled != .now else { return nil }
             state.committing = true
-            defer { state.writes = []; state.scheduled = .none }
-            return state.writes.map(\.operation) + [operation]
+            state.scheduled = .none
+            state.queue.append(PendingWrite(operation: operation, completion: nil))
+            return state.queue.takeAll()
         }
     }
 
     /// Commits a leader's batch on its thread, then hands the journal on; returns the outcome of
     /// the leader's own write, the last.
-    private func commitAndPassOn(_ batch: [JournalWrite?]) -> Result<Void, CommandBusError> {
+    private func commitAndPassOn(_ batch: [PendingWrite]) -> Result<Void, CommandBusError> {
         let outcomes = commit(batch, waited: batch.indices.map { $0 == batch.count - 1 })
         endCommitting()
         return outcomes[outcomes.count - 1]
@@ -126,7 +127,7 @@ final class JournalWriter: @unchecked Sendable {
     private func enqueue(_ write: PendingWrite) {
         let urgent = write.completion != nil
         let schedule = state.withLock { state -> DrainSchedule in
-            state.writes.append(write)
+            state.queue.append(write)
             switch (state.scheduled, urgent) {
             case (.now, _), (.later, false):
                 return .none
@@ -170,13 +171,13 @@ final class JournalWriter: @unchecked Sendable {
     private func drain(timer: UInt64? = nil) {
         let writes = state.withLock { state -> [PendingWrite] in
             if let timer, state.scheduled != .later(timer) { return [] }
-            guard !state.committing, !state.writes.isEmpty else { return [] }
+            guard !state.committing, !state.queue.isEmpty else { return [] }
             state.committing = true
-            defer { state.writes = []; state.scheduled = .none }
-            return state.writes
+            state.scheduled = .none
+            return state.queue.takeAll()
         }
         guard !writes.isEmpty else { return }
-        let outcomes = commit(writes.map(\.operation), waited: writes.map { $0.completion != nil })
+        let outcomes = commit(writes, waited: writes.map { $0.completion != nil })
         endCommitting()
         for (write, outcome) in zip(writes, outcomes) { write.completion?.resume(returning: outcome) }
     }
@@ -204,7 +205,7 @@ final class JournalWriter: @unchecked Sendable {
 
     /// Commits `writes`, one transaction for the lot or one each when `.synced`, and returns
     /// each write's outcome. `waited[i]` says whether somebody waits for `writes[i]`.
-    private func commit(_ writes: [JournalWrite?], waited: [Bool]) -> [Result<Void, CommandBusError>] {
+    private func commit(_ writes: [PendingWrite], waited: [Bool]) -> [Result<Void, CommandBusError>] {
         if case .synced = durability {
             return writes.indices.map { commitTransaction([writes[$0]], waited: [waited[$0]]) }
         }
@@ -212,7 +213,7 @@ final class JournalWriter: @unchecked Sendable {
     }
 
     /// One transaction, synced if ``mustSync(_:waited:)`` says so; the observer hears of it.
-    private func commitTransaction(_ writes: [JournalWrite?], waited: [Bool]) -> Result<Void, CommandBusError> {
+    private func commitTransaction(_ writes: [PendingWrite], waited: [Bool]) -> Result<Void, CommandBusError> {
         let began = ContinuousClock.now
         let sync = mustSync(writes, waited: waited)
         let outcome = connection.withLock { connection -> Result<Void, CommandBusError> in
@@ -223,7 +224,7 @@ final class JournalWriter: @unchecked Sendable {
                 }
                 try connection.statements.begin()
                 do throws(CommandBusError) {
-                    try connection.statements.apply(writes.compactMap { $0 }, owner: owner)
+                    try connection.statements.apply(writes, owner: owner)
                     try connection.statements.commit()
                     return .success(())
                 } catch {
@@ -242,11 +243,11 @@ final class JournalWriter: @unchecked Sendable {
     /// waits for one of them to be durable. Writes nobody waits for (a command starting, an ending
     /// recorded after the fact) become durable with the next commit that syncs; so does a deferred
     /// write-ahead.
-    private func mustSync(_ writes: [JournalWrite?], waited: [Bool]) -> Bool {
+    private func mustSync(_ writes: [PendingWrite], waited: [Bool]) -> Bool {
         if case .synced = durability { return true }
         return writes.indices.contains { index in
             guard waited[index] else { return false }
-            if case .deferred = durability, case .accept? = writes[index] { return false }
+            if case .deferred = durability, case .accept? = writes[index].operation { return false }
             return true
         }
     }

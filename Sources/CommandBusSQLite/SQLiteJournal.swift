@@ -150,7 +150,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// Writes the command as pending (or marks a known one pending again); returns once durable,
     /// or with `.deferred` once committed (its ending's sync makes it durable).
     public func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) {
-        try await write(.accept(envelope, payload), waitUntilDurable: true)
+        try await write(.accept(AcceptedCommand(envelope, payload: payload)), waitUntilDurable: true)
     }
 
     /// Queues the transition, and waits for it to be durable if asked.
@@ -238,20 +238,4 @@ package struct JournalCommit: Sendable {
     package let writes: Int
     /// Whether it synced; a commit nobody waited on leaves its sync to a later one.
     package let synced: Bool
-}
-
-/// One queued write and whoever waits for it to be durable.
-package struct PendingWrite: @unchecked Sendable {
-    package let operation: JournalWrite?
-    package let completion: UnsafeContinuation<Result<Void, CommandBusError>, Never>?
-}
-
-/// The writes the journal makes.
-package enum JournalWrite: Sendable {
-    case accept(CommandEnvelope, Data)
-    case update(JournalUpdate)
-    case linkUndo(undo: UUID, original: UUID)
-    case exclude(UUID, Bool)
-    case markFailed(UUID, code: String, message: String)
-    case discard(UUID)
 }

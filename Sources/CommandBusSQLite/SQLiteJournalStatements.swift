@@ -78,6 +78,12 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     package func commit() throws(CommandBusError) { try database.execute("COMMIT") }
     package func rollback() { try? database.execute("ROLLBACK") }
 
+    /// The row id of an ending's command, which leaves the in-flight table (else it is looked up).
+    private func endingRowID(_ id: UUID) throws(CommandBusError) -> Int64? {
+        if let known = rowIDs.removeValue(forKey: id) { return known }
+        return try rowID(id)
+    }
+
     /// The row id of `id`: from the in-flight table, else looked up.
     private func rowID(_ id: UUID) throws(CommandBusError) -> Int64? {
         if let known = rowIDs[id] { return known }
@@ -86,20 +92,12 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         return try findRow.step() ? findRow.int64(0) : nil
     }
 
-    /// Applies a batch of writes in one transaction's worth of statements. A `running` update
-    /// whose command also ends within the batch is folded into the ending's statement.
-    package func apply(_ writes: [JournalWrite], owner: String) throws(CommandBusError) {
-        var ending: Set<UUID> = []
-        var runningAt: [UUID: Date] = [:]
-        if writes.count > 1 {
-            for case .update(let update) in writes where update.state.isTerminal { ending.insert(update.id) }
-        }
-        for write in writes {
-            if case .update(let update) = write, update.state == .running, ending.contains(update.id) {
-                runningAt[update.id] = update.at
-                continue
-            }
-            try apply(write, owner: owner, startedAt: { runningAt[$0] })
+    /// Applies a batch of writes in one transaction's worth of statements (a write's `operation`
+    /// and `startedAt`; `nil` operations are skipped).
+    package func apply(_ writes: [PendingWrite], owner: String) throws(CommandBusError) {
+        for index in writes.indices {
+            guard let operation = writes[index].operation else { continue }
+            try apply(operation, owner: owner, startedAt: writes[index].startedAt)
         }
         if endingsSinceSweep >= Self.sweepInterval {
             try Self.sweep(database)
@@ -107,28 +105,27 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         }
     }
 
-    private func apply(_ write: JournalWrite, owner: String, startedAt: (UUID) -> Date?) throws(CommandBusError) {
+    private func apply(_ write: JournalWrite, owner: String, startedAt: Date?) throws(CommandBusError) {
         switch write {
-        case .accept(let envelope, let payload):
-            let now = Date().timeIntervalSince1970
-            insert.bind(1, envelope.id)
-            insert.bind(2, envelope.commandName)
-            insert.bind(3, envelope.parentID)
-            insert.bind(4, envelope.correlationID)
-            insert.bind(5, envelope.createdAt.timeIntervalSince1970)
-            insert.bind(6, envelope.metadata.isEmpty ? nil : JSONValue.object(envelope.metadata.mapValues(JSONValue.string)).text)
-            insert.bind(7, payload)
-            insert.bind(8, now)
+        case .accept(let command):
+            insert.bind(1, command.idText)
+            insert.bind(2, command.name)
+            insert.bind(3, command.parentText)
+            insert.bind(4, command.correlationText)
+            insert.bind(5, command.createdAt)
+            insert.bind(6, command.metadataText)
+            insert.bind(7, command.payload)
+            insert.bind(8, Date().timeIntervalSince1970)
             insert.bind(9, owner)
             let before = database.lastInsertRowID
             try run(insert)
             // A new row moves the last insert id; an upsert of a known command (a recovery, a retry) does not.
             let inserted = database.lastInsertRowID
             if inserted != before {
-                rowIDs[envelope.id] = inserted
-            } else if let row = try rowID(envelope.id) {
+                rowIDs[command.id] = inserted
+            } else if let row = try rowID(command.id) {
                 try reopen(row)
-                rowIDs[envelope.id] = row
+                rowIDs[command.id] = row
             }
         case .update(let update) where update.state == .running:
             guard let row = try rowID(update.id) else { return }
@@ -136,8 +133,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             markRunning.bind(2, update.at.timeIntervalSince1970)
             try run(markRunning)
         case .update(let update):
-            guard let row = try rowID(update.id) else { return }
-            rowIDs[update.id] = nil
+            guard let row = try endingRowID(update.id) else { return }
             insertEnding.bind(1, row)
             insertEnding.bind(2, update.state.rawValue)
             insertEnding.bind(3, Int64(update.attempts))
@@ -145,7 +141,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             insertEnding.bind(5, update.errorCode)
             insertEnding.bind(6, update.errorMessage)
             insertEnding.bind(7, update.at.timeIntervalSince1970)
-            if let started = startedAt(update.id) { insertEnding.bind(8, started.timeIntervalSince1970) } else { insertEnding.bind(8, nil as Int64?) }
+            if let startedAt { insertEnding.bind(8, startedAt.timeIntervalSince1970) } else { insertEnding.bind(8, nil as Int64?) }
             try run(insertEnding)
             endingsSinceSweep += 1
         case .linkUndo(let undo, let original):
