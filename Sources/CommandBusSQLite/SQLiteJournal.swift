@@ -74,7 +74,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         database = try SQLiteDatabase(path: path, create: !exists, readOnly: readOnly)
         try database.execute("PRAGMA busy_timeout = 10000")
         try Self.prepareSchema(database, path: path, mayCreate: !readOnly)
-        if !readOnly { try database.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL") }
+        if !readOnly {
+            try database.execute("PRAGMA journal_mode = WAL")
+            try Self.sweepIfBehind(database)
+            try database.execute("PRAGMA synchronous = FULL")
+        }
         let statements = try SQLiteJournalStatements(database, readOnly: readOnly)
         writer = JournalWriter(statements: statements, durability: durability, owner: owner.text, startLater: unwaitedWriteTimer)
     }
@@ -91,8 +95,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     }
 
     /// Creates the schema in a new file, or checks that an existing file is a journal of ours
-    /// (upgrading an older one); a connection that may write then sweeps
-    /// (``SQLiteJournalSchema/sweep``), so recovery reads few commands past the sweep.
+    /// (upgrading an older one).
     ///
     /// The check and the creation share one write transaction, so two processes opening a
     /// new journal at once cannot both create it.
@@ -100,12 +103,30 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         if mayCreate { try database.execute("BEGIN IMMEDIATE") }
         do throws(CommandBusError) {
             try checkOrCreateSchema(database, path: path, mayCreate: mayCreate)
-            if mayCreate {
-                try SQLiteJournalStatements.sweep(database)
-                try database.execute("COMMIT")
-            }
+            if mayCreate { try database.execute("COMMIT") }
         } catch {
             if mayCreate { try? database.execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// More commands than this accepted since the last sweep, and opening the file sweeps.
+    package static let sweepOnOpenThreshold: Int64 = 64
+
+    /// Sweeps (``SQLiteJournalSchema/sweep``) if more than ``sweepOnOpenThreshold`` commands
+    /// were accepted since the last sweep, so recovery reads few commands past it: one-shot
+    /// commands, which never record enough endings to sweep as they write, sweep now and then as
+    /// they open the file. The sweep only saves recovery reading; it commits without a sync
+    /// (in WAL mode a later synced commit makes it durable), and a sweep lost to a crash is redone.
+    private static func sweepIfBehind(_ database: SQLiteDatabase) throws(CommandBusError) {
+        let behind = try database.integer("SELECT coalesce((SELECT max(seq) FROM commands), 0) - (SELECT through FROM sweep)")
+        guard behind > sweepOnOpenThreshold else { return }
+        try database.execute("PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE")
+        do throws(CommandBusError) {
+            try SQLiteJournalStatements.sweep(database)
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
             throw error
         }
     }

@@ -23,7 +23,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
 
     /// How many endings a writer records between sweeps. A sweep reads each command once,
     /// whenever it runs, so this bounds only how many commands recovery reads past the last one.
-    package static let sweepInterval = 16_384
+    package static let sweepInterval = 4_096
 
     /// The columns of a record, in the order ``record(from:)`` reads them.
     package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner, started_at, finished_at, discarded_at"

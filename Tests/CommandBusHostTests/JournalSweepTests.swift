@@ -10,13 +10,31 @@ struct JournalSweepTests {
     /// Adds a command a dead process left `pending` (no owner recorded), straight into the file.
     static func orphan(_ path: String) throws -> UUID {
         let id = UUID()
-        let database = try SQLiteDatabase(path: path, create: false)
-        defer { database.close() }
-        try database.execute("""
+        try execute(path, """
             INSERT INTO commands (id, name, correlation_id, created_at, payload, state, accepted_at, updated_at)
             VALUES ('\(id.uuidString)', 'greet', '\(id.uuidString)', 1, X'7B7D', 'pending', 1, 1)
             """)
         return id
+    }
+
+    /// Adds `count` commands that succeeded, straight into the file, as the journal writes them.
+    static func succeeded(_ path: String, count: Int) throws -> [UUID] {
+        let ids = (0..<count).map { _ in UUID() }
+        for id in ids {
+            try execute(path, """
+                INSERT INTO commands (id, name, correlation_id, created_at, payload, state, accepted_at, updated_at)
+                VALUES ('\(id.uuidString)', 'greet', '\(id.uuidString)', 1, X'7B7D', 'pending', 1, 1);
+                INSERT INTO endings (seq, state, attempts, result, finished_at, updated_at)
+                VALUES (last_insert_rowid(), 'succeeded', 1, X'31', 2, 2);
+                """)
+        }
+        return ids
+    }
+
+    static func execute(_ path: String, _ sql: String) throws {
+        let database = try SQLiteDatabase(path: path, create: false)
+        defer { database.close() }
+        try database.execute(sql)
     }
 
     /// A command accepted and ended through the journal.
@@ -42,35 +60,36 @@ struct JournalSweepTests {
         let path = work.file("journal.sqlite").path
         _ = try SQLiteJournal(path: path)
         let before = try Self.orphan(path)
+        let earlier = try Self.succeeded(path, count: Int(SQLiteJournal.sweepOnOpenThreshold))
 
-        // Opening sweeps: the orphan moves to `unended`, and the sweep passes it.
+        // Opening a file more than the threshold behind sweeps: the orphan moves to `unended`.
         let journal = try SQLiteJournal(path: path)
-        #expect(try Self.integers(path, "SELECT through FROM sweep") == [1])
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [65])
         #expect(try Self.integers(path, "SELECT seq FROM unended") == [1])
-        var endedOnes: [CommandEnvelope] = []
-        for _ in 0..<3 { endedOnes.append(try await Self.ended(journal)) }
+        for _ in 0..<3 { _ = try await Self.ended(journal) }
         let after = try Self.orphan(path)
-        // Before the next sweep, the orphan after this one is found among the commands since it.
+        // Past the sweep, recovery reads the commands since it.
         #expect(try await journal.unfinished().map(\.envelope.id) == [before, after])
-        let swept = try SQLiteJournal(path: path)
-        #expect(try Self.integers(path, "SELECT through FROM sweep") == [5])
-        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 5])
-        #expect(try await swept.unfinished().map(\.envelope.id) == [before, after])
+        _ = try SQLiteJournal(path: path)
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [65], "a few commands behind: no sweep")
 
         // A command accepted again (a retry) that a sweep passed has no ending until it ends
         // again, and is among the unended; its attempts add up.
-        let retried = endedOnes[0]
+        let retried = CommandEnvelope(commandName: "greet", id: earlier[0], createdAt: Date())
         try await journal.accept(retried, payload: Data("{}".utf8))
         #expect(try await journal.record(retried.id)?.state == .pending)
+        #expect(try await journal.record(retried.id)?.result == nil)
         #expect(try await journal.record(retried.id)?.attempts == 1)
-        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 2, 5])
+        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 2])
         try await journal.update(JournalUpdate(id: retried.id, state: .failed, attempts: 2, error: .cancelled("greet")), waitUntilDurable: true)
         let record = try #require(try await journal.record(retried.id))
         #expect(record.state == .failed && record.attempts == 3 && record.result == nil && record.errorCode == "cancelled")
 
         // The next sweep keeps the orphans and lets go of what ended.
+        _ = try Self.succeeded(path, count: Int(SQLiteJournal.sweepOnOpenThreshold))
         let reopened = try SQLiteJournal(path: path)
-        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 5])
+        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 69])
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [133])
         #expect(try await reopened.unfinished().map(\.envelope.id) == [before, after])
         try await reopened.discard(before)
         #expect(try await reopened.unfinished().map(\.envelope.id) == [after])
