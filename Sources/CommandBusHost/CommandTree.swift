@@ -143,10 +143,12 @@ package struct CommandTree: Sendable {
         }
     }
 
-    /// Makes text safe inside a quoted Mermaid label.
-    static let mermaidEscaped = ASCIIEscaping(["\"": "#quot;", "<": "#lt;", ">": "#gt;", "\n": " "])
-    /// Makes text safe inside a quoted DOT label.
-    static let dotEscaped = ASCIIEscaping(["\"": "\\\"", "\\": "\\\\", "\n": "\\n"])
+    /// Makes text safe inside a quoted Mermaid label: a line break of any kind would end the
+    /// flowchart's line.
+    static let mermaidEscaped = ASCIIEscaping(["\"": "#quot;", "<": "#lt;", ">": "#gt;", "\n": " ", "\r": " "])
+    /// Makes text safe inside a quoted DOT label; a carriage return becomes DOT's own line break
+    /// escape, as a newline does.
+    static let dotEscaped = ASCIIEscaping(["\"": "\\\"", "\\": "\\\\", "\n": "\\n", "\r": "\\n"])
 
     // MARK: JSON
 
