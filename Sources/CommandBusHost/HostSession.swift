@@ -152,10 +152,12 @@ package struct HostSession: Sendable {
         if error.code == .noHandler, let nearest = Self.nearest(command, among: catalog.routes.map(\.command)) {
             message += "; did you mean \(quoted(nearest))?"
         } else if error.code == .noHandler {
-            let loaded = catalog.plugins.map(\.name)
-            message += loaded.isEmpty
-                ? " (no plugins loaded from \(catalog.directories.joined(separator: ", ")))"
-                : " (plugins loaded: \(loaded.joined(separator: ", ")))"
+            // The plugins whose handlers are on the bus: a one-shot command opens a known file
+            // only when a command reaches it, so "loaded" would not be true of them all.
+            let available = catalog.plugins.map(\.name)
+            message += available.isEmpty
+                ? " (no plugins in \(catalog.directories.joined(separator: ", ")))"
+                : " (plugins: \(available.joined(separator: ", ")))"
         }
         return HostFailure(.init(error), message, command: command, plugin: plugin)
     }

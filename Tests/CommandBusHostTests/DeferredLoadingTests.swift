@@ -168,6 +168,23 @@ struct DeferredLoadingTests {
         #expect(initialized.contains(["libGreeter.so", "libGreetAll.so", "libCEcho.so"]), "\(initialized)")
         #expect(initialized.contains(["libGreeter.so", "libGreetAll.so"]), "\(initialized)")
     }
+
+    /// An unknown command's message names the plugins whose handlers are on the bus, without
+    /// calling them loaded: a one-shot run opened none of them.
+    @Test func anUnknownCommandNamesThePluginsWithoutCallingThemLoaded() async throws {
+        let folder = try await KnownFolder("libGreeter.so")
+        defer { folder.root.remove() }
+        try await folder.fillRegistry()
+        let run = try await cmdbus(
+            ["run", "quux-frobnicate", "--no-journal", "--no-probe", "--plugins", folder.plugins.path], environment: ["CMDBUS_REGISTRY": folder.registry]
+        )
+        #expect(run.status == 69)
+        #expect(run.stderr.contains("no handler for command 'quux-frobnicate'") && run.stderr.contains(" (plugins: greeter)"), "\(run.stderr)")
+        #expect(!run.stderr.contains("loaded"), "\(run.stderr)")
+        let empty = try folder.root.subdirectory("empty")
+        let none = try await cmdbus(["run", "quux-frobnicate", "--no-journal", "--plugins", empty.path])
+        #expect(none.status == 69 && none.stderr.contains("(no plugins in \(empty.path))"), "\(none.stderr)")
+    }
 }
 
 /// Log lines collected from any thread.
