@@ -18,6 +18,10 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private let selectUnfinished: SQLiteStatement
     /// Row ids of the commands accepted and not yet ended, so their endings name the row by integer key.
     private var rowIDs: [UUID: Int64] = [:]
+    /// Prepared statements of ``records(_:)``, by their SQL.
+    private var queryStatements: [String: SQLiteStatement] = [:]
+    /// How many query shapes ``queryStatements`` keeps.
+    static let cachedQueryLimit = 32
     /// Endings recorded since this connection last swept (``SQLiteJournalSchema/sweep``).
     private var endingsSinceSweep = 0
 
@@ -210,27 +214,44 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         return rows
     }
 
+    /// The records matching `query`, in journal order (newest first if it asks).
     package func records(_ query: JournalQuery) throws(CommandBusError) -> [JournalRecord] {
         var clauses: [String] = []
         if !query.states.isEmpty {
             clauses.append("state IN (" + query.states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")")
         }
         if query.commandName != nil { clauses.append("name = ?1") }
-        if let after = query.afterSequence { clauses.append("seq > \(after)") }
-        if let through = query.throughSequence { clauses.append("seq <= \(through)") }
+        if query.afterSequence != nil { clauses.append("seq > ?4") }
+        if query.throughSequence != nil { clauses.append("seq <= ?5") }
         if query.correlationID != nil { clauses.append("correlation_id = ?2") }
         if query.createdSince != nil { clauses.append("created_at >= ?3") }
         var sql = "SELECT \(Self.columns) FROM entries"
         if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
         sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
-        if let limit = query.limit { sql += " LIMIT \(limit)" }
-        let statement = try database.prepare(sql)
+        if query.limit != nil { sql += " LIMIT ?6" }
+        let statement = try queryStatement(sql)
+        defer { statement.reset() }
         if let name = query.commandName { statement.bind(1, name) }
         if let correlation = query.correlationID { statement.bind(2, correlation) }
         if let since = query.createdSince { statement.bind(3, since.timeIntervalSince1970) }
+        if let after = query.afterSequence { statement.bind(4, after) }
+        if let through = query.throughSequence { statement.bind(5, through) }
+        if let limit = query.limit { statement.bind(6, Int64(limit)) }
         var records: [JournalRecord] = []
         while try statement.step() { records.append(Self.record(from: statement).record) }
         return records
+    }
+
+    /// The prepared statement for a query's SQL, kept for the next query of the same shape: a
+    /// replay, a listing or the dashboard pages through one, and preparing a query over the
+    /// `entries` view costs about 0.3M instructions. Only values differ between pages, and
+    /// they are bound. At most ``cachedQueryLimit`` are kept; a full cache starts again.
+    private func queryStatement(_ sql: String) throws(CommandBusError) -> SQLiteStatement {
+        if let cached = queryStatements[sql] { return cached }
+        if queryStatements.count >= Self.cachedQueryLimit { queryStatements.removeAll() }
+        let statement = try database.prepare(sql)
+        queryStatements[sql] = statement
+        return statement
     }
 
     package static func record(from row: SQLiteStatement) -> (record: JournalRecord, owner: String?) {

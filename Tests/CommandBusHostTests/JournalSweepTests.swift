@@ -96,6 +96,29 @@ struct JournalSweepTests {
         #expect(try await reopened.record(before)?.state == .cancelled)
     }
 
+    /// A query's statement is kept for the next query of its shape; its values are bound afresh,
+    /// so pages interleaved with other queries still come out right.
+    @Test func pagesOfOneQueryShapeComeOutRightWhileOtherQueriesRunBetween() async throws {
+        let work = try TemporaryDirectory("cmdbus-sweep")
+        defer { work.remove() }
+        let journal = try SQLiteJournal(path: work.file("journal.sqlite").path)
+        var written: [UUID] = []
+        for _ in 0..<25 { written.append(try await Self.ended(journal).id) }
+        var paged: [UUID] = []
+        var cursor: Int64?
+        while true {
+            let page = try await journal.records(JournalQuery(states: [.succeeded], afterSequence: cursor, limit: 10))
+            paged += page.map(\.envelope.id)
+            let newest = try await journal.records(JournalQuery(limit: 2, newestFirst: true))
+            #expect(newest.map(\.envelope.id) == Array(written.suffix(2).reversed()))
+            guard page.count == 10, let last = page.last else { break }
+            cursor = last.sequence
+        }
+        #expect(paged == written)
+        #expect(try await journal.records(JournalQuery(afterSequence: 20, throughSequence: 22)).map(\.sequence) == [21, 22])
+        #expect(try await journal.records(JournalQuery(states: [.failed])).isEmpty)
+    }
+
     @Test func theFirstEndingIsKept() async throws {
         let work = try TemporaryDirectory("cmdbus-sweep")
         defer { work.remove() }
