@@ -175,12 +175,14 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
                 FROM commands WHERE id = ?1 AND discarded_at IS NULL
                 ON CONFLICT(seq) DO UPDATE SET finished_at = coalesce(finished_at, excluded.finished_at), updated_at = excluded.updated_at
                 """)
+            // One time for both rows, as version 3's single statement had.
+            let now = Date().timeIntervalSince1970
             ending.bind(1, id)
-            ending.bind(2, Date().timeIntervalSince1970)
+            ending.bind(2, now)
             try run(ending)
             let statement = try database.prepare("UPDATE commands SET discarded_at = ?2, updated_at = ?2 WHERE id = ?1 AND discarded_at IS NULL")
             statement.bind(1, id)
-            statement.bind(2, Date().timeIntervalSince1970)
+            statement.bind(2, now)
             try run(statement)
         }
     }

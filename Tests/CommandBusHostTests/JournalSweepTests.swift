@@ -93,7 +93,8 @@ struct JournalSweepTests {
         #expect(try await reopened.unfinished().map(\.envelope.id) == [before, after])
         try await reopened.discard(before)
         #expect(try await reopened.unfinished().map(\.envelope.id) == [after])
-        #expect(try await reopened.record(before)?.state == .cancelled)
+        let discarded = try #require(try await reopened.record(before))
+        #expect(discarded.state == .cancelled && discarded.finishedAt != nil && discarded.finishedAt == discarded.discardedAt)
     }
 
     /// A query's statement is kept for the next query of its shape; its values are bound afresh,
