@@ -40,31 +40,47 @@ extension CommandID {
     }
 
     /// The UUID written in the UTF-8 bytes `text`, or `nil` if they are not one.
+    ///
+    /// Every id a journal reads back goes through here (two or more per entry of a replay), so
+    /// the digits are read into two words without a branch per kind of character, and checked
+    /// once at the end.
     public static func parse(utf8 text: UnsafeBufferPointer<UInt8>) -> UUID? {
-        guard text.count == 36 else { return nil }
-        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let parsed = withUnsafeMutableBytes(of: &uuid) { output -> Bool in
-            var position = 0
-            for index in 0..<16 {
-                if index == 4 || index == 6 || index == 8 || index == 10 {
-                    guard text[position] == UInt8(ascii: "-") else { return false }
-                    position += 1
-                }
-                guard let high = hexValue(text[position]), let low = hexValue(text[position + 1]) else { return false }
-                output[index] = high << 4 | low
-                position += 2
+        guard text.count == 36, let start = text.baseAddress else { return nil }
+        let dash = UInt8(ascii: "-")
+        guard start[8] == dash, start[13] == dash, start[18] == dash, start[23] == dash else { return nil }
+        // Each digit's value, or a bit above the low nibble if it is not a hex digit.
+        var invalid: UInt8 = 0
+        func digits(_ first: Int, _ count: Int) -> UInt64 {
+            var value: UInt64 = 0
+            for offset in first..<(first + count) {
+                let digit = nibble(start[offset])
+                invalid |= digit
+                value = value << 4 | UInt64(digit & 0x0F)
             }
-            return true
+            return value
         }
-        return parsed ? UUID(uuid: uuid) : nil
+        let high = digits(0, 8) << 32 | digits(9, 4) << 16 | digits(14, 4)
+        let low = digits(19, 4) << 48 | digits(24, 12)
+        guard invalid & 0xF0 == 0 else { return nil }
+        func byte(_ word: UInt64, _ index: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: word >> (56 - 8 * index)) }
+        return UUID(uuid: (
+            byte(high, 0), byte(high, 1), byte(high, 2), byte(high, 3), byte(high, 4), byte(high, 5), byte(high, 6), byte(high, 7),
+            byte(low, 0), byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4), byte(low, 5), byte(low, 6), byte(low, 7)
+        ))
     }
 
-    private static func hexValue(_ character: UInt8) -> UInt8? {
-        switch character {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): character &- UInt8(ascii: "0")
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): character &- UInt8(ascii: "A") &+ 10
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): character &- UInt8(ascii: "a") &+ 10
-        default: nil
-        }
+    /// Each byte's value as a hex digit, plus 65 ("A"); "~" for a byte that is not one.
+    /// Four lines of 64: bytes 0–63, 64–127, 128–191 and 192–255.
+    private static let nibbles: StaticString = """
+        ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~ABCDEFGHIJ~~~~~~\
+        ~KLMNOP~~~~~~~~~~~~~~~~~~~~~~~~~~KLMNOP~~~~~~~~~~~~~~~~~~~~~~~~~\
+        ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~\
+        ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+        """
+
+    /// The value of the hex digit `character` (either case), or `0x10` or more if it is not one.
+    @inline(__always)
+    private static func nibble(_ character: UInt8) -> UInt8 {
+        nibbles.utf8Start[Int(character)] &- UInt8(ascii: "A")
     }
 }

@@ -1,5 +1,6 @@
 import CommandBus
 import CSQLite
+import Glibc
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -146,7 +147,34 @@ package final class SQLiteStatement {
 
     package func string(_ column: Int32) -> String? {
         guard let text = sqlite3_column_text(statement, column) else { return nil }
-        return String(cString: text)
+        // The column's own length, no scan for the terminator; and copied in, then validated, by
+        // a call that is not generic (decoding a buffer looks up the buffer type's metadata).
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0 else { return "" }
+        return String(unsafeUninitializedCapacity: count) { buffer in
+            memcpy(buffer.baseAddress!, text, count)
+            return count
+        }
+    }
+
+    /// The command state named in a text column, or `nil` if the column is null or names none;
+    /// read from the bytes, without making a string of them.
+    package func state(_ column: Int32) -> CommandState? {
+        guard let text = sqlite3_column_text(statement, column) else { return nil }
+        let bytes = UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, column)))
+        let name: StaticString
+        let state: CommandState
+        switch bytes.first {
+        case UInt8(ascii: "s"): (name, state) = ("succeeded", .succeeded)
+        case UInt8(ascii: "f"): (name, state) = ("failed", .failed)
+        case UInt8(ascii: "p"): (name, state) = ("pending", .pending)
+        case UInt8(ascii: "r"): (name, state) = ("running", .running)
+        case UInt8(ascii: "c"): (name, state) = ("cancelled", .cancelled)
+        case UInt8(ascii: "t"): (name, state) = ("timedOut", .timedOut)
+        default: return nil
+        }
+        guard bytes.count == name.utf8CodeUnitCount, memcmp(text, name.utf8Start, bytes.count) == 0 else { return nil }
+        return state
     }
 
     /// The id written in a text column, or `nil` if the column is null or holds no id.

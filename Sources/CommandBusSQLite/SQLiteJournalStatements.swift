@@ -269,7 +269,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         }
         let record = JournalRecord(
             sequence: row.int64(0), envelope: envelope, payload: row.data(7) ?? Data(),
-            state: CommandState(rawValue: row.string(8) ?? "") ?? .failed, attempts: Int(row.int64(9)),
+            state: row.state(8) ?? .failed, attempts: Int(row.int64(9)),
             result: row.data(10), errorCode: row.string(11), errorMessage: row.string(12),
             updatedAt: Date(timeIntervalSince1970: row.double(13)),
             undoOf: row.uuid(14), undoneBy: row.uuid(15),

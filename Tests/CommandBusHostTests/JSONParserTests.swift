@@ -14,6 +14,7 @@ struct JSONParserTests {
             #"{"id":1,"op":"send","command":"greet","payload":{"name":"Ada"},"metadata":{}}"#,
             #" [ 1 , -0 , 0.5 , -12.5e-3 , 1E+2 , 9223372036854775807 , 9223372036854775808 , -9223372036854775808 ] "#,
             #"{"s":"a\"b\\c\/d\u0001\u001f\n\r\t\b\fé\u00e9\ud83d\ude00 ","t":true,"f":false,"n":null,"e":{},"a":[]}"#,
+            #"{"":"","ké":"vé","plain":"ascii"}"#,
             #""just a string""#, "42", "null", #"{"dup":1,"dup":2}"#, "[1,]", #"{"a":[1,],}"#,
         ]
         for document in documents {

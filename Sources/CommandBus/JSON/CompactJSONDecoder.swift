@@ -16,8 +16,16 @@ import Foundation
 enum CompactJSONDecoding {
     /// The decoded value, or `nil` where only `JSONDecoder` can say (including every error).
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) -> T? {
-        guard !CompactValueDecoder.leftToFoundation(T.self), let tree = JSONValue.parse(bytes: data) else { return nil }
-        return try? T(from: CompactValueDecoder(tree, codingPath: []))
+        try? decoded(T.self, from: data)
+    }
+
+    /// The decoded value; throws where only `JSONDecoder` can say (including every error).
+    ///
+    /// The form the bus calls: it holds no `T?`, whose metadata a caller that is not specialized
+    /// for `T` (a registered handler's box) would look up in the runtime on every command.
+    static func decoded<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        guard !CompactValueDecoder.leftToFoundation(T.self), let tree = JSONValue.parse(bytes: data) else { throw LeftToFoundation() }
+        return try T(from: CompactValueDecoder(tree, codingPath: []))
     }
 }
 

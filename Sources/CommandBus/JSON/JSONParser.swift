@@ -161,15 +161,27 @@ struct JSONParser {
         position += 1
         let start = position
         // The common case: no escapes, so the bytes between the quotes are the string.
+        var anyNonASCII: UInt8 = 0
         while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
             guard byte >= 0x20 else { return nil }
+            anyNonASCII |= byte
             position += 1
         }
         guard let stop = current else { return nil }
-        // Invalid UTF-8 is refused, as JSONDecoder refuses it, rather than repaired.
         guard stop == UInt8(ascii: "\\") else {
             position += 1
-            return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<position - 1]), as: UTF8.self)
+            let text = UnsafeBufferPointer(rebasing: bytes[start..<position - 1])
+            // ASCII is valid UTF-8 as it stands: copied in by a call that is not generic (validating
+            // a buffer looks up the buffer type's metadata in the runtime, for every key and value).
+            if anyNonASCII < 0x80 {
+                guard let source = text.baseAddress, !text.isEmpty else { return "" }
+                return String(unsafeUninitializedCapacity: text.count) { buffer in
+                    buffer.baseAddress!.update(from: source, count: text.count)
+                    return text.count
+                }
+            }
+            // Invalid UTF-8 is refused, as JSONDecoder refuses it, rather than repaired.
+            return String(validating: text, as: UTF8.self)
         }
         var raw = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
         guard escapedRest(into: &raw) else { return nil }

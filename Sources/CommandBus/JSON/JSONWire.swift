@@ -31,7 +31,8 @@ package enum JSONWire {
     /// `type` decoded from `data`, exactly as `decoder` decodes it: through `CompactJSONDecoding`
     /// where it can, through `decoder` where only Foundation knows the answer (and for its errors).
     package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        if let value = CompactJSONDecoding.decode(T.self, from: data) { return value }
-        return try decoder.decode(T.self, from: data)
+        do { return try CompactJSONDecoding.decoded(T.self, from: data) } catch {
+            return try decoder.decode(T.self, from: data)
+        }
     }
 }

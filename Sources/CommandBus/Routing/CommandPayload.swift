@@ -29,10 +29,18 @@ enum CommandPayload: Sendable {
         return try converted(as: C.self)
     }
 
+    /// JSON bytes are decoded without first asking whether they are a `C` (`as? C` makes a
+    /// `C?`, whose metadata a handler's box, generic over its command, looks up on every call).
     @inline(never)
     private func converted<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
-        if case .typed(let command) = self, let typed = command as? C { return typed }
-        let data = try jsonData(commandName: C.name)
+        let data: Data
+        switch self {
+        case .json(let bytes):
+            data = bytes
+        case .typed(let command):
+            if let typed = command as? C { return typed }
+            data = try jsonData(commandName: C.name)
+        }
         do { return try JSONWire.decode(C.self, from: data) } catch {
             throw .decodingFailed(C.name, cause: error)
         }
