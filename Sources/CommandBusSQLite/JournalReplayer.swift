@@ -23,43 +23,69 @@ public struct JournalReplayer: Sendable {
     package let bus: CommandBus
     package let journal: any Journal
     /// Entries are read this many at a time.
-    package static let pageSize = 10_000
+    package let pageSize: Int
+    /// The page size a replayer has unless a test asks for another.
+    package static let defaultPageSize = 10_000
 
     /// Creates a replayer of `journal` into `bus`.
     public init(bus: CommandBus, journal: any Journal) {
+        self.init(bus: bus, journal: journal, pageSize: Self.defaultPageSize)
+    }
+
+    /// Creates a replayer that reads `pageSize` entries at a time (tests use small pages).
+    package init(bus: CommandBus, journal: any Journal, pageSize: Int) {
         self.bus = bus
         self.journal = journal
+        self.pageSize = max(1, pageSize)
     }
 
     /// Replays the succeeded entries in the sequence range (and, if given, only these command names).
     /// Entries taken out of replay (`undo --rebuild`) are skipped.
+    ///
+    /// The next page is read while this one runs: the journal reads on its own thread, so the
+    /// reading and the running overlap instead of taking turns.
     public func replay(
         commands names: Set<String>? = nil, after: Int64? = nil, through: Int64? = nil,
         createdFrom: Date? = nil, createdUntil: Date? = nil
     ) async throws(CommandBusError) -> Report {
         var report = Report()
-        var cursor = after
+        var page = try await self.page(after: after, through: through).get()
         while true {
-            let page = try await journal.records(JournalQuery(
-                states: [.succeeded], afterSequence: cursor, throughSequence: through, limit: Self.pageSize
-            ))
+            let cursor = page.count == pageSize ? page.last?.sequence : nil
+            async let following = cursor == nil ? .success([]) : self.page(after: cursor, through: through)
             for record in page where !record.excluded && (names?.contains(record.envelope.commandName) ?? true) {
                 if let createdFrom, record.envelope.createdAt < createdFrom { continue }
                 if let createdUntil, record.envelope.createdAt > createdUntil { continue }
-                do {
-                    try await bus.replayDiscardingResult(record)
-                    report.replayed += 1
-                } catch {
-                    report.failed += 1
-                    report.failures.append("\(record.envelope.id): \(error.message)")
-                    if error.code == .decodingFailed {
-                        let stale = CommandBusError(code: .decodingFailed, message: "stale payload, found by a replay: \(error.message)")
-                        try await journal.markFailed(record.envelope.id, error: stale)
-                    }
-                }
+                try await replay(record, into: &report)
             }
-            guard page.count == Self.pageSize, let last = page.last else { return report }
-            cursor = last.sequence
+            guard cursor != nil else { return report }
+            page = try await following.get()
+        }
+    }
+
+    /// Up to ``pageSize`` succeeded entries after `cursor`.
+    private func page(after cursor: Int64?, through: Int64?) async -> Result<[JournalRecord], CommandBusError> {
+        do throws(CommandBusError) {
+            return .success(try await journal.records(JournalQuery(
+                states: [.succeeded], afterSequence: cursor, throughSequence: through, limit: pageSize
+            )))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Runs `record` again; a failure is counted, and a payload that no longer decodes is marked failed.
+    private func replay(_ record: JournalRecord, into report: inout Report) async throws(CommandBusError) {
+        do {
+            try await bus.replayDiscardingResult(record)
+            report.replayed += 1
+        } catch {
+            report.failed += 1
+            report.failures.append("\(record.envelope.id): \(error.message)")
+            if error.code == .decodingFailed {
+                let stale = CommandBusError(code: .decodingFailed, message: "stale payload, found by a replay: \(error.message)")
+                try await journal.markFailed(record.envelope.id, error: stale)
+            }
         }
     }
 }
