@@ -12,20 +12,28 @@ extension CommandID {
     /// Journals write an id or two for every command; Foundation formats through `snprintf`,
     /// which costs more than the rest of the row's binding.
     public static func text(_ id: UUID) -> String {
+        String(unsafeUninitializedCapacity: textLength) { output in
+            writeText(id, to: output.baseAddress!)
+            return textLength
+        }
+    }
+
+    /// The length of an id's text: 32 hex digits and 4 hyphens.
+    package static let textLength = 36
+
+    /// Writes `id`'s canonical text (``text(_:)``) into the ``textLength`` bytes at `output`.
+    package static func writeText(_ id: UUID, to output: UnsafeMutablePointer<UInt8>) {
         withUnsafeBytes(of: id.uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { output in
-                hexDigits.withUTF8Buffer { digits in
-                    var position = 0
-                    for (index, byte) in bytes.enumerated() {
-                        if index == 4 || index == 6 || index == 8 || index == 10 {
-                            output[position] = UInt8(ascii: "-")
-                            position += 1
-                        }
-                        output[position] = digits[Int(byte >> 4)]
-                        output[position + 1] = digits[Int(byte & 0x0F)]
-                        position += 2
+            hexDigits.withUTF8Buffer { digits in
+                var position = 0
+                for (index, byte) in bytes.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        output[position] = UInt8(ascii: "-")
+                        position += 1
                     }
-                    return position
+                    output[position] = digits[Int(byte >> 4)]
+                    output[position + 1] = digits[Int(byte & 0x0F)]
+                    position += 2
                 }
             }
         }

@@ -18,26 +18,74 @@ package enum JournalWrite: Sendable {
 /// A command's write-ahead with every value its row binds worked out by the caller, so the
 /// journal's one writing thread, which all commands share, only binds and steps. A class: a
 /// queued write is copied as one reference.
+///
+/// The text and blob values sit end to end in one buffer, which the writing thread binds without
+/// SQLite copying them (``SQLiteStatement/bindBorrowed(_:text:)``): a copy per value was an
+/// allocation, a copy and a free on that thread.
 package final class AcceptedCommand: Sendable {
     let id: UUID
-    let idText: String
-    let name: String
-    let parentText: String?
-    let correlationText: String
     let createdAt: Double
-    let metadataText: String?
-    let payload: Data
+    /// The id's text, the name, the parent's id, the correlation id, the metadata's JSON and the
+    /// payload, end to end; ``Part`` says where each is.
+    let values: [UInt8]
+    let idText: Part
+    let name: Part
+    let parentText: Part?
+    let correlationText: Part
+    let metadataText: Part?
+    let payload: Part
+
+    /// Where a value sits in ``values``.
+    struct Part: Sendable {
+        let start: Int
+        let count: Int
+
+        /// The value's bytes, in `values`' bytes.
+        func bytes(in values: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(rebasing: values[start..<(start + count)])
+        }
+    }
 
     init(_ envelope: CommandEnvelope, payload: Data) {
         id = envelope.id
-        idText = CommandID.text(envelope.id)
-        name = envelope.commandName
-        parentText = envelope.parentID.map(CommandID.text)
-        // A root command is its own tree: one text serves both columns.
-        correlationText = envelope.correlationID == envelope.id ? idText : CommandID.text(envelope.correlationID)
         createdAt = envelope.createdAt.timeIntervalSince1970
-        metadataText = envelope.metadata.isEmpty ? nil : JSONValue.object(envelope.metadata.mapValues(JSONValue.string)).text
-        self.payload = payload
+        var name = envelope.commandName
+        var metadata = envelope.metadata.isEmpty ? nil : JSONValue.object(envelope.metadata.mapValues(JSONValue.string)).text
+        // Where each part goes: the id, the name, the parent's id, the correlation id (a root
+        // command is its own tree, and its id's text serves both columns), the metadata, the payload.
+        let idLength = CommandID.textLength
+        idText = Part(start: 0, count: idLength)
+        self.name = Part(start: idLength, count: name.utf8.count)
+        parentText = envelope.parentID == nil ? nil : Part(start: self.name.start + self.name.count, count: idLength)
+        let afterParent = self.name.start + self.name.count + (parentText?.count ?? 0)
+        let ownTree = envelope.correlationID == envelope.id
+        correlationText = ownTree ? idText : Part(start: afterParent, count: idLength)
+        let afterCorrelation = afterParent + (ownTree ? 0 : idLength)
+        metadataText = metadata.map { Part(start: afterCorrelation, count: $0.utf8.count) }
+        self.payload = Part(start: afterCorrelation + (metadataText?.count ?? 0), count: payload.count)
+        let parts = (name: self.name, parent: parentText, correlation: correlationText, metadata: metadataText, payload: self.payload)
+        // Each part is written straight into the buffer, which is allocated once at its full size.
+        values = [UInt8](unsafeUninitializedCapacity: parts.payload.start + parts.payload.count) { buffer, count in
+            let base = buffer.baseAddress!
+            CommandID.writeText(envelope.id, to: base)
+            Self.copy(&name, to: base + parts.name.start)
+            if let parentID = envelope.parentID, let parent = parts.parent { CommandID.writeText(parentID, to: base + parent.start) }
+            if !ownTree { CommandID.writeText(envelope.correlationID, to: base + parts.correlation.start) }
+            if let part = parts.metadata, metadata != nil { Self.copy(&metadata!, to: base + part.start) }
+            payload.withUnsafeBytes { bytes in
+                guard let source = bytes.baseAddress else { return }
+                UnsafeMutableRawPointer(base + parts.payload.start).copyMemory(from: source, byteCount: bytes.count)
+            }
+            count = parts.payload.start + parts.payload.count
+        }
+    }
+
+    /// Copies `text`'s UTF-8 bytes to `destination`.
+    private static func copy(_ text: inout String, to destination: UnsafeMutablePointer<UInt8>) {
+        text.withUTF8 { bytes in
+            guard let source = bytes.baseAddress else { return }
+            destination.initialize(from: source, count: bytes.count)
+        }
     }
 }
 

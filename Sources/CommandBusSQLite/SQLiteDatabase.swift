@@ -103,6 +103,26 @@ package final class SQLiteStatement {
         }
     }
 
+    /// Binds text SQLite does not copy: the bytes must stay alive and unchanged until the
+    /// statement is reset (``reset()`` clears every binding). The journal's writing thread binds
+    /// a command's values this way, from one buffer its caller filled.
+    package func bindBorrowed(_ index: Int32, text bytes: UnsafeRawBufferPointer) {
+        // A nil pointer would bind NULL: an empty string is bound from a static literal instead.
+        guard let start = bytes.baseAddress, !bytes.isEmpty else { return bind(index, "" as StaticString) }
+        _ = sqlite3_bind_text(statement, index, start.assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
+    }
+
+    /// Binds a blob SQLite does not copy, on the terms of ``bindBorrowed(_:text:)``. Empty bytes
+    /// bind NULL, as binding empty `Data` does.
+    package func bindBorrowed(_ index: Int32, blob bytes: UnsafeRawBufferPointer) {
+        _ = sqlite3_bind_blob(statement, index, bytes.isEmpty ? nil : bytes.baseAddress, Int32(bytes.count), nil)
+    }
+
+    /// Binds text that lives as long as the program (a literal), which SQLite does not copy.
+    package func bind(_ index: Int32, _ value: StaticString) {
+        _ = sqlite3_bind_text(statement, index, UnsafeRawPointer(value.utf8Start).assumingMemoryBound(to: CChar.self), Int32(value.utf8CodeUnitCount), nil)
+    }
+
     /// Binds an id as its canonical upper-case text, the form the journal stores ids in.
     package func bind(_ index: Int32, _ value: UUID?) {
         guard let value else { sqlite3_bind_null(statement, index); return }

@@ -112,17 +112,22 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private func apply(_ write: JournalWrite, owner: String, startedAt: Date?) throws(CommandBusError) {
         switch write {
         case .accept(let command):
-            insert.bind(1, command.idText)
-            insert.bind(2, command.name)
-            insert.bind(3, command.parentText)
-            insert.bind(4, command.correlationText)
-            insert.bind(5, command.createdAt)
-            insert.bind(6, command.metadataText)
-            insert.bind(7, command.payload)
-            insert.bind(8, Date().timeIntervalSince1970)
-            insert.bind(9, owner)
             let before = database.lastInsertRowID
-            try run(insert)
+            // The values are bound where they lie, and the statement is reset (its bindings
+            // cleared) before the buffer is let go.
+            try command.values.withUnsafeBytes { values -> Result<Void, CommandBusError> in
+                insert.bindBorrowed(1, text: command.idText.bytes(in: values))
+                insert.bindBorrowed(2, text: command.name.bytes(in: values))
+                if let parent = command.parentText { insert.bindBorrowed(3, text: parent.bytes(in: values)) } else { insert.bind(3, nil as String?) }
+                insert.bindBorrowed(4, text: command.correlationText.bytes(in: values))
+                insert.bind(5, command.createdAt)
+                if let metadata = command.metadataText { insert.bindBorrowed(6, text: metadata.bytes(in: values)) } else { insert.bind(6, nil as String?) }
+                insert.bindBorrowed(7, blob: command.payload.bytes(in: values))
+                insert.bind(8, Date().timeIntervalSince1970)
+                insert.bind(9, owner)
+                do throws(CommandBusError) { try run(insert) } catch { return .failure(error) }
+                return .success(())
+            }.get()
             // A new row moves the last insert id; an upsert of a known command (a recovery, a retry) does not.
             let inserted = database.lastInsertRowID
             if inserted != before {
@@ -139,14 +144,24 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         case .update(let update):
             guard let row = try endingRowID(update.id) else { return }
             insertEnding.bind(1, row)
-            insertEnding.bind(2, update.state.rawValue)
+            insertEnding.bind(2, Self.name(of: update.state))
             insertEnding.bind(3, Int64(update.attempts))
-            insertEnding.bind(4, update.result)
             insertEnding.bind(5, update.errorCode)
             insertEnding.bind(6, update.errorMessage)
             insertEnding.bind(7, update.at.timeIntervalSince1970)
             if let startedAt { insertEnding.bind(8, startedAt.timeIntervalSince1970) } else { insertEnding.bind(8, nil as Int64?) }
-            try run(insertEnding)
+            guard let result = update.result else {
+                insertEnding.bind(4, nil as Data?)
+                try run(insertEnding)
+                endingsSinceSweep += 1
+                return
+            }
+            // The result is bound where it lies, and the statement reset before it is let go.
+            try result.withUnsafeBytes { bytes -> Result<Void, CommandBusError> in
+                insertEnding.bindBorrowed(4, blob: bytes)
+                do throws(CommandBusError) { try run(insertEnding) } catch { return .failure(error) }
+                return .success(())
+            }.get()
             endingsSinceSweep += 1
         case .linkUndo(let undo, let original):
             try database.execute("UPDATE commands SET undone_by = '\(undo.uuidString)' WHERE id = '\(original.uuidString)'")
@@ -184,6 +199,18 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             statement.bind(1, id)
             statement.bind(2, now)
             try run(statement)
+        }
+    }
+
+    /// A state's name as a literal, which SQLite binds without copying.
+    static func name(of state: CommandState) -> StaticString {
+        switch state {
+        case .pending: "pending"
+        case .running: "running"
+        case .succeeded: "succeeded"
+        case .failed: "failed"
+        case .cancelled: "cancelled"
+        case .timedOut: "timedOut"
         }
     }
 
