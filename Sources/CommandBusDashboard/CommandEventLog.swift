@@ -18,7 +18,8 @@ package final class CommandEventLog: Sendable {
 
     private struct State {
         var events: [UUID: [JSONValue]] = [:]
-        var order: [UUID] = []
+        /// The commands kept, oldest first: the one a new command pushes out is forgotten.
+        var order = BoundedRing<UUID>(capacity: CommandEventLog.maxCommands)
     }
     private let state = Mutex(State())
 
@@ -41,17 +42,12 @@ package final class CommandEventLog: Sendable {
         }
         state.withLock { state in
             let id = event.commandID
-            if state.events[id] == nil {
-                state.order.append(id)
-                if state.order.count > Self.maxCommands {
-                    let forgotten = state.order.removeFirst()
-                    state.events[forgotten] = nil
-                }
+            if state.events[id] == nil, let forgotten = state.order.append(id) {
+                state.events[forgotten] = nil
             }
-            var list = state.events[id, default: []]
-            guard list.count < Self.maxEventsPerCommand else { return }
-            list.append(json)
-            state.events[id] = list
+            // In place: the list is not copied out of the dictionary and back.
+            guard state.events[id, default: []].count < Self.maxEventsPerCommand else { return }
+            state.events[id, default: []].append(json)
         }
     }
 

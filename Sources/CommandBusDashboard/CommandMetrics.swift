@@ -18,6 +18,8 @@ package final class CommandMetrics: CommandObserver {
     package static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
     /// Seconds of history the live chart can show.
     package static let historySeconds = 300
+    /// How many ended commands the live feed keeps.
+    package static let recentEndings = 1_000
     /// How many names are counted apart; the rest are counted under `other`, so a flood of
     /// invented names cannot grow the scrape without bound.
     package static let maxNames = 10_000
@@ -26,6 +28,12 @@ package final class CommandMetrics: CommandObserver {
     package struct NameCounts: Sendable {
         package var outcomes: [CommandState: Int] = [:]
         package var histogram = Histogram()
+
+        /// Counts one command that ended `state` after `seconds`.
+        mutating func record(_ state: CommandState, seconds: Double) {
+            outcomes[state, default: 0] += 1
+            histogram.observe(seconds)
+        }
     }
 
     /// A cumulative-on-read histogram of durations.
@@ -64,7 +72,7 @@ package final class CommandMetrics: CommandObserver {
     private struct State {
         var names: [String: NameCounts] = [:]
         var history: [Second] = []
-        var recent: [Ended] = []
+        var recent = BoundedRing<Ended>(capacity: CommandMetrics.recentEndings)
         var journalCommits = Histogram()
         var journalWrites = 0
         var journalSyncs = 0
@@ -88,15 +96,14 @@ package final class CommandMetrics: CommandObserver {
         let seconds = duration.seconds
         state.withLock { state in
             let name = state.names[envelope.commandName] != nil || state.names.count < Self.maxNames ? envelope.commandName : "other"
-            state.names[name, default: NameCounts()].outcomes[ended, default: 0] += 1
-            state.names[name, default: NameCounts()].histogram.observe(seconds)
+            // One lookup, in place.
+            state.names[name, default: NameCounts()].record(ended, seconds: seconds)
             if state.history.last?.time != second {
                 state.history.append(Second(time: second))
                 if state.history.count > Self.historySeconds { state.history.removeFirst(state.history.count - Self.historySeconds) }
             }
             state.history[state.history.count - 1].outcomes[ended, default: 0] += 1
             state.recent.append(Ended(id: envelope.id, command: envelope.commandName, state: ended, seconds: seconds, traceparent: envelope.metadata["traceparent"]))
-            if state.recent.count > 1_000 { state.recent.removeFirst(state.recent.count - 1_000) }
             state.endedTotal += 1
         }
     }
@@ -138,7 +145,7 @@ package final class CommandMetrics: CommandObserver {
     package func ended(since after: Int) -> (ended: [Ended], next: Int) {
         state.withLock { state in
             let missing = min(max(0, state.endedTotal - after), state.recent.count)
-            return (Array(state.recent.suffix(missing)), state.endedTotal)
+            return (state.recent.suffix(missing), state.endedTotal)
         }
     }
 }

@@ -14,7 +14,7 @@ package final class BusStatistics: CommandObserver {
         package var completed = 0
         package var failed = 0
         /// The latest latencies (ms) per command name, at most `window` each.
-        package var latencies: [String: [Double]] = [:]
+        package var latencies: [String: BoundedRing<Double>] = [:]
         /// Waiting for nothing to be in flight.
         var idleWaiters: [UnsafeContinuation<Void, Never>] = []
     }
@@ -34,10 +34,8 @@ package final class BusStatistics: CommandObserver {
             guard let start = state.started.removeValue(forKey: envelope.id) else { return [] }
             if ended == .succeeded { state.completed += 1 } else { state.failed += 1 }
             let ms = (now - start).seconds * 1000
-            var list = state.latencies[envelope.commandName, default: []]
-            list.append(ms)
-            if list.count > Self.window { list.removeFirst(list.count - Self.window) }
-            state.latencies[envelope.commandName] = list
+            // In place: the ring is not copied out of the dictionary and back.
+            state.latencies[envelope.commandName, default: BoundedRing(capacity: Self.window)].append(ms)
             guard state.started.isEmpty else { return [] }
             defer { state.idleWaiters = [] }
             return state.idleWaiters
@@ -80,8 +78,9 @@ package final class BusStatistics: CommandObserver {
                 let sorted = values.sorted()
                 return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))]
             }
-            let commands = state.latencies.mapValues { values -> JSONValue in
-                .object(["count": .integer(Int64(values.count)), "p50Ms": .number(percentile(values, 0.5)), "p99Ms": .number(percentile(values, 0.99))])
+            let commands = state.latencies.mapValues { ring -> JSONValue in
+                let values = ring.elements
+                return .object(["count": .integer(Int64(values.count)), "p50Ms": .number(percentile(values, 0.5)), "p99Ms": .number(percentile(values, 0.99))])
             }
             return .object([
                 "uptimeSeconds": .number(uptime.seconds),
