@@ -133,38 +133,51 @@ package final class CommandServer: Sendable {
 
         /// The request on a line, or `nil` unless it is a JSON object with a string `op` whose
         /// other fields, where present and not `null`, have their types.
+        ///
+        /// The fields are read in one pass over the object, not looked up one by one: on a busy
+        /// server this runs on the request loop's one thread, for every request.
         init?(line: [UInt8]) {
-            guard case .object(let fields)? = JSONValue.parse(bytes: line), case .string(let op)? = fields["op"] else { return nil }
-            var wellTyped = true
-            func field<T>(_ key: String, _ convert: (JSONValue) -> T?) -> T? {
-                guard let value = fields[key], value != .null else { return nil }
-                guard let converted = convert(value) else { wellTyped = false; return nil }
-                return converted
-            }
-            let string = { (value: JSONValue) in value.stringValue }
-            let bool = { (value: JSONValue) -> Bool? in if case .bool(let flag) = value { flag } else { nil } }
-            self.op = op
-            id = field("id") { $0 }
-            command = field("command", string)
-            payload = field("payload") { $0 }
-            metadata = field("metadata") { value -> [String: String]? in
-                guard let object = value.objectValue else { return nil }
-                let strings = object.compactMapValues(\.stringValue)
-                return strings.count == object.count ? strings : nil
-            }
-            traceparent = field("traceparent", string)
-            timeout = field("timeout") { value -> Double? in
-                switch value {
-                case .integer(let integer): Double(integer)
-                case .number(let number): number
-                default: nil
+            guard case .object(let fields)? = JSONValue.parse(bytes: line) else { return nil }
+            var op: String?, id: JSONValue?, command: String?, payload: JSONValue?, metadata: [String: String]?
+            var traceparent: String?, timeout: Double?, commandId: String?, correlationId: String?
+            var cancelOnDisconnect: Bool?, events: Bool?
+            for (key, value) in fields where value != .null {
+                switch key {
+                case "op": guard let text = value.stringValue else { return nil }; op = text
+                case "id": id = value
+                case "command": guard let text = value.stringValue else { return nil }; command = text
+                case "payload": payload = value
+                case "metadata":
+                    guard let object = value.objectValue else { return nil }
+                    let strings = object.compactMapValues(\.stringValue)
+                    guard strings.count == object.count else { return nil }
+                    metadata = strings
+                case "traceparent": guard let text = value.stringValue else { return nil }; traceparent = text
+                case "timeout":
+                    switch value {
+                    case .integer(let integer): timeout = Double(integer)
+                    case .number(let number): timeout = number
+                    default: return nil
+                    }
+                case "commandId": guard let text = value.stringValue else { return nil }; commandId = text
+                case "correlationId": guard let text = value.stringValue else { return nil }; correlationId = text
+                case "cancelOnDisconnect": guard case .bool(let flag) = value else { return nil }; cancelOnDisconnect = flag
+                case "events": guard case .bool(let flag) = value else { return nil }; events = flag
+                default: continue
                 }
             }
-            commandId = field("commandId", string)
-            correlationId = field("correlationId", string)
-            cancelOnDisconnect = field("cancelOnDisconnect", bool)
-            events = field("events", bool)
-            guard wellTyped else { return nil }
+            guard let op else { return nil }
+            self.op = op
+            self.id = id
+            self.command = command
+            self.payload = payload
+            self.metadata = metadata
+            self.traceparent = traceparent
+            self.timeout = timeout
+            self.commandId = commandId
+            self.correlationId = correlationId
+            self.cancelOnDisconnect = cancelOnDisconnect
+            self.events = events
         }
     }
 

@@ -93,6 +93,39 @@ struct ServerTests {
             """)
     }
 
+    /// A request's fields have their types or the request is refused whole; `null` counts as
+    /// absent, and a field the protocol does not know is ignored.
+    @Test func aRequestWithAFieldOfTheWrongTypeIsRefusedWhole() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            s, f = connect()
+            def code(request):
+                reply = ask(f, request)
+                return reply["error"]["code"] if not reply["ok"] else "ok"
+            for request in [
+                '[1]', '{"op": 5}', '{"op": null}', '{"id": 1}',
+                '{"op": "post", "command": 5}', '{"op": "post", "command": "greet", "timeout": "soon"}',
+                '{"op": "post", "command": "greet", "metadata": {"a": 1}}', '{"op": "post", "command": "greet", "metadata": []}',
+                '{"op": "status", "events": "yes"}', '{"op": "status", "cancelOnDisconnect": 1}',
+                '{"op": "status", "traceparent": 7}', '{"op": "cancel", "commandId": 7}', '{"op": "subscribe", "correlationId": false}',
+            ]:
+                print(code(request))
+            print(ask(f, '{"op": "status", "id": 7, "unknown": [1, 2], "events": null, "timeout": null}')["id"])
+            print(ask(f, '{"op": "cancel", "commandId": null}')["error"]["message"])
+            print(ask(f, '{"op": "post", "command": "greet", "timeout": 2, "metadata": {"a": "b"}, "payload": {"name": "Ada"}}')["ok"])
+            print(ask(f, '{"op": "post", "command": "greet", "timeout": 0.5, "id": "x", "payload": {"name": "Ada"}}')["id"])
+            """)
+        await server.stop()
+        #expect(output == String(repeating: "usage\n", count: 13) + """
+            7
+            cancel needs "commandId"
+            True
+            x
+
+            """)
+    }
+
     @Test func theSocketIsPrivateAndASecondServerIsRefused() async throws {
         let server = try await Server()
         defer { server.work.remove() }
