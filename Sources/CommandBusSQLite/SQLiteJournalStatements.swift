@@ -125,8 +125,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
                 insert.bindBorrowed(7, blob: command.payload.bytes(in: values))
                 insert.bind(8, Date().timeIntervalSince1970)
                 insert.bind(9, owner)
-                do throws(CommandBusError) { try run(insert) } catch { return .failure(error) }
-                return .success(())
+                return outcome(of: insert)
             }.get()
             // A new row moves the last insert id; an upsert of a known command (a recovery, a retry) does not.
             let inserted = database.lastInsertRowID
@@ -150,17 +149,11 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             insertEnding.bind(6, update.errorMessage)
             insertEnding.bind(7, update.at.timeIntervalSince1970)
             if let startedAt { insertEnding.bind(8, startedAt.timeIntervalSince1970) } else { insertEnding.bind(8, nil as Int64?) }
-            guard let result = update.result else {
-                insertEnding.bind(4, nil as Data?)
-                try run(insertEnding)
-                endingsSinceSweep += 1
-                return
-            }
-            // The result is bound where it lies, and the statement reset before it is let go.
-            try result.withUnsafeBytes { bytes -> Result<Void, CommandBusError> in
+            // The result is bound where it lies, and the statement reset before it is let go. No
+            // result, like an empty one, has no bytes, and empty bytes bind NULL.
+            try (update.result ?? Data()).withUnsafeBytes { bytes -> Result<Void, CommandBusError> in
                 insertEnding.bindBorrowed(4, blob: bytes)
-                do throws(CommandBusError) { try run(insertEnding) } catch { return .failure(error) }
-                return .success(())
+                return outcome(of: insertEnding)
             }.get()
             endingsSinceSweep += 1
         case .linkUndo(let undo, let original):
@@ -223,6 +216,13 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             DELETE FROM endings WHERE seq = \(row);
             INSERT OR IGNORE INTO unended (seq) SELECT \(row) WHERE \(row) <= (SELECT through FROM sweep);
             """)
+    }
+
+    /// Runs `statement`, with its outcome as a value: for a closure such as `withUnsafeBytes`'s,
+    /// which cannot throw a typed error.
+    private func outcome(of statement: SQLiteStatement) -> Result<Void, CommandBusError> {
+        do throws(CommandBusError) { try run(statement) } catch { return .failure(error) }
+        return .success(())
     }
 
     private func run(_ statement: SQLiteStatement) throws(CommandBusError) {
