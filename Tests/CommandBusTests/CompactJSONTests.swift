@@ -60,18 +60,21 @@ struct CompactJSONTests {
 
     struct Wrapper<T: Encodable>: Encodable { var value: T }
 
+    /// Expects `value` declined by `CompactJSON`, and `JSONWire.encode` to give Foundation's bytes (or fail as it does).
+    static func expectDeclined<T: Encodable>(_ value: T) {
+        #expect(CompactJSON.encode(value) == nil, "\(T.self) should be declined")
+        let expected = Result { try JSONWire.encoder.encode(value) }
+        let wired = Result { try JSONWire.encode(value) }
+        switch (expected, wired) {
+        case (.success(let a), .success(let b)): #expect(a == b, "\(String(decoding: a, as: UTF8.self)) != \(String(decoding: b, as: UTF8.self))")
+        case (.failure, .failure): break
+        default: Issue.record("JSONWire.encode and Foundation disagree on \(T.self)")
+        }
+    }
+
     /// Whatever Foundation treats specially is declined, and `JSONWire.encode` then gives Foundation's bytes (or its error).
     @Test func whatFoundationTreatsSpeciallyIsLeftToFoundation() throws {
-        func declined<T: Encodable>(_ value: T) throws {
-            #expect(CompactJSON.encode(value) == nil, "\(T.self) should be declined")
-            let expected = Result { try foundation(value) }
-            let wired = Result { try JSONWire.encode(value) }
-            switch (expected, wired) {
-            case (.success(let a), .success(let b)): #expect(a == b)
-            case (.failure, .failure): break
-            default: Issue.record("JSONWire.encode and Foundation disagree on \(T.self)")
-            }
-        }
+        func declined<T: Encodable>(_ value: T) throws { Self.expectDeclined(value) }
         try declined(Data([1, 2, 3]))
         try declined(Wrapper(value: Data([1, 2, 3])))
         try declined(Wrapper(value: URL(string: "https://example.com/a?b=c")!))

@@ -9,56 +9,23 @@ import Foundation
 ///
 /// Foundation's encoder builds a tree of references with coding paths and strategies, then writes
 /// it: about 11,000 instructions for a one-field command, a tenth of a journaled `post`. This one
-/// builds a small tree of the values alone and writes it in one pass. It covers what commands and
-/// results are made of: structs, enums, arrays, dictionaries, optionals, strings, numbers and
-/// Booleans. Whatever JSONEncoder treats specially (`Data`, `URL`, `Decimal`, non-finite numbers,
-/// non-ASCII keys, a key written twice, `superEncoder`, a value that writes nothing) makes it give
-/// up, so the caller falls back and the output never differs; a differential test holds it to that.
+/// writes straight into one buffer (``CompactJSONBuffer``), kept by the thread between encodes. It covers
+/// what commands and results are made of: structs, enums, arrays, dictionaries, optionals,
+/// strings, numbers and Booleans. Whatever JSONEncoder treats specially (`Data`, `URL`, `Decimal`,
+/// non-finite numbers, non-ASCII keys, a key written twice, `superEncoder`, a value that writes
+/// nothing) makes it give up, so the caller falls back and the output never differs; a
+/// differential test holds it to that.
 package enum CompactJSON {
     /// The JSON bytes of `value`, or `nil` where only `JSONEncoder` can say what they are.
     package static func encode<T: Encodable>(_ value: T) -> Data? {
-        let state = EncodingState()
-        guard let node = CompactValueEncoder(state: state).node(for: value), !state.unsupported else { return nil }
-        var output: [UInt8] = []
-        output.reserveCapacity(64)
-        guard write(node, into: &output) else { return nil }
-        return Data(output)
-    }
-
-    /// Writes `node`; `false` if an object repeats a key.
-    private static func write(_ node: CompactNode, into output: inout [UInt8]) -> Bool {
-        switch node {
-        case .literal(let text):
-            output.append(contentsOf: text.utf8)
-        case .string(let text):
-            writeString(text, into: &output)
-        case .array(let array):
-            output.append(UInt8(ascii: "["))
-            for (index, item) in array.items.enumerated() {
-                if index > 0 { output.append(UInt8(ascii: ",")) }
-                guard write(item, into: &output) else { return false }
-            }
-            output.append(UInt8(ascii: "]"))
-        case .object(let object):
-            output.append(UInt8(ascii: "{"))
-            let order = object.sortedOrder()
-            for (position, index) in order.enumerated() {
-                if position > 0 {
-                    // Sorted, so a repeated key sits next to its twin.
-                    if object.keys[order[position - 1]] == object.keys[index] { return false }
-                    output.append(UInt8(ascii: ","))
-                }
-                writeString(object.keys[index], into: &output)
-                output.append(UInt8(ascii: ":"))
-                guard write(object.values[index], into: &output) else { return false }
-            }
-            output.append(UInt8(ascii: "}"))
-        }
-        return true
+        let state = CompactJSONBuffer.take()
+        defer { state.putBack() }
+        guard state.encodeValue(value), !state.gaveUp else { return nil }
+        return Data(state.bytes)
     }
 
     /// A JSON string literal: quotes, backslashes and control characters escaped, as JSONEncoder does.
-    private static func writeString(_ text: String, into output: inout [UInt8]) {
+    static func writeString(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         var text = text
         text.withUTF8 { bytes in
@@ -85,234 +52,174 @@ package enum CompactJSON {
     }
 }
 
-/// One value of the tree: JSON text as it is written (numbers, `true`, `null`), a string still to
-/// escape, or a container.
-enum CompactNode {
-    case literal(String)
+/// A scalar's JSON text: a literal or a number's text, written as they are, a string still to
+/// escape, or an integer's digits.
+enum ScalarText {
+    case literal(StaticString)
+    case raw(String)
     case string(String)
-    case array(ArrayNode)
-    case object(ObjectNode)
-}
+    case integer(UInt64, negative: Bool)
 
-/// An array's items, shared by every container that writes to it.
-final class ArrayNode {
-    var items: [CompactNode] = []
-}
-
-/// An object's members in the order they were written; sorted only when written out.
-final class ObjectNode {
-    var keys: [String] = []
-    var values: [CompactNode] = []
-
-    /// Member indices in the order of their keys' bytes (JSONEncoder's `.sortedKeys` for ASCII keys).
-    func sortedOrder() -> [Int] {
-        guard keys.count > 1 else { return Array(keys.indices) }
-        return keys.indices.sorted { keys[$0].utf8.lexicographicallyPrecedes(keys[$1].utf8) }
-    }
-
-    func append(_ key: String, _ value: CompactNode, state: EncodingState) {
-        // Only ASCII keys: the byte order above is then JSONEncoder's order.
-        if !key.utf8.allSatisfy({ $0 < 0x80 }) { state.unsupported = true }
-        keys.append(key)
-        values.append(value)
-    }
-}
-
-/// What every encoder and container of one `encode` shares: whether anything asked for what only
-/// JSONEncoder does.
-final class EncodingState {
-    var unsupported = false
-}
-
-/// The encoder handed to a value's `encode(to:)`: the value writes one container, or one single value.
-struct CompactValueEncoder: Encoder {
-    let state: EncodingState
-    private let slot = Slot()
-    var codingPath: [any CodingKey] { [] }
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
-
-    init(state: EncodingState) { self.state = state }
-
-    /// Where the value an encoder writes ends up.
-    final class Slot {
-        var node: CompactNode?
-    }
-
-    /// The tree of `value`, or `nil` if it wrote nothing or needs JSONEncoder's special handling.
-    func node<T: Encodable>(for value: T) -> CompactNode? {
-        if T.self == Data.self || T.self == URL.self || T.self == Decimal.self { return nil }
-        do { try value.encode(to: self) } catch { return nil }
-        return slot.node
-    }
-
-    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        let object: ObjectNode
-        if case .object(let existing) = slot.node {
-            object = existing
-        } else {
-            if slot.node != nil { state.unsupported = true }
-            object = ObjectNode()
-            slot.node = .object(object)
-        }
-        return KeyedEncodingContainer(CompactKeyedContainer<Key>(object: object, state: state))
-    }
-
-    func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        let array: ArrayNode
-        if case .array(let existing) = slot.node {
-            array = existing
-        } else {
-            if slot.node != nil { state.unsupported = true }
-            array = ArrayNode()
-            slot.node = .array(array)
-        }
-        return CompactUnkeyedContainer(array: array, state: state)
-    }
-
-    func singleValueContainer() -> any SingleValueEncodingContainer {
-        CompactSingleValueContainer(encoder: self)
-    }
-
-    fileprivate func set(_ node: CompactNode) {
-        if slot.node != nil { state.unsupported = true }
-        slot.node = node
-    }
-
-    /// The tree of a nested value, marking the encoding unsupported if it has none.
-    static func nested<T: Encodable>(_ value: T, state: EncodingState) -> CompactNode {
-        if let node = CompactValueEncoder(state: state).node(for: value) { return node }
-        state.unsupported = true
-        return .literal("null")
-    }
-}
-
-/// JSON text of the scalars, as JSONEncoder writes them; `nil` for a number JSON cannot hold.
-enum CompactScalar {
-    static func number<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F) -> CompactNode? {
+    /// A number as JSONEncoder writes it (no `.0` on a whole one); `nil` for one JSON cannot hold.
+    static func number<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F) -> ScalarText? {
         guard value.isFinite else { return nil }
         var text = value.description
         if text.hasSuffix(".0") { text.removeLast(2) }
-        return .literal(text)
+        return .raw(text)
     }
 
-    static func integer<I: BinaryInteger>(_ value: I) -> CompactNode { .literal(value.description) }
-    static func bool(_ value: Bool) -> CompactNode { .literal(value ? "true" : "false") }
+    /// An integer of any width up to 64 bits.
+    static func integer<I: BinaryInteger>(_ value: I) -> ScalarText {
+        .integer(UInt64(truncatingIfNeeded: value.magnitude), negative: value < 0)
+    }
+
+    /// `true` or `false`.
+    static func bool(_ value: Bool) -> ScalarText { .literal(value ? "true" : "false") }
 }
 
-/// A keyed container: each member becomes a node of its object, in the order written.
+/// The encoder handed to a value's `encode(to:)`: one per value, naming its level in the state.
+struct CompactEncoder: Encoder {
+    let state: CompactJSONBuffer
+    let level: Int
+    let id: Int
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(CompactKeyedContainer<Key>(state: state, frame: state.frame(forLevel: level, id: id, object: true)))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        CompactUnkeyedContainer(state: state, frame: state.frame(forLevel: level, id: id, object: false))
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        CompactSingleValueContainer(state: state, level: level, id: id)
+    }
+}
+
+/// A keyed container: each member is written where it comes, and sorted when its object closes.
 struct CompactKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
-    let object: ObjectNode
-    let state: EncodingState
+    let state: CompactJSONBuffer
+    let frame: Int
     var codingPath: [any CodingKey] { [] }
 
-    private func put(_ node: CompactNode?, _ key: Key) {
-        guard let node else { state.unsupported = true; return }
-        object.append(key.stringValue, node, state: state)
+    private func put(_ text: ScalarText?, _ key: Key) {
+        guard state.beginMember(of: frame, key: key.stringValue) else { return }
+        state.write(text)
     }
 
     mutating func encodeNil(forKey key: Key) { put(.literal("null"), key) }
-    mutating func encode(_ value: Bool, forKey key: Key) { put(CompactScalar.bool(value), key) }
+    mutating func encode(_ value: Bool, forKey key: Key) { put(ScalarText.bool(value), key) }
     mutating func encode(_ value: String, forKey key: Key) { put(.string(value), key) }
-    mutating func encode(_ value: Double, forKey key: Key) { put(CompactScalar.number(value), key) }
-    mutating func encode(_ value: Float, forKey key: Key) { put(CompactScalar.number(value), key) }
-    mutating func encode(_ value: Int, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: Int8, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: Int16, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: Int32, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: Int64, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: UInt, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) { put(CompactScalar.integer(value), key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) { put(CompactScalar.integer(value), key) }
+    mutating func encode(_ value: Double, forKey key: Key) { put(ScalarText.number(value), key) }
+    mutating func encode(_ value: Float, forKey key: Key) { put(ScalarText.number(value), key) }
+    mutating func encode(_ value: Int, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: Int8, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: Int16, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: Int32, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: Int64, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: UInt, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) { put(ScalarText.integer(value), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) { put(ScalarText.integer(value), key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) {
-        put(CompactValueEncoder.nested(value, state: state), key)
+        guard state.beginMember(of: frame, key: key.stringValue) else { return }
+        _ = state.encodeValue(value)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        let nested = ObjectNode()
-        put(.object(nested), key)
-        return KeyedEncodingContainer(CompactKeyedContainer<NestedKey>(object: nested, state: state))
+        let nested = state.beginMember(of: frame, key: key.stringValue) ? state.open(object: true) : -1
+        return KeyedEncodingContainer(CompactKeyedContainer<NestedKey>(state: state, frame: nested))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        let nested = ArrayNode()
-        put(.array(nested), key)
-        return CompactUnkeyedContainer(array: nested, state: state)
+        let nested = state.beginMember(of: frame, key: key.stringValue) ? state.open(object: false) : -1
+        return CompactUnkeyedContainer(state: state, frame: nested)
     }
 
     mutating func superEncoder() -> any Encoder { unsupportedEncoder() }
     mutating func superEncoder(forKey key: Key) -> any Encoder { unsupportedEncoder() }
 
     private func unsupportedEncoder() -> any Encoder {
-        state.unsupported = true
-        return CompactValueEncoder(state: state)
+        state.giveUp()
+        return CompactEncoder(state: state, level: -1, id: -1)
     }
 }
 
-/// The unkeyed and single-value containers: each scalar becomes a node, handed to `put`.
+/// The unkeyed and single-value containers: each scalar or value goes through `put`.
 protocol CompactScalarSink {
-    var state: EncodingState { get }
-    func put(_ node: CompactNode?)
+    func put(_ text: ScalarText?)
+    func put<T: Encodable>(value: T)
 }
 
 extension CompactScalarSink {
     mutating func encodeNil() { put(.literal("null")) }
-    mutating func encode(_ value: Bool) { put(CompactScalar.bool(value)) }
+    mutating func encode(_ value: Bool) { put(ScalarText.bool(value)) }
     mutating func encode(_ value: String) { put(.string(value)) }
-    mutating func encode(_ value: Double) { put(CompactScalar.number(value)) }
-    mutating func encode(_ value: Float) { put(CompactScalar.number(value)) }
-    mutating func encode(_ value: Int) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: Int8) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: Int16) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: Int32) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: Int64) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: UInt) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: UInt8) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: UInt16) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: UInt32) { put(CompactScalar.integer(value)) }
-    mutating func encode(_ value: UInt64) { put(CompactScalar.integer(value)) }
-    mutating func encode<T: Encodable>(_ value: T) { put(CompactValueEncoder.nested(value, state: state)) }
+    mutating func encode(_ value: Double) { put(ScalarText.number(value)) }
+    mutating func encode(_ value: Float) { put(ScalarText.number(value)) }
+    mutating func encode(_ value: Int) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: Int8) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: Int16) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: Int32) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: Int64) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: UInt) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: UInt8) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: UInt16) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: UInt32) { put(ScalarText.integer(value)) }
+    mutating func encode(_ value: UInt64) { put(ScalarText.integer(value)) }
+    mutating func encode<T: Encodable>(_ value: T) { put(value: value) }
 }
 
-/// An unkeyed container: each item is appended to its array.
+/// An unkeyed container: items are written where they come, comma-separated.
 struct CompactUnkeyedContainer: UnkeyedEncodingContainer, CompactScalarSink {
-    let array: ArrayNode
-    let state: EncodingState
+    let state: CompactJSONBuffer
+    let frame: Int
     var codingPath: [any CodingKey] { [] }
-    var count: Int { array.items.count }
+    var count: Int { state.count(of: frame) }
 
-    func put(_ node: CompactNode?) {
-        guard let node else { state.unsupported = true; return }
-        array.items.append(node)
+    func put(_ text: ScalarText?) {
+        guard state.beginItem(of: frame) else { return }
+        state.write(text)
+    }
+
+    func put<T: Encodable>(value: T) {
+        guard state.beginItem(of: frame) else { return }
+        _ = state.encodeValue(value)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        let nested = ObjectNode()
-        put(.object(nested))
-        return KeyedEncodingContainer(CompactKeyedContainer<NestedKey>(object: nested, state: state))
+        let nested = state.beginItem(of: frame) ? state.open(object: true) : -1
+        return KeyedEncodingContainer(CompactKeyedContainer<NestedKey>(state: state, frame: nested))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        let nested = ArrayNode()
-        put(.array(nested))
-        return CompactUnkeyedContainer(array: nested, state: state)
+        let nested = state.beginItem(of: frame) ? state.open(object: false) : -1
+        return CompactUnkeyedContainer(state: state, frame: nested)
     }
 
     mutating func superEncoder() -> any Encoder {
-        state.unsupported = true
-        return CompactValueEncoder(state: state)
+        state.giveUp()
+        return CompactEncoder(state: state, level: -1, id: -1)
     }
 }
 
-/// A single-value container: its one value becomes the encoder's node.
+/// A single-value container: its one value is the level's.
 struct CompactSingleValueContainer: SingleValueEncodingContainer, CompactScalarSink {
-    let encoder: CompactValueEncoder
+    let state: CompactJSONBuffer
+    let level: Int
+    let id: Int
     var codingPath: [any CodingKey] { [] }
-    var state: EncodingState { encoder.state }
 
-    func put(_ node: CompactNode?) {
-        guard let node else { encoder.state.unsupported = true; return }
-        encoder.set(node)
+    func put(_ text: ScalarText?) {
+        guard state.beginSingle(level: level, id: id) else { return }
+        state.write(text)
+    }
+
+    func put<T: Encodable>(value: T) {
+        guard state.beginSingle(level: level, id: id) else { return }
+        _ = state.encodeValue(value)
     }
 }

@@ -1,0 +1,1 @@
+../../CommandBus/JSON/CompactJSONBuffer.swift
