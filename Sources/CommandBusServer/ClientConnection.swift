@@ -35,8 +35,11 @@ package final class ClientConnection: Sendable {
 
     /// Queues one JSON line for the client.
     package func send(_ value: JSONValue) {
-        var line = Array(value.text.utf8)
-        line.append(0x0A)
+        send(line: ReplyLine.line(value))
+    }
+
+    /// Queues one line for the client, its newline included.
+    package func send(line: [UInt8]) {
         let next = outgoing.withLock { state -> Next in
             guard state.held == nil else {
                 state.held!.append(contentsOf: line)

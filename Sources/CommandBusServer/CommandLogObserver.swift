@@ -20,12 +20,37 @@ final class CommandLogObserver: CommandObserver {
     }
 
     func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?, after duration: Duration) {
-        let level = LogLevel.info
-        guard level >= log.threshold else { return }
-        let milliseconds = (duration.seconds * 10_000).rounded() / 10
-        var line = "\(quotedLine(envelope.commandName)) \(CommandID.text(envelope.id)) \(state.rawValue) in \(milliseconds) ms"
-        if let error { line += ": \(quotedLine(error.message))" }
-        if let trace = TraceContext.traceID(in: envelope.metadata) { line += " trace=\(trace)" }
-        log(level, line)
+        log(.info) { line in Self.compose(envelope, state: state, error: error, after: duration, into: &line) }
+    }
+
+    /// The message of a command's line, written straight into `line`: no `String` is made for it
+    /// (one line per command is a busy server's most frequent write).
+    static func compose(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?, after duration: Duration, into line: inout [UInt8]) {
+        line.append(contentsOf: quotedLine(envelope.commandName).utf8)
+        line.append(UInt8(ascii: " "))
+        let idStart = line.count
+        line.append(contentsOf: repeatElement(0, count: CommandID.textLength))
+        line.withUnsafeMutableBufferPointer { CommandID.writeText(envelope.id, to: $0.baseAddress! + idStart) }
+        line.append(UInt8(ascii: " "))
+        line.append(contentsOf: state.rawValue.utf8)
+        line.append(contentsOf: " in ".utf8)
+        // Milliseconds to a tenth: `0.4`, `12.0`, as the `Double` would print (written from an integer).
+        let tenths = (duration.seconds * 10_000).rounded()
+        if tenths >= 0, tenths < 1e15 {
+            line.append(contentsOf: String(Int(tenths) / 10).utf8)
+            line.append(UInt8(ascii: "."))
+            line.append(UInt8(ascii: "0") + UInt8(Int(tenths) % 10))
+        } else {
+            line.append(contentsOf: "\(tenths / 10)".utf8)
+        }
+        line.append(contentsOf: " ms".utf8)
+        if let error {
+            line.append(contentsOf: ": ".utf8)
+            line.append(contentsOf: quotedLine(error.message).utf8)
+        }
+        if let trace = TraceContext.traceID(in: envelope.metadata) {
+            line.append(contentsOf: " trace=".utf8)
+            line.append(contentsOf: trace.utf8)
+        }
     }
 }

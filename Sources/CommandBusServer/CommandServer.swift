@@ -137,11 +137,11 @@ package final class CommandServer: Sendable {
         /// The fields are read in one pass over the object, not looked up one by one: on a busy
         /// server this runs on the request loop's one thread, for every request.
         init?(line: [UInt8]) {
-            guard case .object(let fields)? = JSONValue.parse(bytes: line) else { return nil }
+            guard let members = JSONValue.members(ofObject: line) else { return nil }
             var op: String?, id: JSONValue?, command: String?, payload: JSONValue?, metadata: [String: String]?
             var traceparent: String?, timeout: Double?, commandId: String?, correlationId: String?
             var cancelOnDisconnect: Bool?, events: Bool?
-            for (key, value) in fields where value != .null {
+            for (key, value) in members where value != .null {
                 switch key {
                 case "op": guard let text = value.stringValue else { return nil }; op = text
                 case "id": id = value
@@ -182,13 +182,13 @@ package final class CommandServer: Sendable {
     }
 
     /// The response to a `send`: its result, or its error.
-    private static func reply(to id: JSONValue?, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> JSONValue {
+    private static func reply(to id: JSONValue?, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> [UInt8] {
         switch outcome {
         case .success(let result):
             let value = JSONValue.parse(bytes: result) ?? .string(String(decoding: result, as: UTF8.self))
-            return success(id, ["commandId": .string(CommandID.text(ticket)), "result": value])
+            return ReplyLine.succeeded(id, commandID: ticket, result: value)
         case .failure(let error):
-            return failure(id, code: HostFailure.Code(error).name, error.message, commandID: ticket)
+            return ReplyLine.line(failure(id, code: HostFailure.Code(error).name, error.message, commandID: ticket))
         }
     }
 
@@ -219,14 +219,16 @@ package final class CommandServer: Sendable {
             if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) {
                 return connection.send(Self.failure(request.id, code: "usage", TraceContext.problem(trace)))
             }
-            let payload = Data((request.payload ?? .object([:])).text.utf8)
+            var payloadBytes: [UInt8] = []
+            (request.payload ?? .object([:])).write(into: &payloadBytes)
+            let payload = Data(payloadBytes)
             let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
             // Subscribed before the command starts, so none of its events is missed.
             let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
             let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout)
             running.insert(ticket)
             if request.op == "post" {
-                connection.send(Self.success(request.id, ["commandId": .string(CommandID.text(ticket.id))]))
+                connection.send(line: ReplyLine.accepted(request.id, commandID: ticket.id))
                 // No task waits for the end: whoever ends the command takes it off the table.
                 ticket.whenFinished { [running] _ in running.remove(ticket.id) }
                 return
@@ -237,7 +239,7 @@ package final class CommandServer: Sendable {
                 return ticket.whenFinished { [running] outcome in
                     owned.remove(ticket.id)
                     running.remove(ticket.id)
-                    connection.send(Self.reply(to: request.id, ticket: ticket.id, outcome))
+                    connection.send(line: Self.reply(to: request.id, ticket: ticket.id, outcome))
                 }
             }
             let forwarding = Task {
@@ -250,11 +252,13 @@ package final class CommandServer: Sendable {
                 owned.remove(ticket.id)
                 running.remove(ticket.id)
                 await forwarding.value
-                connection.send(reply)
+                connection.send(line: reply)
             }
         case "can":
             guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "can needs \"command\"")) }
-            let payload = Data((request.payload ?? .object([:])).text.utf8)
+            var payloadBytes: [UInt8] = []
+            (request.payload ?? .object([:])).write(into: &payloadBytes)
+            let payload = Data(payloadBytes)
             Task { [bus] in
                 do throws(CommandBusError) {
                     // The full answer: an isolated plugin's can_handle() is asked in its worker.

@@ -25,6 +25,25 @@ package struct ServerLog: Sendable {
         self.format = format
     }
 
+    /// Logs a message composed straight into bytes by `compose`: a text line costs no `String`.
+    package func callAsFunction(_ level: LogLevel, composing compose: (inout [UInt8]) -> Void) {
+        guard level >= threshold else { return }
+        var line: [UInt8] = []
+        line.reserveCapacity(160)
+        switch format {
+        case .text:
+            line.append(contentsOf: "cmdbus: ".utf8)
+            line.append(contentsOf: level.rawValue.utf8)
+            line.append(contentsOf: ": ".utf8)
+            compose(&line)
+            line.append(0x0A)
+            console.err(line: line)
+        case .json:
+            compose(&line)
+            self(level, String(decoding: line, as: UTF8.self))
+        }
+    }
+
     package func callAsFunction(_ level: LogLevel, _ message: String) {
         guard level >= threshold else { return }
         switch format {

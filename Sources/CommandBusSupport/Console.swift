@@ -34,6 +34,11 @@ package struct Console: Sendable {
         Self.write(text + "\n", to: STDERR_FILENO)
     }
 
+    /// Writes a line already in bytes, its newline included, to stderr.
+    package func err(line: [UInt8]) {
+        Self.write(line[...], to: STDERR_FILENO)
+    }
+
     /// Overwrites the current stderr line (a progress line on a terminal).
     package func status(_ text: String) {
         Self.write("\r\u{1B}[K" + text, to: STDERR_FILENO)
@@ -41,7 +46,12 @@ package struct Console: Sendable {
 
     /// Writes all of `text`, retrying short writes and interruptions.
     private static func write(_ text: String, to descriptor: Int32) {
-        var bytes = Array(text.utf8)[...]
+        write(Array(text.utf8)[...], to: descriptor)
+    }
+
+    /// Writes all of `bytes`, retrying short writes and interruptions.
+    private static func write(_ bytes: ArraySlice<UInt8>, to descriptor: Int32) {
+        var bytes = bytes
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
             if written < 0 {

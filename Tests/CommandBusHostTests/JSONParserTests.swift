@@ -53,4 +53,34 @@ struct JSONParserTests {
             #expect(ours?.text == foundation(bytes)?.text)
         }
     }
+
+    /// An object's members read in one pass (the server's requests) are the parsed object's, in
+    /// order, with the first of a repeated key kept, even a null one; anything but one object is refused.
+    @Test func anObjectsMembersAreTheParsedObjects() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<1_000 {
+            var fields: [String: JSONValue] = [:]
+            for _ in 0..<Int.random(in: 0...24, using: &generator) { fields[String(Int.random(in: 0...40, using: &generator))] = randomJSONValue(using: &generator) }
+            let bytes = Array(JSONValue.object(fields).text.utf8)
+            guard let members = JSONValue.members(ofObject: bytes) else {
+                Issue.record("refused \(JSONValue.object(fields).text.prefix(60))")
+                return
+            }
+            #expect(members.map { $0.key } == fields.keys.sorted())
+            #expect(JSONValue.object(Dictionary(uniqueKeysWithValues: members.map { ($0.key, $0.value) })) == JSONValue.parse(bytes: bytes))
+        }
+        let repeated = #"{"op":null,"b":1,"op":"send","b":2,"c":[1,],}"#
+        let members = JSONValue.members(ofObject: Array(repeated.utf8))
+        #expect(members?.map { $0.key } == ["op", "b", "c"])
+        #expect(members?.first?.value == .null)
+        #expect(members?[1].value == .integer(1))
+        let many = "{" + (0..<40).map { #""k\#($0 % 20)":\#($0)"# }.joined(separator: ",") + "}"
+        let kept = JSONValue.members(ofObject: Array(many.utf8))
+        #expect(kept?.map { $0.key } == (0..<20).map { "k\($0)" })
+        #expect(kept?.map { $0.value } == (0..<20).map { JSONValue.integer(Int64($0)) })
+        for text in ["[1]", "1", #""s""#, "", "{", #"{"a":1} x"#, #"{"a":1}{}"#, "null"] {
+            #expect(JSONValue.members(ofObject: Array(text.utf8)) == nil, "accepted \(text)")
+        }
+        #expect(JSONValue.members(ofObject: Array(" { } ".utf8))?.isEmpty == true)
+    }
 }

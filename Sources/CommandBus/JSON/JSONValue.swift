@@ -52,6 +52,12 @@ package enum JSONValue: Codable, Sendable, Equatable {
         bytes.withUnsafeBytes { raw in JSONParser.parse(raw.assumingMemoryBound(to: UInt8.self)) }
     }
 
+    /// The members of the JSON object `bytes` hold, in order (of a repeated key, the first, as
+    /// ``parse(bytes:)`` keeps); `nil` if they are not one JSON object.
+    package static func members(ofObject bytes: some ContiguousBytes) -> [(key: String, value: JSONValue)]? {
+        bytes.withUnsafeBytes { raw in JSONParser.members(raw.assumingMemoryBound(to: UInt8.self)) }
+    }
+
     /// Compact JSON with sorted keys.
     ///
     /// Written directly, byte for byte what `JSONEncoder` with `.sortedKeys` and
@@ -68,7 +74,8 @@ package enum JSONValue: Codable, Sendable, Equatable {
     /// Writes Foundation's text for doubles (`1`, `0.1`, `1e+21`, `1e-07`, `-0`), which Swift's own differs from.
     private static let numberEncoder = JSONEncoder()
 
-    private func write(into out: inout [UInt8]) {
+    /// Appends the value's text (as ``text`` gives it) to `out`.
+    package func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
@@ -85,18 +92,30 @@ package enum JSONValue: Codable, Sendable, Equatable {
             out.append(UInt8(ascii: "]"))
         case .object(let fields):
             out.append(UInt8(ascii: "{"))
-            for (index, key) in fields.keys.sorted().enumerated() {
+            // Sorted once as pairs: no second hash lookup per key.
+            for (index, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                Self.write(key, into: &out)
+                Self.write(field.key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                fields[key]!.write(into: &out)
+                field.value.write(into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
     }
 
-    private static func write(_ string: String, into out: inout [UInt8]) {
+    /// A string literal. A string with nothing to escape (most are) is copied in whole.
+    package static func write(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        var string = string
+        let plain = string.withUTF8 { utf8 in
+            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            out.append(contentsOf: utf8)
+            return true
+        }
+        if plain {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
