@@ -61,32 +61,21 @@ struct JSONParser {
         var parser = JSONParser(bytes)
         parser.skipWhitespace()
         guard parser.current == UInt8(ascii: "{") else { return nil }
-        var members: [(key: String, value: JSONValue)] = []
-        members.reserveCapacity(8)
-        var keys: Set<String>?
-        let read = parser.members(depth: 1) { key, value in
-            // A request has a handful of members: a look along them beats hashing, up to a point.
-            if members.count < 16 {
-                guard !members.contains(where: { $0.key == key }) else { return }
-            } else {
-                if keys == nil { keys = Set(members.map(\.key)) }
-                guard keys!.insert(key).inserted else { return }
-            }
-            members.append((key, value))
-        }
-        guard read else { return nil }
+        var members = MemberList()
+        guard parser.members(depth: 1, into: &members) else { return nil }
         parser.skipWhitespace()
-        return parser.position == bytes.count ? members : nil
+        return parser.position == bytes.count ? members.members : nil
     }
 
     private mutating func object(depth: Int) -> JSONValue? {
-        var fields: [String: JSONValue] = [:]
-        guard members(depth: depth, { key, value in if fields[key] == nil { fields[key] = value } }) else { return nil }
-        return .object(fields)
+        var fields = FieldTable()
+        guard members(depth: depth, into: &fields) else { return nil }
+        return .object(fields.fields)
     }
 
-    /// Reads an object from its opening brace, handing each member to `visit` in order; `false` if it is not one.
-    private mutating func members(depth: Int, _ visit: (String, JSONValue) -> Void) -> Bool {
+    /// Reads an object from its opening brace into `sink`, member by member in order; `false` if
+    /// it is not one. Generic, not a closure, so that each sink's loop is compiled on its own.
+    private mutating func members<Sink: MemberSink>(depth: Int, into sink: inout Sink) -> Bool {
         position += 1
         skipWhitespace()
         if current == UInt8(ascii: "}") {
@@ -105,7 +94,7 @@ struct JSONParser {
             guard current == UInt8(ascii: ":") else { return false }
             position += 1
             guard let value = value(depth: depth) else { return false }
-            visit(key, value)
+            sink.add(key, value)
             count += 1
             skipWhitespace()
             switch current {
@@ -280,5 +269,40 @@ struct JSONParser {
             position += 1
         }
         return value
+    }
+}
+
+/// Where ``JSONParser`` puts an object's members as it reads them.
+private protocol MemberSink {
+    mutating func add(_ key: String, _ value: JSONValue)
+}
+
+/// An object's fields; of a repeated key, the first.
+private struct FieldTable: MemberSink {
+    var fields: [String: JSONValue] = [:]
+
+    mutating func add(_ key: String, _ value: JSONValue) {
+        if fields[key] == nil { fields[key] = value }
+    }
+}
+
+/// An object's members in order; of a repeated key, the first. A request has a handful of
+/// members: a look along them beats hashing, up to a point.
+private struct MemberList: MemberSink {
+    var members: [(key: String, value: JSONValue)] = []
+    var keys: Set<String>?
+
+    init() {
+        members.reserveCapacity(8)
+    }
+
+    mutating func add(_ key: String, _ value: JSONValue) {
+        if members.count < 16 {
+            guard !members.contains(where: { $0.key == key }) else { return }
+        } else {
+            if keys == nil { keys = Set(members.map(\.key)) }
+            guard keys!.insert(key).inserted else { return }
+        }
+        members.append((key, value))
     }
 }
