@@ -115,8 +115,7 @@ struct WriteQueue {
     /// Appends `write`. An ending takes in its command's `running` write if that is still queued:
     /// the `running` write is emptied, and the ending records when the command started. The
     /// commit then writes one statement for both, and the ending waits behind no commit of its own.
-    mutating func append(_ write: PendingWrite) {
-        var write = write
+    mutating func append(_ write: consuming PendingWrite) {
         if case .update(let update)? = write.operation {
             if update.state == .running, write.completion == nil {
                 runningWrites[update.id] = writes.count

@@ -124,9 +124,9 @@ final class JournalWriter: @unchecked Sendable {
 
     // MARK: Queueing
 
-    private func enqueue(_ write: PendingWrite) {
+    private func enqueue(_ write: consuming PendingWrite) {
         let urgent = write.completion != nil
-        let schedule = state.withLock { state -> DrainSchedule in
+        let schedule = state.withLock { [write] state -> DrainSchedule in
             state.queue.append(write)
             switch (state.scheduled, urgent) {
             case (.now, _), (.later, false):
