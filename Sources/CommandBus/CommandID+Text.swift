@@ -21,6 +21,13 @@ extension CommandID {
     /// The length of an id's text: 32 hex digits and 4 hyphens.
     package static let textLength = 36
 
+    /// Appends `id`'s canonical text (``text(_:)``) to `bytes`, with no `String` in between.
+    package static func appendText(_ id: UUID, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: textLength))
+        bytes.withUnsafeMutableBufferPointer { writeText(id, to: $0.baseAddress! + start) }
+    }
+
     /// Writes `id`'s canonical text (``text(_:)``) into the ``textLength`` bytes at `output`.
     package static func writeText(_ id: UUID, to output: UnsafeMutablePointer<UInt8>) {
         withUnsafeBytes(of: id.uuid) { bytes in

@@ -64,7 +64,7 @@ enum BatchCommand {
                     ]).text)
                     continue
                 }
-                return CommandRequest(name: line.command, payload: Data((line.payload ?? .object([:])).text.utf8), timeout: timeout, tag: number)
+                return CommandRequest(name: line.command, payload: (line.payload ?? .object([:])).data, timeout: timeout, tag: number)
             }
             return nil
         }

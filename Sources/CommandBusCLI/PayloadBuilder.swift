@@ -39,7 +39,7 @@ enum PayloadBuilder {
             let text = String(pair[pair.index(after: equals)...])
             object[String(pair[..<equals])] = JSONValue.parse(text) ?? .string(text)
         }
-        return Data(JSONValue.object(object).text.utf8)
+        return JSONValue.object(object).data
     }
 
     /// The `-p` fields whose value was read as a number, boolean, array, object or null rather

@@ -28,9 +28,7 @@ final class CommandLogObserver: CommandObserver {
     static func compose(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?, after duration: Duration, into line: inout [UInt8]) {
         line.append(contentsOf: quotedLine(envelope.commandName).utf8)
         line.append(UInt8(ascii: " "))
-        let idStart = line.count
-        line.append(contentsOf: repeatElement(0, count: CommandID.textLength))
-        line.withUnsafeMutableBufferPointer { CommandID.writeText(envelope.id, to: $0.baseAddress! + idStart) }
+        CommandID.appendText(envelope.id, to: &line)
         line.append(UInt8(ascii: " "))
         line.append(contentsOf: state.rawValue.utf8)
         line.append(contentsOf: " in ".utf8)

@@ -219,9 +219,7 @@ package final class CommandServer: Sendable {
             if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) {
                 return connection.send(Self.failure(request.id, code: "usage", TraceContext.problem(trace)))
             }
-            var payloadBytes: [UInt8] = []
-            (request.payload ?? .object([:])).write(into: &payloadBytes)
-            let payload = Data(payloadBytes)
+            let payload = (request.payload ?? .object([:])).data
             let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
             // Subscribed before the command starts, so none of its events is missed.
             let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
@@ -256,9 +254,7 @@ package final class CommandServer: Sendable {
             }
         case "can":
             guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "can needs \"command\"")) }
-            var payloadBytes: [UInt8] = []
-            (request.payload ?? .object([:])).write(into: &payloadBytes)
-            let payload = Data(payloadBytes)
+            let payload = (request.payload ?? .object([:])).data
             Task { [bus] in
                 do throws(CommandBusError) {
                     // The full answer: an isolated plugin's can_handle() is asked in its worker.

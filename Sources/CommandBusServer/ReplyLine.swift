@@ -40,9 +40,7 @@ package enum ReplyLine {
         var line: [UInt8] = []
         line.reserveCapacity(128)
         line.append(contentsOf: #"{"commandId":""#.utf8)
-        let idStart = line.count
-        line.append(contentsOf: repeatElement(0, count: CommandID.textLength))
-        line.withUnsafeMutableBufferPointer { CommandID.writeText(commandID, to: $0.baseAddress! + idStart) }
+        CommandID.appendText(commandID, to: &line)
         line.append(contentsOf: #"","id":"#.utf8)
         (id ?? .null).write(into: &line)
         line.append(contentsOf: #","ok":true"#.utf8)

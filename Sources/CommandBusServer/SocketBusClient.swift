@@ -30,7 +30,7 @@ package struct SocketBusClient: BusClient {
         fields["cancelOnDisconnect"] = .bool(true)
         let response = try await self.request(fields) { event in onEvent?(event) }
         guard response["ok"] == .bool(true), let result = response["result"] else { throw Self.failure(response, command: request.name) }
-        return Data(result.text.utf8)
+        return result.data
     }
 
     package func post(_ request: CommandRequest) async throws(HostFailure) -> UUID {
@@ -53,7 +53,7 @@ package struct SocketBusClient: BusClient {
             var outcome = CommandOutcome(tag: Int(tag), command: name, state: .succeeded)
             outcome.id = response["commandId"]?.stringValue.flatMap(UUID.init(uuidString:))
             if response["ok"] == .bool(true) {
-                outcome.result = Data((response["result"] ?? .null).text.utf8)
+                outcome.result = (response["result"] ?? .null).data
             } else {
                 let error = response["error"]?.objectValue ?? [:]
                 let code = error["code"]?.stringValue ?? "handlerFailed"
@@ -174,7 +174,7 @@ package final class ServerConnection: @unchecked Sendable {
     package func shutDown() { _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR)) }
 
     package func send(_ request: JSONValue) throws(HostFailure) {
-        guard sendAll(descriptor, Array((request.text + "\n").utf8)) else {
+        guard sendAll(descriptor, ReplyLine.line(request)) else {
             throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection")
         }
     }

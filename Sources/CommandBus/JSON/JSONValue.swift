@@ -65,11 +65,19 @@ package enum JSONValue: Codable, Sendable, Equatable {
     /// characters), at a fraction of its cost: every reply the server writes goes through here.
     /// A number that is not finite, which JSON cannot hold, is written `null`.
     package var text: String {
+        String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The bytes of ``text``, with no `String` in between.
+    package var bytes: [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64)
         write(into: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
+
+    /// ``bytes`` as `Data`: a payload or result to hand on.
+    package var data: Data { Data(bytes) }
 
     /// Writes Foundation's text for doubles (`1`, `0.1`, `1e+21`, `1e-07`, `-0`), which Swift's own differs from.
     private static let numberEncoder = JSONEncoder()
@@ -82,7 +90,7 @@ package enum JSONValue: Codable, Sendable, Equatable {
         case .integer(let value): out.append(contentsOf: String(value).utf8)
         case .number(let value):
             if let text = try? Self.numberEncoder.encode(value) { out.append(contentsOf: text) } else { out.append(contentsOf: "null".utf8) }
-        case .string(let value): Self.write(value, into: &out)
+        case .string(let value): CompactJSON.writeString(value, into: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
@@ -95,43 +103,12 @@ package enum JSONValue: Codable, Sendable, Equatable {
             // Sorted once as pairs: no second hash lookup per key.
             for (index, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                Self.write(field.key, into: &out)
+                CompactJSON.writeString(field.key, into: &out)
                 out.append(UInt8(ascii: ":"))
                 field.value.write(into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
-    }
-
-    /// A string literal. A string with nothing to escape (most are) is copied in whole.
-    package static func write(_ string: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var string = string
-        let plain = string.withUTF8 { utf8 in
-            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
-            out.append(contentsOf: utf8)
-            return true
-        }
-        if plain {
-            out.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-            case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
-            default: out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
     }
 
     /// The value as an integer, if it is one (or a number without a fraction).

@@ -40,7 +40,7 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         guard let inverse = try? JSONDecoder().decode(Inverse.self, from: body) else {
             throw error(status: Int32(CMDBUS_FAILED.rawValue), message: "invert() answered something other than {\"command\": ..., \"payload\": ...}")
         }
-        return (inverse.command, Data(inverse.payload.text.utf8))
+        return (inverse.command, inverse.payload.data)
     }
 
     /// A plugin whose handle() decides (ABI 1.4, every Swift SDK plugin) is asked once, in
