@@ -25,8 +25,10 @@ public final class CommandContext: Sendable {
     let timeout: Duration?
     /// The handler chosen for the command and the payload in the form it takes; `nil` if routing failed.
     let assignment: HandlerAssignment?
-    /// Where the command is written ahead; `nil` if it is not journaled.
-    let journal: (any Journal)?
+    /// Whether the command is written ahead to the bus's journal. A flag, not the journal: the
+    /// only journal a command is written to is its bus's, and a context is kept as long as its
+    /// ticket, so every byte of it counts a million times over in a burst of posts.
+    let isJournaled: Bool
     let execution = Mutex(CommandExecution())
     /// How many subcommands were sent, readable without the lock.
     let childCount = Atomic<Int>(0)
@@ -35,7 +37,7 @@ public final class CommandContext: Sendable {
 
     init(
         envelope: CommandEnvelope, bus: CommandBus, parent: CommandContext?, timeout: Duration?,
-        assignment: HandlerAssignment?, journal: (any Journal)?, acceptedAt: ContinuousClock.Instant? = nil
+        assignment: consuming HandlerAssignment?, journaled: Bool, acceptedAt: ContinuousClock.Instant? = nil
     ) {
         self.acceptedAt = acceptedAt
         self.envelope = envelope
@@ -43,8 +45,11 @@ public final class CommandContext: Sendable {
         self.parent = parent
         self.timeout = timeout
         self.assignment = assignment
-        self.journal = journal
+        self.isJournaled = journaled
     }
+
+    /// Where the command is written ahead; `nil` if it is not journaled.
+    var journal: (any Journal)? { isJournaled ? bus.configuration.journal : nil }
 
     /// The command's current lifecycle state.
     public var state: CommandState { execution.withLock { $0.lifecycle.state } }

@@ -93,10 +93,10 @@ extension CommandBus {
         metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope?, journaled: Bool
     ) throws(CommandBusError) -> CommandContext {
         let (entry, prepared) = try route(payload, name: name)
-        let journal = journaled && entry.box.isJournaled ? configuration.journal : nil
         return makeContext(
             name: name, parent: parent, metadata: metadata, timeout: timeout ?? configuration.defaultTimeout, envelope: envelope,
-            assignment: HandlerAssignment(entry: entry, prepared: prepared), journal: journal
+            assignment: HandlerAssignment(entry: entry, prepared: prepared),
+            journaled: journaled && configuration.journal != nil && entry.box.isJournaled
         )
     }
 
@@ -116,7 +116,7 @@ extension CommandBus {
             return context
         } catch {
             let context = makeContext(
-                name: name, parent: parent, metadata: metadata, timeout: nil, envelope: envelope, assignment: nil, journal: nil
+                name: name, parent: parent, metadata: metadata, timeout: nil, envelope: envelope, assignment: nil, journaled: false
             )
             guard let journal = configuration.journal, case .json(let bytes) = payload else {
                 context.finish(.failure(error), as: .failed)
@@ -137,12 +137,12 @@ extension CommandBus {
 
     private func makeContext(
         name: String, parent: CommandContext?, metadata: [String: String], timeout: Duration?,
-        envelope preset: CommandEnvelope?, assignment: HandlerAssignment?, journal: (any Journal)?
+        envelope preset: CommandEnvelope?, assignment: consuming HandlerAssignment?, journaled: Bool
     ) -> CommandContext {
         let envelope = preset ?? CommandEnvelope(commandName: name, parent: parent?.envelope, metadata: metadata)
         let observed = observerCount.load(ordering: .acquiring) > 0
         let context = CommandContext(
-            envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment, journal: journal,
+            envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment, journaled: journaled,
             acceptedAt: observed ? .now : nil
         )
         parent?.addChild(context)
