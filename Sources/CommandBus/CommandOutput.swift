@@ -42,7 +42,7 @@ public struct CommandOutput: Sendable {
     /// - Parameter commandName: The command the result belongs to, named in any error.
     public func value<R: Decodable>(as type: R.Type, commandName: String) throws(CommandBusError) -> R {
         // The exact type asks the runtime for no metadata; the rest lives in a function of its own.
-        if case .value(let value) = storage, Swift.type(of: value) == R.self { return reinterpret(value, as: R.self) }
+        if case .value(let value) = storage, holds(value, exactly: R.self) { return reinterpret(value, as: R.self) }
         return try converted(as: R.self, commandName: commandName)
     }
 

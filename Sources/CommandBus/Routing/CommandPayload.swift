@@ -25,7 +25,7 @@ enum CommandPayload: Sendable {
     func command<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
         // The common case, the exact type, asks the runtime for no metadata (not even `Optional<C>`):
         // the rest lives in a function of its own.
-        if case .typed(let command) = self, Swift.type(of: command) == C.self { return reinterpret(command, as: C.self) }
+        if case .typed(let command) = self, holds(command, exactly: C.self) { return reinterpret(command, as: C.self) }
         return try converted(as: C.self)
     }
 
