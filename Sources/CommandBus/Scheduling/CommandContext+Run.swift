@@ -58,7 +58,7 @@ extension CommandContext {
             }
             // The common case, no children and no journal, makes no further async call.
             if childCount.load(ordering: .acquiring) > 0 { try await awaitChildren() }
-            guard journal != nil else { return finish(.success(output), as: .succeeded) }
+            guard isJournaled else { return finish(.success(output), as: .succeeded) }
             return await conclude(.success(output), as: .succeeded)
         } catch {
             // `Task.isCancelled`: a `send` runs in its caller's task, whose cancellation is the command's.
