@@ -23,6 +23,14 @@ extension CommandBus {
         CommandTicket(json: post(.json(payload), name: name, parent: nil, metadata: metadata, timeout: timeout))
     }
 
+    /// Posts a command by name, to run in a task of its own that prefers `executor` (see
+    /// ``post(_:name:parent:metadata:timeout:envelope:preferring:)``); `nil` runs it on the runners as usual.
+    package func post(
+        name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil, preferring executor: (any TaskExecutor)?
+    ) -> CommandTicket<Data> {
+        CommandTicket(json: post(.json(payload), name: name, parent: nil, metadata: metadata, timeout: timeout, preferring: executor))
+    }
+
     /// Whether some handler would take the named command with this payload now. Nothing runs.
     /// - Throws: ``CommandBusError`` with code `decodingFailed` if the payload does not decode.
     public func canHandle(name: String, payload: Data) throws(CommandBusError) -> Bool {

@@ -34,6 +34,8 @@ package final class CommandServer: Sendable {
     /// The server's SIGTERM and SIGINT handling, kept for as long as it runs.
     private let signals = Mutex<ShutdownSignals?>(nil)
     private let running = TicketTable()
+    /// The sends the request loop runs itself.
+    private let inlineSends = InlineSends(executor: LoopExecutor())
     /// The longest request line; longer ones get an error and are skipped.
     package static let maxLineBytes = 16 << 20
 
@@ -59,11 +61,9 @@ package final class CommandServer: Sendable {
         forwardHandlerLogs()
         watcher?.start()
         log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
-        DetachedThread.start { [self] in
-            RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes) { [self] line, connection, owned in
-                process(line, on: connection, owned: owned)
-            }.run()
-        }
+        RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor) { [self] line, connection, owned in
+            process(line, on: connection, owned: owned)
+        }.start()
         await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
         _exit(0)
     }
@@ -223,7 +223,10 @@ package final class CommandServer: Sendable {
             let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
             // Subscribed before the command starts, so none of its events is missed.
             let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
-            let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout)
+            // A plain send the loop can run itself wakes no other thread (see InlineSends).
+            let inline = events == nil && request.op == "send" && inlineSends.admits(name)
+            let posted = ContinuousClock.now
+            let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout, preferring: inline ? inlineSends.executor : nil)
             running.insert(ticket)
             if request.op == "post" {
                 connection.send(line: ReplyLine.accepted(request.id, commandID: ticket.id))
@@ -234,7 +237,8 @@ package final class CommandServer: Sendable {
             if request.cancelOnDisconnect == true { owned.insert(ticket) }
             guard let events else {
                 // No task waits for the result: the reply is built and written by whoever ends the command.
-                return ticket.whenFinished { [running] outcome in
+                return ticket.whenFinished { [running, inlineSends] outcome in
+                    if inline { inlineSends.finished(name, after: .now - posted) }
                     owned.remove(ticket.id)
                     running.remove(ticket.id)
                     connection.send(line: Self.reply(to: request.id, ticket: ticket.id, outcome))

@@ -4,19 +4,24 @@ import CEpoll
 import Glibc
 
 /// The one thread that accepts every client and reads every request: one `epoll` set for the
-/// listening socket and all connections, instead of a thread per connection.
+/// listening socket and all connections, instead of a thread per connection. Between bursts it
+/// runs the quick `send`s it was given (``LoopExecutor``), so they wake no other thread.
 ///
 /// Ten busy connections used to mean ten reader threads on two cores, taking the same locks
 /// (the ticket table, the statistics, the run queue) and spinning for them. Here one thread
 /// reads them in turn, a burst at a time, so a flooding client cannot starve the others.
-/// Answers do not come back through here: whoever ends a command writes its reply on the
+/// Answers do not come back through the reading: whoever ends a command writes its reply on the
 /// client's ``ClientConnection``.
+///
+/// Its state is touched by the thread driving it only, and a takeover hands it to the next
+/// thread under the executor's lock, while the previous one is inside a job; hence
+/// `@unchecked Sendable`.
 ///
 /// The loop reads through its own duplicate of each client's descriptor, and only it closes
 /// that duplicate, after taking it out of the set: the connection's writer closes the other
 /// one when it is done. So a descriptor number is never used by one side after the other
 /// closed it, however a connection ends.
-final class RequestLoop {
+final class RequestLoop: @unchecked Sendable {
     /// One client, as the loop sees it.
     private final class Client {
         let connection: ClientConnection
@@ -40,32 +45,43 @@ final class RequestLoop {
     private var nextID: UInt64 = 1
     private static let listenerID: UInt64 = 0
     private var chunk = [UInt8](repeating: 0, count: 65_536)
+    private let executor: LoopExecutor
+    /// The executor's wake descriptor's id in the `epoll` set.
+    private static let wakeID = UInt64.max
 
     /// A loop for `listener`; `handle` is called on the loop's thread for each request line.
-    init(listener: Int32, maxLineBytes: Int, handle: @escaping (LineSplitter.Line, ClientConnection, TicketTable) -> Void) {
+    init(listener: Int32, maxLineBytes: Int, executor: LoopExecutor, handle: @escaping (LineSplitter.Line, ClientConnection, TicketTable) -> Void) {
+        self.executor = executor
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         self.listener = listener
         limit = maxLineBytes
         self.handle = handle
     }
 
-    /// Serves for the life of the process; after the listening socket is closed (a drain), only
-    /// the clients already connected.
-    func run() {
+    /// Starts serving, for the life of the process; after the listening socket is closed (a
+    /// drain), only the clients already connected. The loop is driven by one thread at a time
+    /// (see ``LoopExecutor``), which also runs the commands that prefer the loop's executor.
+    func start() {
         _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
         register(listener, id: Self.listenerID)
+        register(executor.wakeDescriptor, id: Self.wakeID)
+        executor.start { [self] generation in drive(as: generation) }
+    }
+
+    /// Drives the loop until a newer generation takes it over (a command held it too long).
+    private func drive(as generation: UInt64) {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
-        while true {
+        while executor.runQueued(as: generation) {
             let count = wait(&events)
             if count < 0 {
                 if errno == EINTR { continue }
                 return
             }
             for event in events.prefix(Int(count)) {
-                if event.data.u64 == Self.listenerID {
-                    acceptAll(events: event.events)
-                } else if let client = clients[event.data.u64] {
-                    service(client, id: event.data.u64)
+                switch event.data.u64 {
+                case Self.wakeID: continue
+                case Self.listenerID: acceptAll(events: event.events)
+                case let id: if let client = clients[id] { service(client, id: id) }
                 }
             }
         }
@@ -79,7 +95,12 @@ final class RequestLoop {
         while true {
             let count = epoll_wait(epoll, &events, Int32(events.count), 0)
             if count != 0 { return count }
-            if ContinuousClock.now >= spinUntil { return epoll_wait(epoll, &events, Int32(events.count), -1) }
+            if executor.hasQueued { return 0 }
+            if ContinuousClock.now >= spinUntil {
+                guard executor.prepareToSleep() else { return 0 }
+                defer { executor.awake() }
+                return epoll_wait(epoll, &events, Int32(events.count), -1)
+            }
         }
     }
 

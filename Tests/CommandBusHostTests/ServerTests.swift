@@ -196,6 +196,52 @@ struct ServerTests {
         #expect(output == "Hello, Ada!\n")
     }
 
+    /// A quick `send` runs on the request loop's own thread; one whose handler blocks that thread
+    /// (a stubborn sleep never suspends) must not hold the other clients up: the loop is handed
+    /// to a new thread. Without the takeover, the second client's requests are not even read
+    /// until the sleep ends, and its answers come after the sleeper's.
+    @Test(.timeLimit(.minutes(2)))
+    func aSendThatBlocksTheLoopDoesNotHoldUpOtherClients() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import threading, time
+            order = []
+            def sleeper():
+                s, f = connect()
+                reply = ask(f, {"id": 1, "op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 3000, "stubborn": True}})
+                order.append("sleeper " + str(reply["ok"]))
+            thread = threading.Thread(target=sleeper); thread.start()
+            time.sleep(0.5)
+            s, f = connect()
+            for n in range(5):
+                order.append(ask(f, {"id": 2, "op": "send", "command": "greet", "payload": {"name": str(n)}})["result"]["greeting"])
+            thread.join()
+            # The blocked name runs on the runners for a while; the loop still answers the others.
+            s2, f2 = connect()
+            def second():
+                ask(f2, {"id": 3, "op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 1000, "stubborn": True}})
+                order.append("second sleeper")
+            thread = threading.Thread(target=second); thread.start()
+            time.sleep(0.2)
+            order.append(ask(f, {"id": 4, "op": "send", "command": "greet", "payload": {"name": "after"}})["result"]["greeting"])
+            thread.join()
+            print("\\n".join(order))
+            """)
+        await server.stop()
+        #expect(output == """
+            Hello, 0!
+            Hello, 1!
+            Hello, 2!
+            Hello, 3!
+            Hello, 4!
+            sleeper True
+            Hello, after!
+            second sleeper
+
+            """)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func unfinishedWorkAtSIGTERMRunsExactlyOnceAfterARestart() async throws {
         let first = try await Server(drain: "0.3")

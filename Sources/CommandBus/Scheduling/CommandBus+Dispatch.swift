@@ -101,9 +101,12 @@ extension CommandBus {
     }
 
     /// Routes and starts a command; routing errors end up in the returned context's outcome.
+    /// - Parameter executor: A task executor the caller wants a root command to run on (the
+    ///   server's request loop): it gets a task of its own there, as a subcommand gets one on the
+    ///   global executor, instead of waiting for a runner. The guarantees are those of any task.
     func post(
         _ payload: CommandPayload, name: String, parent: CommandContext?,
-        metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope? = nil
+        metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope? = nil, preferring executor: (any TaskExecutor)? = nil
     ) -> CommandContext {
         do {
             guard parent == nil else {
@@ -112,6 +115,11 @@ extension CommandBus {
             // A root command waits its turn on a runner rather than starting a task of its own.
             let context = try routedContext(payload, name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: envelope, journaled: true)
             if let deadline = context.timeout { context.startWatchdog(deadline) }
+            if let executor {
+                let task = Task(executorPreference: executor) { await context.run() }
+                context.attach(task: task)
+                return context
+            }
             postRunners.submit(context)
             return context
         } catch {

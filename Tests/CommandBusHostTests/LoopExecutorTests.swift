@@ -1,0 +1,108 @@
+@testable import CommandBusServer
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+/// The request loop's executor on its own: its jobs run on the thread that drives it, a job that
+/// holds that thread too long has the loop taken over by a new one, and the server's choice of
+/// which sends run there.
+struct LoopExecutorTests {
+    /// The threads that drove an executor, in generation order.
+    final class Drivers: Sendable {
+        let threads = Mutex<[UInt64: pthread_t]>([:])
+
+        /// A driver as the request loop is one, without sockets: it runs what is queued and
+        /// naps briefly when nothing is, until a newer generation takes over.
+        func drive(_ executor: LoopExecutor, as generation: UInt64) {
+            threads.withLock { $0[generation] = pthread_self() }
+            while executor.runQueued(as: generation) {
+                if !executor.hasQueued { usleep(100) }
+            }
+        }
+    }
+
+    /// What ran, in order.
+    final class Order: Sendable {
+        let names = Mutex<[String]>([])
+        func append(_ name: String) { names.withLock { $0.append(name) } }
+        var all: [String] { names.withLock { $0 } }
+    }
+
+    @Test func jobsRunOnTheDrivingThread() async throws {
+        let executor = LoopExecutor()
+        let drivers = Drivers()
+        executor.start { generation in drivers.drive(executor, as: generation) }
+        for _ in 0..<20 {
+            let thread = await Task(executorPreference: executor) { pthread_self() }.value
+            let driver = try #require(drivers.threads.withLock { $0[0] })
+            #expect(pthread_equal(thread, driver) != 0)
+        }
+        // Resumed after a suspension, a task comes back to the loop, not to the pool.
+        let (before, after) = await Task(executorPreference: executor) { () async -> (pthread_t, pthread_t) in
+            let before = pthread_self()
+            try? await Task.sleep(for: .milliseconds(5))
+            return (before, pthread_self())
+        }.value
+        #expect(pthread_equal(before, after) != 0)
+        #expect(executor.takeovers == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aJobThatHoldsTheLoopTooLongHasItTakenOver() async throws {
+        let executor = LoopExecutor(takeoverAfter: .milliseconds(20))
+        let drivers = Drivers()
+        executor.start { generation in drivers.drive(executor, as: generation) }
+        let order = Order()
+        let blocker = Task(executorPreference: executor) { () -> pthread_t in
+            usleep(1_500_000)
+            order.append("blocker")
+            return pthread_self()
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let quick = await Task(executorPreference: executor) { () -> pthread_t in
+            order.append("quick")
+            return pthread_self()
+        }.value
+        let blocked = await blocker.value
+        #expect(order.all == ["quick", "blocker"])
+        #expect(executor.takeovers == 1)
+        let threads = drivers.threads.withLock { $0 }
+        #expect(threads.count == 2)
+        #expect(pthread_equal(blocked, try #require(threads[0])) != 0)
+        #expect(pthread_equal(quick, try #require(threads[1])) != 0)
+        // The new driver keeps the loop: later jobs run on it, and nothing else is taken over.
+        let later = await Task(executorPreference: executor) { pthread_self() }.value
+        #expect(pthread_equal(later, try #require(threads[1])) != 0)
+        #expect(executor.takeovers == 1)
+    }
+
+    @Test func aNameThatHeldTheLoopRunsOnTheRunnersForItsProbation() async throws {
+        let executor = LoopExecutor(takeoverAfter: .milliseconds(10))
+        let sends = InlineSends(executor: executor)
+        let now = ContinuousClock.now
+        #expect(sends.admits("greet", now: now))
+        sends.finished("greet", after: .milliseconds(9), now: now)
+        #expect(sends.admits("greet", now: now))
+        sends.finished("slow", after: .milliseconds(10), now: now)
+        #expect(!sends.admits("slow", now: now))
+        #expect(!sends.admits("slow", now: now + InlineSends.probation - .milliseconds(1)))
+        #expect(sends.admits("greet", now: now + .milliseconds(1)))
+        #expect(sends.admits("slow", now: now + InlineSends.probation))
+        #expect(sends.admits("slow", now: now + InlineSends.probation + .milliseconds(1)))
+    }
+
+    @Test func noSendRunsOnTheLoopWhileAnotherWaitsThere() async throws {
+        let executor = LoopExecutor()
+        let sends = InlineSends(executor: executor)
+        // Not started yet: a job queued now waits, and the loop admits nothing behind it.
+        let waiting = Task(executorPreference: executor) { 1 }
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(executor.queuedCount == 1)
+        #expect(!sends.admits("greet"))
+        let drivers = Drivers()
+        executor.start { generation in drivers.drive(executor, as: generation) }
+        #expect(await waiting.value == 1)
+        #expect(sends.admits("greet"))
+    }
+}
