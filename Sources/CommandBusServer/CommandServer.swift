@@ -225,7 +225,7 @@ package final class CommandServer: Sendable {
             let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
             // A plain send the loop can run itself wakes no other thread (see InlineSends).
             let inline = events == nil && request.op == "send" && inlineSends.admits(name)
-            let posted = ContinuousClock.now
+            let started = inline ? inlineSends.start() : nil
             let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout, preferring: inline ? inlineSends.executor : nil)
             running.insert(ticket)
             if request.op == "post" {
@@ -237,8 +237,10 @@ package final class CommandServer: Sendable {
             if request.cancelOnDisconnect == true { owned.insert(ticket) }
             guard let events else {
                 // No task waits for the result: the reply is built and written by whoever ends the command.
-                return ticket.whenFinished { [running, inlineSends] outcome in
-                    if inline { inlineSends.finished(name, after: .now - posted) }
+                return ticket.whenFinished { [running, inlineSends, log] outcome in
+                    if let started, let held = inlineSends.finished(name, started) {
+                        log(.warning, "a send of \(quoted(name)) held the request loop (\(held.milliseconds) ms from start to end), so a new thread took the loop over; its sends run on the runners for the next \(InlineSends.probation.milliseconds / 1_000) s")
+                    }
                     owned.remove(ticket.id)
                     running.remove(ticket.id)
                     connection.send(line: Self.reply(to: request.id, ticket: ticket.id, outcome))

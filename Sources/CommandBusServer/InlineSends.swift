@@ -5,9 +5,11 @@ import Synchronization
 ///
 /// A send runs on the loop when nothing else waits to run there: a lone client gets the short
 /// path, and a burst of sends (pipelined, or from many clients at once) goes mostly to the
-/// runners, where both cores take them. A name whose send held on to the loop, taking longer
-/// than the takeover limit from start to end, sends its next ones to the runners for
-/// ``probation``: a handler that blocks costs the other clients a takeover once, not every time.
+/// runners, where both cores take them. A name whose send held on to the loop (the loop was
+/// taken over while it ran, and it took longer than the takeover limit from start to end) sends
+/// its next ones to the runners for ``probation``: a handler that blocks costs the other clients
+/// a takeover once, not every time. A send that was merely slow, waiting for a journal's sync or
+/// for a thread on a loaded machine, while no takeover happened, is not held against its name.
 final class InlineSends: Sendable {
     /// How long a name that held on to the loop runs on the runners before it is tried again.
     static let probation: Duration = .seconds(60)
@@ -31,9 +33,24 @@ final class InlineSends: Sendable {
         }
     }
 
-    /// A send of `name` that ran on the loop ended, `elapsed` after it was posted.
-    func finished(_ name: String, after elapsed: Duration, now: ContinuousClock.Instant = .now) {
-        guard elapsed >= executor.takeoverAfter else { return }
+    /// What a send that may run on the loop needs to know when it ends: when it began, and the
+    /// takeovers counted then.
+    struct Start: Sendable {
+        let at: ContinuousClock.Instant
+        let takeovers: Int
+    }
+
+    /// Marks the start of a send admitted to the loop.
+    func start(now: ContinuousClock.Instant = .now) -> Start {
+        Start(at: now, takeovers: executor.takeovers)
+    }
+
+    /// A send of `name` that ran on the loop, begun at `start`, ended.
+    /// - Returns: how long it took, if it held on to the loop and its name is on probation from now.
+    func finished(_ name: String, _ start: Start, now: ContinuousClock.Instant = .now) -> Duration? {
+        let elapsed = now - start.at
+        guard elapsed >= executor.takeoverAfter, executor.takeovers > start.takeovers else { return nil }
         slowUntil.withLock { $0[name] = now + Self.probation }
+        return elapsed
     }
 }
