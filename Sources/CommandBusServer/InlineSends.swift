@@ -8,7 +8,8 @@ import Synchronization
 /// runners, where both cores take them. A name whose send held on to the loop (the loop was
 /// taken over while it ran, and it took longer than the takeover limit from start to end) sends
 /// its next ones to the runners for ``probation``: a handler that blocks costs the other clients
-/// a takeover once, not every time. A send that was merely slow, waiting for a journal's sync or
+/// a takeover once, not every time (and one that never returns, a thread each time it is tried,
+/// up to the executor's ``LoopExecutor/maxStuckDrivers``). A send that was merely slow, waiting for a journal's sync or
 /// for a thread on a loaded machine, while no takeover happened, is not held against its name.
 final class InlineSends: Sendable {
     /// How long a name that held on to the loop runs on the runners before it is tried again.
@@ -24,7 +25,7 @@ final class InlineSends: Sendable {
 
     /// Whether a send of `name` should run on the loop now.
     func admits(_ name: String, now: ContinuousClock.Instant = .now) -> Bool {
-        guard executor.queuedCount == 0 else { return false }
+        guard executor.takesWork else { return false }
         return slowUntil.withLock { slow in
             guard let until = slow[name] else { return true }
             if now < until { return false }

@@ -17,7 +17,8 @@ import Synchronization
 /// has run longer than that, the loop is given to a new thread (a new *generation*), and the
 /// thread running the long job stops driving when the job returns. So a handler that blocks (a
 /// plugin that sleeps, a long computation) holds the other clients up for about
-/// ``takeoverAfter`` once, not for as long as it runs.
+/// ``takeoverAfter`` once, not for as long as it runs. While ``maxStuckDrivers`` taken-over
+/// threads are still held by their jobs, the loop takes no new command of its own.
 ///
 /// ```
 /// driver thread (generation n)          watchdog
@@ -41,6 +42,8 @@ final class LoopExecutor: TaskExecutor, Sendable {
         /// The watchdog is looking, rather than waiting for work.
         var watching = false
         var takeovers = 0
+        /// Drivers taken over whose long job has not returned yet.
+        var stuck = 0
 
         var queued: Int { jobs.count - head }
 
@@ -58,6 +61,10 @@ final class LoopExecutor: TaskExecutor, Sendable {
 
     /// How long one job may hold the loop before a new thread takes it over.
     let takeoverAfter: Duration
+    /// How many taken-over drivers may still be running their long jobs before the loop takes no
+    /// more work of its own (``takesWork``): a handler that never returns costs one thread each
+    /// time it runs here, and this bounds them.
+    let maxStuckDrivers: Int
     private let state = Mutex(State())
     /// Readable after a job is queued while the driver sleeps; the loop waits on it in its `epoll` set.
     let wakeDescriptor: Int32
@@ -65,8 +72,9 @@ final class LoopExecutor: TaskExecutor, Sendable {
     private let driver = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
 
     /// An executor whose jobs one driver runs; nothing runs until ``start(driver:)``.
-    init(takeoverAfter: Duration = .milliseconds(10)) {
+    init(takeoverAfter: Duration = .milliseconds(10), maxStuckDrivers: Int = 8) {
         self.takeoverAfter = takeoverAfter
+        self.maxStuckDrivers = maxStuckDrivers
         wakeDescriptor = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
     }
 
@@ -102,6 +110,13 @@ final class LoopExecutor: TaskExecutor, Sendable {
     /// Jobs waiting to run now.
     var queuedCount: Int { state.withLock { $0.queued } }
 
+    /// Whether the loop should take a new command of its own: none waits to run here, and fewer
+    /// than ``maxStuckDrivers`` taken-over drivers are still held by their jobs.
+    var takesWork: Bool { state.withLock { $0.queued == 0 && $0.stuck < maxStuckDrivers } }
+
+    /// Taken-over drivers whose long job has not returned yet.
+    var stuckDrivers: Int { state.withLock { $0.stuck } }
+
     /// How many times a job held the loop too long and a new thread took it over.
     var takeovers: Int { state.withLock { $0.takeovers } }
 
@@ -115,7 +130,10 @@ final class LoopExecutor: TaskExecutor, Sendable {
             let next = state.withLock { state -> UnownedJob?? in
                 if ran {
                     // A takeover while the job ran: the loop is another thread's now.
-                    guard state.generation == generation else { return .some(nil) }
+                    guard state.generation == generation else {
+                        state.stuck -= 1
+                        return .some(nil)
+                    }
                     state.jobStarted = nil
                 }
                 guard let job = state.take() else { return nil }
@@ -162,6 +180,7 @@ final class LoopExecutor: TaskExecutor, Sendable {
                         state.generation += 1
                         state.jobStarted = nil
                         state.takeovers += 1
+                        state.stuck += 1
                         return (state.generation, false)
                     }
                     guard state.started == 0, state.jobStarted == nil, state.queued == 0 else { return (nil, false) }

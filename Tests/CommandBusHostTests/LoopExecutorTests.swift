@@ -104,6 +104,37 @@ struct LoopExecutorTests {
         #expect(sends.admits("slow", now: ended + InlineSends.probation + .milliseconds(1)))
     }
 
+    /// Released by the test: jobs that hold their thread until then.
+    final class Gate: Sendable {
+        let open = Atomic<Bool>(false)
+        func hold() { while !open.load(ordering: .acquiring) { usleep(1_000) } }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theLoopTakesNoWorkOfItsOwnWhileTooManyDriversAreHeld() async throws {
+        let executor = LoopExecutor(takeoverAfter: .milliseconds(10), maxStuckDrivers: 2)
+        let drivers = Drivers()
+        executor.start { generation in drivers.drive(executor, as: generation) }
+        let sends = InlineSends(executor: executor)
+        let gate = Gate()
+        var held: [Task<Void, Never>] = []
+        for taken in 1...2 {
+            #expect(sends.admits("stuck"))
+            held.append(Task(executorPreference: executor) { gate.hold() })
+            #expect(await waitUntil(.seconds(10)) { executor.takeovers == taken })
+        }
+        #expect(executor.stuckDrivers == 2)
+        #expect(!executor.takesWork)
+        #expect(!sends.admits("greet"))
+        // The newest driver still runs what it is given; the loop only stops choosing more.
+        let thread = await Task(executorPreference: executor) { pthread_self() }.value
+        #expect(pthread_equal(thread, try #require(drivers.threads.withLock { $0[2] })) != 0)
+        gate.open.store(true, ordering: .releasing)
+        for task in held { await task.value }
+        #expect(await waitUntil(.seconds(10)) { executor.stuckDrivers == 0 })
+        #expect(sends.admits("greet"))
+    }
+
     @Test func noSendRunsOnTheLoopWhileAnotherWaitsThere() async throws {
         let executor = LoopExecutor()
         let sends = InlineSends(executor: executor)
