@@ -448,7 +448,11 @@ package final class BusHost: Sendable {
                 // lost meanwhile, the fence discards its results, and if not, they count.
                 state.withLock { $0.paused = true }
                 log(.warning, "heartbeat failed (\(error.message)); not claiming until it succeeds")
-                session.backOff()
+                // Back within a third of the lease once the database is: just after a restart
+                // every host looks stale, and commands sent then count on the hosts that were live
+                // when it started (BusSQL.liveWhenDatabaseStarted) only for one lease. With a
+                // 2 s lease, backing off up to 2 s missed that window, and sends failed as unhandled.
+                session.backOff(limit: min(.seconds(2), interval))
                 continue
             }
             heartbeatWake.wait(upTo: interval)

@@ -41,11 +41,11 @@ package final class PGSession {
         }
     }
 
-    /// Waits out the current backoff (or until `wake` is signalled) and doubles it, up to 2 s:
-    /// call after a connection problem.
-    package func backOff(wake: WakeSignal? = nil) {
-        let delay = backoff
-        backoff = min(backoff * 2, .seconds(2))
+    /// Waits out the current backoff (or until `wake` is signalled) and doubles it, up to
+    /// `limit` (2 s unless a caller needs to be back sooner): call after a connection problem.
+    package func backOff(wake: WakeSignal? = nil, limit: Duration = .seconds(2)) {
+        let delay = min(backoff, limit)
+        backoff = min(backoff * 2, limit)
         (wake ?? pause).wait(upTo: delay)
     }
     private let pause = WakeSignal()

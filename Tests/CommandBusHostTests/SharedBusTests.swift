@@ -277,7 +277,8 @@ struct SharedBusTests {
         let finished = try await batch
         #expect(finished.status == 0, "\(finished.stderr)")
         let outcomes = finished.stdout.split(separator: "\n")
-        #expect(outcomes.count == count && outcomes.allSatisfy { $0.contains(#""state":"succeeded""#) })
+        let unsucceeded = outcomes.filter { !$0.contains(#""state":"succeeded""#) }
+        #expect(outcomes.count == count && unsucceeded.isEmpty, "\(unsucceeded.prefix(5).joined(separator: "\n"))")
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'succeeded'") == "\(count)\n")
         #expect(Set(Self.lines(runs).map { $0.split(separator: " ")[0] }).count == count)
     }
