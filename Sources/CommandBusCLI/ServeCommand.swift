@@ -91,6 +91,7 @@ enum ServeCommand {
             var sources = DashboardSources(
                 bus: session.bus, journal: session.journal, catalog: { server.catalog }, statistics: statistics, metrics: metrics
             )
+            sources.requestLoop = { server.requestLoopCounts }
             if let journal = session.journal {
                 sources.discard = { id throws(CommandBusError) in try await journal.discard(id) }
                 journal.observeCommits { commit in metrics.journalCommitted(commit.duration, writes: commit.writes, synced: commit.synced) }

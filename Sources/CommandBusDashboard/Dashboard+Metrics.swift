@@ -59,6 +59,14 @@ extension Dashboard {
             }
         }
 
+        if let requestLoop = sources.requestLoop?() {
+            out.family("cmdbus_socket_sends_total", type: "counter", help: "Socket sends, by where they ran: the request loop's thread, or the bus's runners.")
+            out.sample("cmdbus_socket_sends_total", [("runs_on", "request_loop")], Double(requestLoop.sendsOnLoop))
+            out.sample("cmdbus_socket_sends_total", [("runs_on", "runners")], Double(requestLoop.sendsOnRunners))
+            out.family("cmdbus_request_loop_takeovers_total", type: "counter", help: "Times a command held the socket's request loop so long that a new thread took it over.")
+            out.sample("cmdbus_request_loop_takeovers_total", [], Double(requestLoop.takeovers))
+        }
+
         out.family("cmdbus_http_connections", type: "gauge", help: "Open connections to the dashboard, event streams included.")
         out.sample("cmdbus_http_connections", [], Double(connectionCount()))
         out.family("cmdbus_uptime_seconds", type: "gauge", help: "Seconds since the dashboard started.")

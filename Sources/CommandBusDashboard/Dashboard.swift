@@ -23,6 +23,9 @@ package struct DashboardSources: Sendable {
     package var metrics: CommandMetrics
     /// The shared bus's hosts and queues (`bus status`), if the host is on one.
     package var sharedBus: (@Sendable () async -> JSONValue?)?
+    /// The socket server's request loop: `send`s that ran on its thread and on the bus's
+    /// runners, and its takeovers (`cmdbus serve` without `--bus`).
+    package var requestLoop: (@Sendable () -> (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int))?
 
     /// Sources for a host; the optional parts are left out.
     package init(

@@ -51,6 +51,13 @@ package final class CommandServer: Sendable {
     /// The catalog now, hot-loaded plugins included.
     package var catalog: PluginCatalog { watcher?.catalog ?? session.catalog }
 
+    /// Socket `send`s so far, by where they ran (the request loop's thread or the bus's
+    /// runners), and how often a command held the loop so long that a new thread took it over.
+    package var requestLoopCounts: (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int) {
+        let counts = inlineSends.counts
+        return (counts.onLoop, counts.onRunners, counts.takeovers)
+    }
+
     /// The plugins loaded now, including those hot-loaded.
     private var plugins: [LoadedPlugin] { watcher?.plugins ?? session.catalog.plugins }
 
@@ -226,6 +233,7 @@ package final class CommandServer: Sendable {
             // A plain send the loop can run itself wakes no other thread (see InlineSends).
             let inline = events == nil && request.op == "send" && inlineSends.admits(name)
             let started = inline ? inlineSends.start() : nil
+            if request.op == "send" { inlineSends.count(onLoop: inline) }
             let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout, preferring: inline ? inlineSends.executor : nil)
             running.insert(ticket)
             if request.op == "post" {

@@ -17,6 +17,8 @@ final class InlineSends: Sendable {
     /// The executor the admitted sends prefer.
     let executor: LoopExecutor
     private let slowUntil = Mutex<[String: ContinuousClock.Instant]>([:])
+    private let ranOnLoop = Atomic<Int>(0)
+    private let ranOnRunners = Atomic<Int>(0)
 
     /// Admits sends to `executor`.
     init(executor: LoopExecutor) {
@@ -39,6 +41,16 @@ final class InlineSends: Sendable {
     struct Start: Sendable {
         let at: ContinuousClock.Instant
         let takeovers: Int
+    }
+
+    /// Counts a socket `send` by where it runs, for the metrics.
+    func count(onLoop: Bool) {
+        if onLoop { ranOnLoop.add(1, ordering: .relaxed) } else { ranOnRunners.add(1, ordering: .relaxed) }
+    }
+
+    /// Socket `send`s so far, by where they ran, and the loop's takeovers.
+    var counts: (onLoop: Int, onRunners: Int, takeovers: Int) {
+        (ranOnLoop.load(ordering: .relaxed), ranOnRunners.load(ordering: .relaxed), executor.takeovers)
     }
 
     /// Marks the start of a send admitted to the loop.

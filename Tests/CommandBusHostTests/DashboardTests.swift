@@ -209,10 +209,21 @@ struct DashboardTests {
                 try await server.run("fixture.fail", "-p", "message=m\(index)")
             }
         }
+        // A plain send through the socket runs on the request loop's thread (cmdbus run streams events, so it does not).
+        let plain = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import json, socket, sys
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile('rw')
+            f.write(json.dumps({"id": 1, "op": "send", "command": "greet", "payload": {"name": "Loop"}}) + '\\n'); f.flush()
+            print(json.loads(f.readline())["ok"])
+            """, server.socket])
+        #expect(plain.stdout == "True\n", "\(plain.stderr)")
         try await Task.sleep(for: .seconds(1))
         let scrape = try await server.http("GET", "/metrics")
         try await load.value
         #expect(scrape.status == 200)
+        #expect(scrape.body.contains(#"cmdbus_socket_sends_total{runs_on="request_loop"} 1"# + "\n"))
+        #expect(scrape.body.contains(#"cmdbus_socket_sends_total{runs_on="runners"} "#))
+        #expect(scrape.body.contains("cmdbus_request_loop_takeovers_total 0"))
         #expect(scrape.body.contains(#"cmdbus_commands_total{command="greet",outcome="succeeded"} "#))
         #expect(scrape.body.contains(#"cmdbus_command_duration_seconds_bucket{command="greet",le="+Inf"} "#))
         #expect(scrape.body.contains("cmdbus_journal_commit_duration_seconds_count "))
