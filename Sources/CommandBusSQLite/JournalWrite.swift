@@ -94,6 +94,11 @@ package struct PendingWrite: @unchecked Sendable {
     /// `nil`: a flush, or a `running` write an ending took in (``startedAt``).
     package var operation: JournalWrite?
     package let completion: UnsafeContinuation<Result<Void, CommandBusError>, Never>?
+    /// Called, on the committing thread, once the write is durable (or failed): for a caller that
+    /// does not wait (see ``Journal/update(_:whenDurable:)``).
+    package var callback: (@Sendable (Result<Void, CommandBusError>) -> Void)?
+    /// Somebody is told when it is durable.
+    package var isWaited: Bool { completion != nil || callback != nil }
     /// For an ending: when its command started running, if the ending took in the `running`
     /// write still queued before it, so one statement records both.
     package var startedAt: Date?
@@ -117,7 +122,7 @@ struct WriteQueue {
     /// commit then writes one statement for both, and the ending waits behind no commit of its own.
     mutating func append(_ write: consuming PendingWrite) {
         if case .update(let update)? = write.operation {
-            if update.state == .running, write.completion == nil {
+            if update.state == .running, !write.isWaited {
                 runningWrites[update.id] = writes.count
             } else if update.state.isTerminal, !runningWrites.isEmpty, let index = runningWrites.removeValue(forKey: update.id) {
                 if case .update(let running)? = writes[index].operation { write.startedAt = running.at }

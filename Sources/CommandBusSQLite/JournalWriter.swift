@@ -85,6 +85,13 @@ final class JournalWriter: @unchecked Sendable {
         try result.get()
     }
 
+    /// Queues `operation` to be committed soon, and calls `whenDurable` once it is.
+    func write(_ operation: JournalWrite, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        var pending = PendingWrite(operation: operation, completion: nil)
+        pending.callback = whenDurable
+        enqueue(pending)
+    }
+
     /// Runs `body` on the queue, with the connection to itself.
     func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteJournalStatements) throws(CommandBusError) -> T) async throws(CommandBusError) -> T {
         let result: Result<T, CommandBusError> = await withUnsafeContinuation { continuation in
@@ -125,7 +132,7 @@ final class JournalWriter: @unchecked Sendable {
     // MARK: Queueing
 
     private func enqueue(_ write: consuming PendingWrite) {
-        let urgent = write.completion != nil
+        let urgent = write.isWaited
         let schedule = state.withLock { [write] state -> DrainSchedule in
             state.queue.append(write)
             switch (state.scheduled, urgent) {
@@ -177,9 +184,12 @@ final class JournalWriter: @unchecked Sendable {
             return state.queue.takeAll()
         }
         guard !writes.isEmpty else { return }
-        let outcomes = commit(writes, waited: writes.map { $0.completion != nil })
+        let outcomes = commit(writes, waited: writes.map(\.isWaited))
         endCommitting()
-        for (write, outcome) in zip(writes, outcomes) { write.completion?.resume(returning: outcome) }
+        for (write, outcome) in zip(writes, outcomes) {
+            write.completion?.resume(returning: outcome)
+            write.callback?(outcome)
+        }
     }
 
     /// Ends a commit, and starts the next for what queued meanwhile: at once if somebody waits

@@ -179,6 +179,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         try await write(.update(update), waitUntilDurable: waitUntilDurable)
     }
 
+    /// Records a transition without waiting: `whenDurable` is called on the journal's thread once it is durable.
+    public func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        writer.write(.update(update), whenDurable: whenDurable)
+    }
+
     /// Marks a command's entry failed after the fact (a replay found its payload stale).
     public func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError) {
         try await write(.markFailed(id, code: error.code.description, message: error.message), waitUntilDurable: true)

@@ -23,6 +23,10 @@ public protocol Journal: Sendable {
     /// - Parameter waitUntilDurable: Return only once the update is durable; otherwise it is queued in order.
     func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError)
 
+    /// Records a transition without waiting: `whenDurable` is called once it is durable (or
+    /// could not be made so). The default runs ``update(_:waitUntilDurable:)`` in a task.
+    func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void)
+
     /// One command's record, if the journal holds it.
     func record(_ id: UUID) async throws(CommandBusError) -> JournalRecord?
 
@@ -47,5 +51,19 @@ extension CommandBusError {
     /// The journal at `location` could not be read or written.
     public static func journalFailed(_ location: String, _ problem: String, fileID: String = #fileID, line: Int = #line) -> Self {
         .init(code: .journalFailed, message: "journal \(location): \(problem)", fileID: fileID, line: line)
+    }
+}
+
+extension Journal {
+    /// Runs ``update(_:waitUntilDurable:)`` in a task and reports its outcome.
+    public func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        Task {
+            do throws(CommandBusError) {
+                try await self.update(update, waitUntilDurable: true)
+                whenDurable(.success(()))
+            } catch {
+                whenDurable(.failure(error))
+            }
+        }
     }
 }

@@ -46,7 +46,7 @@ extension CommandContext {
             let middleware = bus.configuration.middleware
             guard markRunning(countingAttempt: middleware.isEmpty) else {
                 let ended = await outcome(markingObserved: false)
-                return await conclude(ended, as: state)
+                return await conclude(ended, as: state, releasing: &held)
             }
             if let journal {
                 try? await journal.update(JournalUpdate(id: envelope.id, state: .running, attempts: attempts), waitUntilDurable: false)
@@ -59,15 +59,15 @@ extension CommandContext {
             // The common case, no children and no journal, makes no further async call.
             if childCount.load(ordering: .acquiring) > 0 { try await awaitChildren() }
             guard isJournaled else { return finish(.success(output), as: .succeeded) }
-            return await conclude(.success(output), as: .succeeded)
+            return await conclude(.success(output), as: .succeeded, releasing: &held)
         } catch {
             // `Task.isCancelled`: a `send` runs in its caller's task, whose cancellation is the command's.
             if isCancelRequested || error is CancellationError || Task.isCancelled {
-                return await conclude(.failure(.cancelled(name)), as: .cancelled)
+                return await conclude(.failure(.cancelled(name)), as: .cancelled, releasing: &held)
             } else if let busError = error as? CommandBusError {
-                return await conclude(.failure(busError), as: .failed)
+                return await conclude(.failure(busError), as: .failed, releasing: &held)
             } else {
-                return await conclude(.failure(.handlerFailed(name, cause: error)), as: .failed)
+                return await conclude(.failure(.handlerFailed(name, cause: error)), as: .failed, releasing: &held)
             }
         }
     }
@@ -100,16 +100,32 @@ extension CommandContext {
 
     /// Records how the command ended, durably, then ends it. If it already ended another way
     /// (a deadline, a cancellation), that way is recorded: the journal keeps the first ending.
-    private nonisolated(nonsending) func conclude(_ outcome: Outcome, as state: CommandState) async -> Outcome {
+    ///
+    /// A command on a post runner hands its ending to the journal and returns at once: the
+    /// journal ends the command (its waiters, observers and events hear of it) and releases its
+    /// concurrency slots (`held`, emptied here) once the ending is durable, and the runner takes
+    /// its next command meanwhile. Waiting cost each posted command a suspension and a resumption
+    /// through the global executor, and kept its runner idle for a commit. A `send` on its
+    /// caller's task waits, since its caller awaits the outcome `run()` returns.
+    private nonisolated(nonsending) func conclude(
+        _ outcome: Outcome, as state: CommandState, releasing held: inout [ConcurrencyLimiter]
+    ) async -> Outcome {
         guard let journal else { return finish(outcome, as: state) }
         let earlier = execution.withLock { $0.lifecycle.state.isTerminal ? ($0.outcome, $0.lifecycle.state) : nil }
         let (recordedOutcome, recordedState) = earlier.flatMap { ended in ended.0.map { ($0, ended.1) } } ?? (outcome, state)
-        // A journal that cannot record the ending leaves the command running there; recovery runs it again.
-        let pool = runnerPool
-        pool?.runnerWaitsForJournal(true)
-        try? await journal.update(journalUpdate(recordedOutcome, state: recordedState), waitUntilDurable: true)
-        pool?.runnerWaitsForJournal(false)
-        return finish(outcome, as: state, recorded: true)
+        let update = journalUpdate(recordedOutcome, state: recordedState)
+        guard runnerPool != nil else {
+            // A journal that cannot record the ending leaves the command running there; recovery runs it again.
+            try? await journal.update(update, waitUntilDurable: true)
+            return finish(outcome, as: state, recorded: true)
+        }
+        let slots = held
+        held = []
+        journal.update(update) { [self] _ in
+            _ = finish(outcome, as: state, recorded: true)
+            for limiter in slots { limiter.release() }
+        }
+        return outcome
     }
 
     /// The post runners' pool, if a runner is running this command: it counts the runners that

@@ -16,11 +16,12 @@ import Synchronization
 /// commands waiting. A burst of slow commands therefore gets a runner each within a
 /// few milliseconds, as it would with a task each.
 ///
-/// Runners that wait for the journal are the exception. While at least half the runners wait for
-/// a journal write, the pool grows only to ``journalBoundRunners``: more of them would only make
-/// each group commit bigger, and a burst of 20,000 journaled posts grew it to thousands of
-/// suspended tasks (151 MB resident, against 42 MB and the same throughput at 1,024). Runners held
-/// by handlers still grow the pool without that limit.
+/// Runners that wait for the journal's write-ahead are the exception (an ending is handed to the
+/// journal, which ends the command once it is durable, while the runner moves on). While at least
+/// half the runners wait for a journal write, the pool grows only to ``journalBoundRunners``:
+/// more of them would only make each group commit bigger, and a burst of 20,000 journaled posts
+/// grew it to thousands of suspended tasks (151 MB resident, against 42 MB and the same
+/// throughput at 1,024). Runners held by handlers still grow the pool without that limit.
 ///
 /// When the queue is empty, up to ``baseRunners`` runners park: suspended on a continuation,
 /// holding no thread, until a post wakes one. Waking a parked runner costs a job on the global
@@ -75,7 +76,7 @@ final class PostRunners: Sendable {
     /// The most runners the pool grows to while at least half of them wait for the journal.
     static let journalBoundRunners = 1_024
     private let state = Mutex(State())
-    /// Runners waiting for a journal write (the write-ahead, or the ending's sync).
+    /// Runners waiting for a journal write: the write-ahead (a runner hands an ending to the journal and moves on).
     private let journalWaits = Atomic<Int>(0)
     /// Runners started whose task has not yet asked for its first command.
     fileprivate let startingRunners = Atomic<Int>(0)
