@@ -51,6 +51,13 @@ package final class BusHost: Sendable {
         var draining = false
         var stopped = false
         var drained: [UnsafeContinuation<Void, Never>] = []
+        /// Commands started here whose results are not in yet: the event forwarder notes their end.
+        var started: Set<UUID> = []
+        /// Commands started here whose end the event forwarder has seen, before their result's
+        /// task finished them.
+        var endSeen: Set<UUID> = []
+        /// Finished commands waiting for the event forwarder to see their end (see ``finishAfterItsEvents``).
+        var waitingForEvents: [UUID: (row: BusCommandRow, outcome: Finish)] = [:]
     }
 
     /// What the finisher writes.
@@ -228,6 +235,7 @@ package final class BusHost: Sendable {
         var record = row.record
         record.envelope.metadata["cmdbus.attempt"] = String(row.attempt)
         record.envelope.metadata["cmdbus.host"] = label
+        state.withLock { _ = $0.started.insert(row.id) }
         let ticket = bus.resubmit(record, timeout: row.timeout)
         state.withLock { $0.running[row.id] = ticket }
         Task { [self] in
@@ -241,9 +249,38 @@ package final class BusHost: Sendable {
                 outcome = .complete(id: row.id, attempt: row.attempt, state: ended, result: nil,
                                     code: HostFailure.Code(error).name, message: error.message, retryAfter: retry)
             }
-            state.withLock { _ = $0.running.removeValue(forKey: row.id) }
-            finish(row, outcome)
+            finishAfterItsEvents(row, outcome)
         }
+    }
+
+    /// Finishes a command once the event forwarder has seen it end, so that the events it emitted
+    /// are queued before its completion: the forwarder drops the events of a correlation no longer
+    /// running here, and a client hears the completion's events only if they were written with
+    /// or before it. A command whose end the forwarder has not seen within a second (an event
+    /// stream far behind) is finished anyway.
+    private func finishAfterItsEvents(_ row: BusCommandRow, _ outcome: Finish) {
+        let now = state.withLock { state -> Bool in
+            _ = state.running.removeValue(forKey: row.id)
+            state.started.remove(row.id)
+            if state.endSeen.remove(row.id) != nil { return true }
+            state.waitingForEvents[row.id] = (row, outcome)
+            return false
+        }
+        if now { return finish(row, outcome) }
+        Task { [self] in
+            try? await Task.sleep(for: .seconds(1))
+            if let late = state.withLock({ $0.waitingForEvents.removeValue(forKey: row.id) }) { finish(late.row, late.outcome) }
+        }
+    }
+
+    /// The event forwarder saw command `id` end: finishes it if its result is in, or notes it.
+    private func sawEnd(of id: UUID) {
+        let waiting = state.withLock { state -> (row: BusCommandRow, outcome: Finish)? in
+            if let waiting = state.waitingForEvents.removeValue(forKey: id) { return waiting }
+            if state.started.contains(id) { state.endSeen.insert(id) }
+            return nil
+        }
+        if let waiting { finish(waiting.row, waiting.outcome) }
     }
 
     /// Exponential backoff with jitter for a retryable failure: 100 ms doubling, at most 30 s.
@@ -303,6 +340,9 @@ package final class BusHost: Sendable {
             for await event in stream {
                 switch event.kind {
                 case .emitted, .log, .progress: break
+                case .stateChanged(_, let to) where to.isTerminal:
+                    sawEnd(of: event.commandID)
+                    continue
                 default: continue
                 }
                 let queued = state.withLock { state -> Bool in
