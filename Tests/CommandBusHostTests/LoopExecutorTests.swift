@@ -95,6 +95,10 @@ struct LoopExecutorTests {
         #expect(executor.takeovers == 1)
         // Quick, though a takeover happened meanwhile (another send's): no probation either.
         #expect(sends.finished("greet", held, now: now + .milliseconds(9)) == nil)
+        // Once is forgiven (a loaded machine can deschedule a quick command); twice within the
+        // probation is not, and the probation runs from the second time.
+        #expect(sends.finished("slow", held, now: now + .milliseconds(100)) == nil)
+        #expect(sends.admits("slow", now: now + .milliseconds(100)))
         #expect(sends.finished("slow", held, now: now + .milliseconds(200)) == .milliseconds(200))
         let ended = now + .milliseconds(200)
         #expect(!sends.admits("slow", now: ended))
@@ -102,6 +106,10 @@ struct LoopExecutorTests {
         #expect(sends.admits("greet", now: ended))
         #expect(sends.admits("slow", now: ended + InlineSends.probation))
         #expect(sends.admits("slow", now: ended + InlineSends.probation + .milliseconds(1)))
+        // A first time forgotten after the probation's length: the next is a first time again.
+        #expect(sends.finished("rare", held, now: now + .milliseconds(20)) == nil)
+        #expect(sends.finished("rare", held, now: now + .milliseconds(20) + InlineSends.probation) == nil)
+        #expect(sends.admits("rare", now: now + .milliseconds(30) + InlineSends.probation))
     }
 
     /// Released by the test: jobs that hold their thread until then.

@@ -217,7 +217,7 @@ struct ServerTests {
             for n in range(5):
                 order.append(ask(f, {"id": 2, "op": "send", "command": "greet", "payload": {"name": str(n)}})["result"]["greeting"])
             thread.join()
-            # The blocked name runs on the runners for a while; the loop still answers the others.
+            # A second sleep of the name is taken over too (and puts the name on probation); the loop still answers the others.
             s2, f2 = connect()
             def second():
                 ask(f2, {"id": 3, "op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 1000, "stubborn": True}})
