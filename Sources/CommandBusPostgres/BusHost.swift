@@ -490,8 +490,7 @@ package final class BusHost: Sendable {
                 log(.warning, "heartbeat failed (\(error.message)); not claiming until it succeeds")
                 // Back within a third of the lease once the database is: just after a restart
                 // every host looks stale, and commands sent then count on the hosts that were live
-                // when it started (BusSQL.liveWhenDatabaseStarted) only for one lease. With a
-                // 2 s lease, backing off up to 2 s missed that window, and sends failed as unhandled.
+                // when it started (BusSQL.liveWhenDatabaseStarted) only for a while.
                 session.backOff(limit: min(.seconds(2), interval))
                 continue
             }
