@@ -172,12 +172,16 @@ extension CommandContext {
         if cancelled { child.cancel() }
     }
 
+    /// Counts a finished child and reports the progress. The event is published under the lock
+    /// that counts, so two children finishing at once report 1 then 2, never 2 then 1: published
+    /// after the lock, a late "1" once came after the parent's end (a CI run under heavy load).
     private func childDidFinish() {
-        let (finished, total, reported) = execution.withLock { execution in
+        execution.withLock { execution in
             execution.childrenFinished += 1
-            return (execution.childrenFinished, execution.children.count, execution.reportsProgress)
+            guard !execution.reportsProgress else { return }
+            let (finished, total) = (execution.childrenFinished, execution.children.count)
+            bus.publish(self) { .progress(completed: finished, total: total) }
         }
-        if !reported { bus.publish(self) { .progress(completed: finished, total: total) } }
     }
 
     /// Waits until every child has finished; a failed child whose result nobody awaited fails the parent.
