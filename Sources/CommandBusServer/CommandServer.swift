@@ -53,10 +53,7 @@ package final class CommandServer: Sendable {
 
     /// Socket `send`s so far, by where they ran (the request loop's thread or the bus's
     /// runners), and how often a command held the loop so long that a new thread took it over.
-    package var requestLoopCounts: (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int) {
-        let counts = inlineSends.counts
-        return (counts.onLoop, counts.onRunners, counts.takeovers)
-    }
+    package var requestLoopCounts: (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int) { inlineSends.counts }
 
     /// The plugins loaded now, including those hot-loaded.
     private var plugins: [LoadedPlugin] { watcher?.plugins ?? session.catalog.plugins }

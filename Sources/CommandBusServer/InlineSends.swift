@@ -56,7 +56,7 @@ final class InlineSends: Sendable {
     }
 
     /// Socket `send`s so far, by where they ran, and the loop's takeovers.
-    var counts: (onLoop: Int, onRunners: Int, takeovers: Int) {
+    var counts: (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int) {
         (ranOnLoop.load(ordering: .relaxed), ranOnRunners.load(ordering: .relaxed), executor.takeovers)
     }
 
