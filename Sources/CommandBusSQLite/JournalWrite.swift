@@ -113,7 +113,7 @@ package struct PendingWrite: @unchecked Sendable {
 struct WriteQueue {
     private(set) var writes: [PendingWrite] = []
     /// Where each `running` write nobody waits for sits in ``writes``, until its ending takes it in.
-    private var runningWrites: [UUID: Int] = [:]
+    private var runningWrites: [CommandKey: Int] = [:]
 
     var isEmpty: Bool { writes.isEmpty }
 
@@ -123,8 +123,8 @@ struct WriteQueue {
     mutating func append(_ write: consuming PendingWrite) {
         if case .update(let update)? = write.operation {
             if update.state == .running, !write.isWaited {
-                runningWrites[update.id] = writes.count
-            } else if update.state.isTerminal, !runningWrites.isEmpty, let index = runningWrites.removeValue(forKey: update.id) {
+                runningWrites[CommandKey(update.id)] = writes.count
+            } else if update.state.isTerminal, !runningWrites.isEmpty, let index = runningWrites.removeValue(forKey: CommandKey(update.id)) {
                 if case .update(let running)? = writes[index].operation { write.startedAt = running.at }
                 writes[index].operation = nil
             }

@@ -133,8 +133,10 @@ final class JournalWriter: @unchecked Sendable {
 
     private func enqueue(_ write: consuming PendingWrite) {
         let urgent = write.isWaited
-        let schedule = state.withLock { [write] state -> DrainSchedule in
-            state.queue.append(write)
+        // Moved into the queue, not copied: a copy retains every reference an ending holds.
+        var moving = Optional(write)
+        let schedule = state.withLock { state -> DrainSchedule in
+            state.queue.append(moving.take()!)
             switch (state.scheduled, urgent) {
             case (.now, _), (.later, false):
                 return .none
@@ -184,11 +186,11 @@ final class JournalWriter: @unchecked Sendable {
             return state.queue.takeAll()
         }
         guard !writes.isEmpty else { return }
-        let outcomes = commit(writes, waited: writes.map(\.isWaited))
+        let outcomes = commit(writes, waited: writes.map { $0.isWaited })
         endCommitting()
-        for (write, outcome) in zip(writes, outcomes) {
-            write.completion?.resume(returning: outcome)
-            write.callback?(outcome)
+        for index in writes.indices {
+            writes[index].completion?.resume(returning: outcomes[index])
+            writes[index].callback?(outcomes[index])
         }
     }
 

@@ -17,7 +17,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private let findRow: SQLiteStatement
     private let selectUnfinished: SQLiteStatement
     /// Row ids of the commands accepted and not yet ended, so their endings name the row by integer key.
-    private var rowIDs: [UUID: Int64] = [:]
+    private var rowIDs: [CommandKey: Int64] = [:]
     /// Prepared statements of ``records(_:)``, by their SQL.
     private var queryStatements: [String: SQLiteStatement] = [:]
     /// How many query shapes ``queryStatements`` keeps.
@@ -84,13 +84,13 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
 
     /// The row id of an ending's command, which leaves the in-flight table (else it is looked up).
     private func endingRowID(_ id: UUID) throws(CommandBusError) -> Int64? {
-        if let known = rowIDs.removeValue(forKey: id) { return known }
+        if let known = rowIDs.removeValue(forKey: CommandKey(id)) { return known }
         return try rowID(id)
     }
 
     /// The row id of `id`: from the in-flight table, else looked up.
     private func rowID(_ id: UUID) throws(CommandBusError) -> Int64? {
-        if let known = rowIDs[id] { return known }
+        if let known = rowIDs[CommandKey(id)] { return known }
         defer { findRow.reset() }
         findRow.bind(1, id)
         return try findRow.step() ? findRow.int64(0) : nil
@@ -130,10 +130,10 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             // A new row moves the last insert id; an upsert of a known command (a recovery, a retry) does not.
             let inserted = database.lastInsertRowID
             if inserted != before {
-                rowIDs[command.id] = inserted
+                rowIDs[CommandKey(command.id)] = inserted
             } else if let row = try rowID(command.id) {
                 try reopen(row)
-                rowIDs[command.id] = row
+                rowIDs[CommandKey(command.id)] = row
             }
         case .update(let update) where update.state == .running:
             guard let row = try rowID(update.id) else { return }
