@@ -16,8 +16,43 @@ func argument(after flag: String) -> String? {
     return arguments[index + 1]
 }
 
+/// Ends the process with `message` on standard error and status 2: a command line it can't run.
+func refuse(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("CommandBusBenchmarks: \(message)\n".utf8))
+    exit(2)
+}
+
+let usage = """
+    usage: CommandBusBenchmarks [--json]
+           CommandBusBenchmarks --workload NAME --count N
+           CommandBusBenchmarks --list-workloads
+    $CMDBUS_BENCH_ONLY=core,plugin,journal,server,bus,dashboard runs those groups only.
+    """
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(usage)
+    exit(0)
+}
+// A flag this program does not know would otherwise start a full run of several minutes.
+let flagsWithValues: Set = ["--workload", "--count"]
+var position = 1
+while position < arguments.count {
+    let flag = arguments[position]
+    if flagsWithValues.contains(flag) {
+        guard position + 1 < arguments.count else { refuse("\(flag) needs a value; see --help") }
+        position += 2
+    } else if flag == "--json" || flag == "--list-workloads" {
+        position += 1
+    } else {
+        refuse("unknown argument '\(flag)'; see --help")
+    }
+}
+
 // `$CMDBUS_BENCH_ONLY` (comma-separated: core, plugin, journal, server, bus, dashboard) runs some groups only.
+let groups: Set = ["core", "plugin", "journal", "server", "bus", "dashboard"]
 let only = Set((ProcessInfo.processInfo.environment["CMDBUS_BENCH_ONLY"] ?? "").split(separator: ",").map(String.init))
+if let unknown = only.subtracting(groups).sorted().first {
+    refuse("CMDBUS_BENCH_ONLY names no group '\(unknown)'; use some of \(groups.sorted().joined(separator: ", "))")
+}
 func wanted(_ group: String) -> Bool { only.isEmpty || only.contains(group) }
 
 /// Runs `body` in a detached task and blocks the main thread until it ends; a thrown error ends the process.
@@ -37,13 +72,10 @@ if arguments.contains("--list-workloads") {
     print(CountedWorkloads.all.map(\.name).joined(separator: "\n"))
 } else if let name = argument(after: "--workload") {
     guard let workload = CountedWorkloads.all.first(where: { $0.name == name }) else {
-        let names = CountedWorkloads.all.map(\.name).joined(separator: ", ")
-        FileHandle.standardError.write(Data("CommandBusBenchmarks: no workload named '\(name)'; use one of \(names)\n".utf8))
-        exit(2)
+        refuse("no workload named '\(name)'; use one of \(CountedWorkloads.all.map(\.name).joined(separator: ", "))")
     }
     guard let count = argument(after: "--count").flatMap(Int.init), count > 0 else {
-        FileHandle.standardError.write(Data("CommandBusBenchmarks: --workload needs --count N with N a positive whole number\n".utf8))
-        exit(2)
+        refuse("--workload needs --count N with N a positive whole number")
     }
     runBlocking { try await workload.run(count) }
 } else {

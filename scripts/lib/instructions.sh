@@ -102,6 +102,8 @@ check_instruction_mode() {
     for name in "${INSTRUCTION_WORKLOADS[@]}"; do
         "$BENCH_BINARY" --workload "$name" --count 20 || die "the $name benchmark workload failed; run: $BENCH_BINARY --workload $name --count 20"
     done
+    # A flag it does not know is refused at once, not taken for a full timed run.
+    if "$BENCH_BINARY" --no-such-flag >/dev/null 2>&1; then die "$BENCH_BINARY accepted an unknown flag; it must refuse one"; fi
     local total
     total=$(collected_instructions send 20)
     [ "$total" -gt 0 ] || die "callgrind counted no instructions for the send workload"
