@@ -20,6 +20,10 @@ import Foundation
 ///   lease is discarded, never recorded;
 /// - the **heartbeat** renews the lease every third of it and takes back the commands of hosts
 ///   whose lease ran out. A host that cannot renew its lease stops claiming at once.
+///
+/// Each connection ends within about a lease when its TCP link goes silent
+/// (``PGConnection/init(url:linkTimeout:)``), so a host cut off from the database notices, stops
+/// claiming and reconnects, instead of waiting minutes on a statement that will never be answered.
 package final class BusHost: Sendable {
     /// How a host behaves.
     package struct Settings: Sendable {
@@ -96,7 +100,7 @@ package final class BusHost: Sendable {
     /// Registers the host and starts its threads.
     /// - Throws: ``PGError`` if the bus cannot be reached or its schema cannot be used.
     package func start() throws(PGError) {
-        let connection = try PGConnection(url: settings.url)
+        let connection = try PGConnection(url: settings.url, linkTimeout: settings.lease)
         try BusSchema.migrate(connection)
         try register(on: connection)
         forwardEvents()
@@ -153,7 +157,7 @@ package final class BusHost: Sendable {
         finishWake.signal()
         heartbeatWake.signal()
         do {
-            let connection = try PGConnection(url: settings.url)
+            let connection = try PGConnection(url: settings.url, linkTimeout: settings.lease)
             let back = try connection.execute(BusSQL.handBack, [.uuid(id)])
             try connection.execute("DELETE FROM cmdbus.hosts WHERE id = $1", [.uuid(id)])
             let count = back.count > 0 ? back[row: 0].integer("back") ?? 0 : 0
@@ -166,7 +170,7 @@ package final class BusHost: Sendable {
     // MARK: Claiming
 
     private func claimLoop() {
-        let session = PGSession(url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel"])
+        let session = PGSession(url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel"], linkTimeout: settings.lease)
         var dirty = true
         var lastClaim = ContinuousClock.now
         while true {
@@ -359,7 +363,7 @@ package final class BusHost: Sendable {
     }
 
     private func finishLoop() {
-        let session = PGSession(url: settings.url)
+        let session = PGSession(url: settings.url, linkTimeout: settings.lease)
         while true {
             let (work, events, stopped) = state.withLock { state -> ([Finish], [JSONValue], Bool) in
                 defer { state.pending = []; state.events = [] }
@@ -454,7 +458,7 @@ package final class BusHost: Sendable {
     // MARK: Heartbeat
 
     private func heartbeatLoop() {
-        let session = PGSession(url: settings.url)
+        let session = PGSession(url: settings.url, linkTimeout: settings.lease)
         let interval = settings.lease / 3
         var beats = 0
         while !state.withLock({ $0.stopped }) {

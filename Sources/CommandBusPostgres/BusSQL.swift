@@ -4,15 +4,18 @@ enum BusSQL {
     /// A live host: one whose last heartbeat is within its lease.
     static let liveHost = "h.heartbeat_at > now() - h.lease_ms * interval '1 millisecond'"
 
-    /// A host that was live shortly before the database last started, while as long has passed
+    /// A host that was live shortly before the database last started, while a moment has passed
     /// since: a restart stops every heartbeat, so for a moment afterwards every host looks stale,
-    /// and a command submitted then must wait for them rather than fail as unhandled. "Shortly"
-    /// is the host's lease, or 10 s if that is longer: a restart's shutdown can take longer than
-    /// a short lease (a CI run saw 22 of 1,000 sends fail as unhandled with a 2 s lease), and the
-    /// hosts need a moment to reconnect and heartbeat.
+    /// and a command submitted then must wait for them rather than fail as unhandled.
+    /// - "Shortly before" is the host's lease, or 60 s if that is longer: the database's start
+    ///   comes after its shutdown, whose checkpoint can take many seconds, and a CI rehearsal
+    ///   under heavy load saw a restart take so long that a 10 s reach missed the host.
+    /// - "A moment" is the host's lease, or 10 s if that is longer: the hosts need it to
+    ///   reconnect and heartbeat (a CI run saw 22 of 1,000 sends fail as unhandled with a 2 s
+    ///   lease and no such moment).
     static let liveWhenDatabaseStarted = """
         (now() < pg_postmaster_start_time() + greatest(h.lease_ms, 10000) * interval '1 millisecond'
-            AND h.heartbeat_at > pg_postmaster_start_time() - greatest(h.lease_ms, 10000) * interval '1 millisecond')
+            AND h.heartbeat_at > pg_postmaster_start_time() - greatest(h.lease_ms, 60000) * interval '1 millisecond')
         """
 
     /// The host in parameter $2 is still on the bus: no rescue has removed it. Claims, completions

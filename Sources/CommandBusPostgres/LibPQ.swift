@@ -10,6 +10,7 @@ package struct LibPQ: @unchecked Sendable {
     typealias Result = OpaquePointer
 
     let connectdb: @convention(c) (UnsafePointer<CChar>?) -> Connection?
+    let connectdbParams: @convention(c) (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<UnsafePointer<CChar>?>?, Int32) -> Connection?
     let status: @convention(c) (Connection?) -> ConnStatusType
     let finish: @convention(c) (Connection?) -> Void
     let setnonblocking: @convention(c) (Connection?, Int32) -> Int32
@@ -60,6 +61,10 @@ package struct LibPQ: @unchecked Sendable {
         do {
             return .success(LibPQ(
                 connectdb: try symbol("PQconnectdb", as: (@convention(c) (UnsafePointer<CChar>?) -> Connection?).self),
+                connectdbParams: try symbol(
+                    "PQconnectdbParams",
+                    as: (@convention(c) (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<UnsafePointer<CChar>?>?, Int32) -> Connection?).self
+                ),
                 status: try symbol("PQstatus", as: (@convention(c) (Connection?) -> ConnStatusType).self),
                 finish: try symbol("PQfinish", as: (@convention(c) (Connection?) -> Void).self),
                 setnonblocking: try symbol("PQsetnonblocking", as: (@convention(c) (Connection?, Int32) -> Int32).self),

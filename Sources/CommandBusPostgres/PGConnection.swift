@@ -17,10 +17,19 @@ package final class PGConnection: @unchecked Sendable {
 
     /// Connects to `url` (a `postgres://` URL or a libpq `key=value` string; libpq reads
     /// `sslmode`, `PGPASSWORD` and the rest as it documents).
-    package init(url: String) throws(PGError) {
+    ///
+    /// Over TCP, a link that goes silent (a cable cut, a database host that vanished, an address
+    /// that moved in a failover) ends the connection within about `linkTimeout`, with TCP
+    /// keepalives for an idle connection and `tcp_user_timeout` for one that waits for an
+    /// answer; without them a statement waits for the kernel to give up, some fifteen minutes.
+    /// A URL that sets `keepalives…` or `tcp_user_timeout` itself keeps its own values. A long
+    /// statement is not cut short: the server's kernel answers while it runs.
+    package init(url: String, linkTimeout: Duration = PGConnection.defaultLinkTimeout) throws(PGError) {
         let redacted = PGURL.redacted(url)
         let pq = try LibPQ.get()
-        guard let connection = pq.connectdb(url) else { throw PGError(.connectionFailed, "cannot allocate a PostgreSQL connection") }
+        guard let connection = Self.connect(url, linkTimeout: linkTimeout, pq) else {
+            throw PGError(.connectionFailed, "cannot allocate a PostgreSQL connection")
+        }
         // Checked before any property is set: a throwing init must not run deinit over a finished connection.
         guard pq.status(connection) == CONNECTION_OK else {
             let message = Self.message(of: connection, pq)
@@ -36,6 +45,34 @@ package final class PGConnection: @unchecked Sendable {
     }
 
     deinit { pq.finish(connection) }
+
+    /// How long a silent TCP link may last before a connection ends, unless told otherwise.
+    package static let defaultLinkTimeout: Duration = .seconds(30)
+
+    /// The libpq settings that end a connection whose TCP link went silent for `timeout`:
+    /// keepalive probes after a third of it, every sixth, three unanswered; unacknowledged data
+    /// for all of it. Whole seconds, at least one, as libpq takes them.
+    static func linkSettings(_ timeout: Duration) -> [(key: String, value: String)] {
+        let seconds = max(1, Int(timeout.components.seconds))
+        return [
+            ("keepalives", "1"),
+            ("keepalives_idle", String(max(1, seconds / 3))),
+            ("keepalives_interval", String(max(1, seconds / 6))),
+            ("keepalives_count", "3"),
+            ("tcp_user_timeout", String(max(1_000, Int(timeout.milliseconds)))),
+        ]
+    }
+
+    /// `PQconnectdbParams` with ``linkSettings(_:)`` first and `url` expanded after them, so the
+    /// URL's own settings win.
+    private static func connect(_ url: String, linkTimeout: Duration, _ pq: LibPQ) -> OpaquePointer? {
+        let settings = linkSettings(linkTimeout) + [("dbname", url)]
+        let strings = settings.flatMap { [strdup($0.key), strdup($0.value)] }
+        defer { for string in strings { free(string) } }
+        let keys = stride(from: 0, to: strings.count, by: 2).map { UnsafePointer(strings[$0]) } + [nil]
+        let values = stride(from: 1, to: strings.count, by: 2).map { UnsafePointer(strings[$0]) } + [nil]
+        return pq.connectdbParams(keys, values, 1)
+    }
 
     /// Whether the connection is still usable.
     package var isHealthy: Bool { pq.status(connection) == CONNECTION_OK }

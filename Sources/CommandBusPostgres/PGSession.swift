@@ -13,10 +13,14 @@ package final class PGSession {
     /// The URL without its password.
     package let redactedURL: String
 
+    /// How long a silent TCP link may last before the connection ends (``PGConnection/init(url:linkTimeout:)``).
+    private let linkTimeout: Duration
+
     /// A session on `url` that listens on `channels`; connects on first use.
-    package init(url: String, listening channels: [String] = []) {
+    package init(url: String, listening channels: [String] = [], linkTimeout: Duration = PGConnection.defaultLinkTimeout) {
         self.url = url
         self.channels = channels
+        self.linkTimeout = linkTimeout
         redactedURL = PGURL.redacted(url)
     }
 
@@ -24,7 +28,7 @@ package final class PGSession {
     package func connected() throws(PGError) -> PGConnection {
         if let connection, connection.isHealthy { return connection }
         connection = nil
-        let fresh = try PGConnection(url: url)
+        let fresh = try PGConnection(url: url, linkTimeout: linkTimeout)
         for channel in channels { try fresh.execute("LISTEN \(channel)") }
         connection = fresh
         backoff = .milliseconds(100)
