@@ -62,12 +62,17 @@ package final class BusHost: Sendable {
         var endSeen: Set<UUID> = []
         /// Finished commands waiting for the event forwarder to see their end (see ``finishAfterItsEvents``).
         var waitingForEvents: [UUID: (row: BusCommandRow, outcome: Finish)] = [:]
+        /// Commands cancelled because this host could not renew its lease: handed back when they
+        /// end, not completed, since the cancellation was this host's, not the sender's.
+        var handingBack: Set<UUID> = []
     }
 
     /// What the finisher writes.
     private enum Finish {
         case complete(id: UUID, attempt: Int, state: CommandState, result: Data?, code: String?, message: String?, retryAfter: Duration?)
         case decline(id: UUID, attempt: Int)
+        /// Back to pending, the attempt not counted, if this host still holds the command.
+        case handBack(id: UUID, attempt: Int)
         /// A subcommand that runs here: recorded as a row this host holds, finished like any other.
         case record(envelope: CommandEnvelope, payload: Data)
     }
@@ -243,7 +248,7 @@ package final class BusHost: Sendable {
         let ticket = bus.resubmit(record, timeout: row.timeout)
         state.withLock { $0.running[row.id] = ticket }
         Task { [self] in
-            let outcome: Finish
+            var outcome: Finish
             do throws(CommandBusError) {
                 let result = try await ticket.result
                 outcome = .complete(id: row.id, attempt: row.attempt, state: .succeeded, result: result, code: nil, message: nil, retryAfter: nil)
@@ -253,6 +258,7 @@ package final class BusHost: Sendable {
                 outcome = .complete(id: row.id, attempt: row.attempt, state: ended, result: nil,
                                     code: HostFailure.Code(error).name, message: error.message, retryAfter: retry)
             }
+            if state.withLock({ $0.handingBack.remove(row.id) != nil }) { outcome = .handBack(id: row.id, attempt: row.attempt) }
             finishAfterItsEvents(row, outcome)
         }
     }
@@ -427,6 +433,8 @@ package final class BusHost: Sendable {
                 expected.insert(id)
             case .decline(let id, let attempt):
                 try connection.execute(BusSQL.decline, [.uuid(id), .uuid(self.id), .integer(attempt), .text(label)])
+            case .handBack(let id, let attempt):
+                try connection.execute(BusSQL.handBackOne, [.uuid(id), .uuid(self.id), .integer(attempt)])
             }
         }
         for chunk in stride(from: 0, to: completions.count, by: 500) {
@@ -461,12 +469,15 @@ package final class BusHost: Sendable {
         let session = PGSession(url: settings.url, linkTimeout: settings.lease)
         let interval = settings.lease / 3
         var beats = 0
+        // When the database last renewed the lease, as this host saw it: no later than it was.
+        var renewed = ContinuousClock.now
         while !state.withLock({ $0.stopped }) {
             do {
                 let alive = try session.run { connection throws(PGError) -> Bool in
                     try connection.execute(BusSQL.heartbeat, [.uuid(id)]).count > 0
                 }
                 if alive {
+                    renewed = .now
                     let wasFenced = state.withLock { state -> Bool in
                         defer { state.fenced = false; state.paused = false }
                         return state.fenced || state.paused
@@ -492,6 +503,11 @@ package final class BusHost: Sendable {
                 // lost meanwhile, the fence discards its results, and if not, they count.
                 state.withLock { $0.paused = true }
                 log(.warning, "heartbeat failed (\(error.message)); not claiming until it succeeds")
+                // Past the lease, another host may take what runs here: it stops, and goes back
+                // to the bus if this host still holds it when the database is back.
+                if ContinuousClock.now - renewed > settings.lease {
+                    fence("could not renew the lease for over \(settings.lease)", handingBack: true)
+                }
                 // Back within a third of the lease once the database is: just after a restart
                 // every host looks stale, and commands sent then count on the hosts that were live
                 // when it started (BusSQL.liveWhenDatabaseStarted) only for a while.
@@ -502,12 +518,17 @@ package final class BusHost: Sendable {
         }
     }
 
-    /// Stops claiming and cancels what runs here: its results would be discarded by the fence anyway.
-    private func fence(_ reason: String) {
+    /// Stops claiming and cancels what runs here. When the bus declared this host dead, the
+    /// results would be discarded by the fence anyway. When this host could not renew its lease
+    /// (`handingBack`), another host may already run them, and if none does they go back to the
+    /// bus once this host reaches it again, rather than ending as cancelled.
+    private func fence(_ reason: String, handingBack: Bool = false) {
         let tickets = state.withLock { state -> [CommandTicket<Data>] in
             let first = !state.fenced
             state.fenced = true
-            return first ? Array(state.running.values) : []
+            guard first else { return [] }
+            if handingBack { state.handingBack.formUnion(state.running.keys) }
+            return Array(state.running.values)
         }
         log(.warning, "fenced: \(reason); stopped claiming and cancelled \(tickets.count) command(s) running here")
         for ticket in tickets { ticket.cancel() }

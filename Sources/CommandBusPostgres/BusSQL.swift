@@ -193,6 +193,18 @@ enum BusSQL {
         SELECT (SELECT count(*) FROM back) AS back, (SELECT count(*) FROM notified) AS notified
         """
 
+    /// $1 command, $2 host, $3 attempt: one command this host still holds goes back to pending,
+    /// its attempt not counted (a host that could not renew its lease stopped it).
+    static let handBackOne = """
+        WITH back AS (
+            UPDATE cmdbus.commands c SET state = 'pending', lease_owner = NULL, started_at = NULL, attempt = c.attempt - 1,
+                run_at = now()
+            WHERE c.id = $1 AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = $3::int4
+            RETURNING c.name
+        )
+        SELECT pg_notify('cmdbus_new', name) FROM back
+        """
+
     /// $1 a JSON array of {command, correlation, event}: events from running commands.
     static let appendEvents = """
         WITH input AS (

@@ -258,6 +258,26 @@ struct SharedBusTests {
         #expect(Self.lines(runs).count == 1)
     }
 
+    /// A host that cannot renew its lease (the database is down for longer than it) stops the
+    /// command it runs and hands it back once the database is up: the command runs again and
+    /// succeeds, instead of finishing on a lease nobody renewed or ending as cancelled.
+    @Test(.timeLimit(.minutes(3)))
+    func aHostThatCannotRenewItsLeaseStopsWhatItRunsAndHandsItBack() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let runs = host.work.file("runs.txt")
+        async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=8000")
+        #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })
+        try await Self.restartPostgres(down: .seconds(5))
+        let finished = try await result
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(host.output.contains("fenced: could not renew the lease"), "\(host.output)")
+        let lines = Self.lines(runs)
+        #expect(lines.count == 2 && Set(lines.map { $0.split(separator: " ")[0] }).count == 1, "ran twice: \(lines)")
+    }
+
     @Test(.timeLimit(.minutes(4)))
     func restartsAndKilledConnectionsLoseNothing() async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
@@ -414,8 +434,10 @@ struct SharedBusTests {
         // The cut-off host's heartbeat gives up on the silent link within about its lease (TCP
         // keepalives and tcp_user_timeout) instead of waiting minutes for TCP to.
         #expect(await waitUntil(.seconds(30)) { remote.output.contains("heartbeat failed") }, "\(remote.output)")
+        // Past its lease it fences itself: it stops what it runs, which another host took.
+        #expect(await waitUntil(.seconds(30)) { remote.output.contains("fenced: could not renew the lease") }, "\(remote.output)")
         await namespace.link(up: true)
-        #expect(await waitUntil(.seconds(60)) { remote.output.contains("fenced") }, "\(remote.output)")
+        #expect(await waitUntil(.seconds(60)) { remote.output.contains("the bus declared this host dead") }, "\(remote.output)")
         await remote.stop()
         await local.stop()
     }
@@ -502,15 +524,26 @@ struct SharedBusTests {
         ((try? String(contentsOf: url, encoding: .utf8)) ?? "").split(separator: "\n")
     }
 
-    /// `pg_ctl restart` on the test cluster, as the user it runs as.
-    static func restartPostgres() async throws {
+    /// `pg_ctl restart` on the test cluster, as the user it runs as; with `down`, a stop, that
+    /// long without a database, and a start.
+    static func restartPostgres(down: Duration? = nil) async throws {
+        guard let down else { return try await pgctl("restart") }
+        try await pgctl("stop")
+        try await Task.sleep(for: down)
+        try await pgctl("start")
+    }
+
+    /// `pg_ctl ACTION` on the test cluster, as the user it runs as.
+    private static func pgctl(_ action: String) async throws {
         let environment = ProcessInfo.processInfo.environment
         let bin = try #require(environment["CMDBUS_TEST_POSTGRES_BIN"]), directory = try #require(environment["CMDBUS_TEST_POSTGRES_DIR"])
-        let command = ["\(bin)/pg_ctl", "-D", "\(directory)/data", "-l", "\(directory)/server.log", "-m", "fast", "-w", "restart"]
+        // A start is told the options the cluster was first started with; a restart reuses them itself.
+        let options = action == "start" ? ["-o", try #require(environment["CMDBUS_TEST_POSTGRES_OPTIONS"])] : []
+        let command = ["\(bin)/pg_ctl", "-D", "\(directory)/data", "-l", "\(directory)/server.log", "-m", "fast", "-w"] + options + [action]
         // With system(), which waits for its own child: Foundation's Process never saw this one end
         // (the restarted server, in a session of its own, seems to confuse its child tracking).
         let line = ((getuid() == 0 ? ["runuser", "-u", "postgres", "--"] : []) + command).map { "'\($0)'" }.joined(separator: " ")
         let status = await Task.detached { system(line + " </dev/null >/dev/null 2>&1") }.value
-        try #require(status == 0, "pg_ctl restart failed with status \(status)")
+        try #require(status == 0, "pg_ctl \(action) failed with status \(status)")
     }
 }

@@ -4,6 +4,7 @@
 #   CMDBUS_TEST_POSTGRES      a libpq URL for the cluster
 #   CMDBUS_TEST_POSTGRES_DIR  the directory (data in data/, socket and log beside it)
 #   CMDBUS_TEST_POSTGRES_BIN  the server binaries, for tests that restart it
+#   CMDBUS_TEST_POSTGRES_OPTIONS  the server options, for tests that stop it and start it again
 # stop_test_postgres: stops it and removes the directory.
 
 postgres_bin() { pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1; }
@@ -21,8 +22,9 @@ start_test_postgres() {
     user="$( [ "$(id -u)" -eq 0 ] && echo postgres || id -un )"
     as_postgres "$bin/initdb" -D "$dir/data" -A trust -U "$user" --no-sync >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
-    as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-        -o "-k $dir -c listen_addresses='' -c max_connections=300 -c shared_buffers=128MB" start >/dev/null \
+    # The server's options, for a test that stops and starts it again (pg_ctl restart keeps them itself).
+    export CMDBUS_TEST_POSTGRES_OPTIONS="-k $dir -c listen_addresses='' -c max_connections=300 -c shared_buffers=128MB"
+    as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -o "$CMDBUS_TEST_POSTGRES_OPTIONS" start >/dev/null \
         || { cat "$dir/server.log" >&2; die "PostgreSQL did not start"; }
     export CMDBUS_TEST_POSTGRES="postgresql:///postgres?host=$dir&user=$user"
     export CMDBUS_TEST_POSTGRES_DIR="$dir"
