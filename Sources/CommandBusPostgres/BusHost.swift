@@ -19,7 +19,8 @@ import Foundation
 ///   fenced on this host's lease and the attempt, so a late result from a host that lost its
 ///   lease is discarded, never recorded;
 /// - the **heartbeat** renews the lease every third of it and takes back the commands of hosts
-///   whose lease ran out. A host that cannot renew its lease stops claiming at once.
+///   whose lease ran out. A host that cannot renew its lease stops claiming at once, and once
+///   a lease's length has passed without a renewal it fences itself (``fence(_:handingBack:)``).
 ///
 /// Each connection ends within about a lease when its TCP link goes silent
 /// (``PGConnection/init(url:linkTimeout:)``), so a host cut off from the database notices, stops
@@ -487,6 +488,7 @@ package final class BusHost: Sendable {
                     fence("the bus declared this host dead (its lease ran out)")
                     hostID.withLock { $0 = UUID() }
                     try session.run { connection throws(PGError) in try register(on: connection) }
+                    renewed = .now
                     state.withLock { $0.fenced = false; $0.paused = false }
                     log(.info, "joined the bus again as host \(id)")
                     claimWake.signal()
@@ -499,8 +501,8 @@ package final class BusHost: Sendable {
                     }
                 }
             } catch {
-                // Not claiming until a heartbeat succeeds; what runs here goes on: if the lease is
-                // lost meanwhile, the fence discards its results, and if not, they count.
+                // Not claiming until a heartbeat succeeds. What runs here goes on for as long as
+                // the lease may still hold: if it is lost meanwhile, the fence discards the results.
                 state.withLock { $0.paused = true }
                 log(.warning, "heartbeat failed (\(error.message)); not claiming until it succeeds")
                 // Past the lease, another host may take what runs here: it stops, and goes back
@@ -523,14 +525,17 @@ package final class BusHost: Sendable {
     /// (`handingBack`), another host may already run them, and if none does they go back to the
     /// bus once this host reaches it again, rather than ending as cancelled.
     private func fence(_ reason: String, handingBack: Bool = false) {
-        let tickets = state.withLock { state -> [CommandTicket<Data>] in
+        let tickets = state.withLock { state -> [CommandTicket<Data>]? in
             let first = !state.fenced
             state.fenced = true
-            guard first else { return [] }
+            guard first else { return nil }
             if handingBack { state.handingBack.formUnion(state.running.keys) }
             return Array(state.running.values)
         }
-        log(.warning, "fenced: \(reason); stopped claiming and cancelled \(tickets.count) command(s) running here")
-        for ticket in tickets { ticket.cancel() }
+        // Already fenced, a host that stays cut off says nothing more at each failed heartbeat;
+        // the bus declaring it dead is news.
+        if tickets == nil, handingBack { return }
+        log(.warning, "fenced: \(reason); stopped claiming and cancelled \(tickets?.count ?? 0) command(s) running here")
+        for ticket in tickets ?? [] { ticket.cancel() }
     }
 }
