@@ -137,6 +137,7 @@ enum ServeCommand {
                 bus: session.bus, journal: busJournal, catalog: { session.catalog }, statistics: statistics, metrics: metrics
             )
             let statusConnections = PGConnectionPool(url: url)
+            sources.busHost = { host.leaseCounts }
             sources.sharedBus = {
                 guard case .object(var fields)? = try? statusConnections.with({ connection throws(PGError) in try BusStatus.read(on: connection) }) else {
                     return nil

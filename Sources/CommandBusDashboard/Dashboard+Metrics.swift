@@ -59,6 +59,15 @@ extension Dashboard {
             }
         }
 
+        // Read from the host itself, so they are there while the database is out of reach.
+        if let lease = sources.busHost?() {
+            out.family("cmdbus_bus_host_fences_total", type: "counter", help: "Times this host was fenced: its lease ran out without a renewal, or the bus declared it dead.")
+            out.sample("cmdbus_bus_host_fences_total", [("reason", "lease_not_renewed")], Double(lease.leaseLapses))
+            out.sample("cmdbus_bus_host_fences_total", [("reason", "declared_dead")], Double(lease.declaredDead))
+            out.family("cmdbus_bus_host_claiming", type: "gauge", help: "1 while this host claims commands; 0 while its heartbeat fails, it is fenced, or it drains.")
+            out.sample("cmdbus_bus_host_claiming", [], lease.claiming ? 1 : 0)
+        }
+
         if let requestLoop = sources.requestLoop?() {
             out.family("cmdbus_socket_sends_total", type: "counter", help: "Socket sends, by where they ran: the request loop's thread, or the bus's runners.")
             out.sample("cmdbus_socket_sends_total", [("runs_on", "request_loop")], Double(requestLoop.sendsOnLoop))

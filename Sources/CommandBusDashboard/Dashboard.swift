@@ -26,6 +26,9 @@ package struct DashboardSources: Sendable {
     /// The socket server's request loop: `send`s that ran on its thread and on the bus's
     /// runners, and its takeovers (`cmdbus serve` without `--bus`).
     package var requestLoop: (@Sendable () -> (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int))?
+    /// This host's lease on the shared bus: how often it fenced itself because the lease ran out
+    /// without a renewal, how often the bus declared it dead, and whether it claims now.
+    package var busHost: (@Sendable () -> (leaseLapses: Int, declaredDead: Int, claiming: Bool))?
 
     /// Sources for a host; the optional parts are left out.
     package init(

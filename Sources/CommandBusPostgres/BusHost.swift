@@ -66,6 +66,10 @@ package final class BusHost: Sendable {
         /// Commands cancelled because this host could not renew its lease: handed back when they
         /// end, not completed, since the cancellation was this host's, not the sender's.
         var handingBack: Set<UUID> = []
+        /// Times this host fenced itself because its lease ran out without a renewal.
+        var leaseLapses = 0
+        /// Times the bus declared this host dead and it joined again.
+        var declaredDead = 0
     }
 
     /// What the finisher writes.
@@ -132,6 +136,13 @@ package final class BusHost: Sendable {
 
     /// Commands claimed here and not finished.
     package var inFlight: Int { state.withLock { $0.inFlight } }
+
+    /// For the dashboard's metrics: how often this host fenced itself because its lease ran out
+    /// without a renewal, how often the bus declared it dead, and whether it claims commands
+    /// now (not while a heartbeat fails, while it is fenced, or while it drains).
+    package var leaseCounts: (leaseLapses: Int, declaredDead: Int, claiming: Bool) {
+        state.withLock { ($0.leaseLapses, $0.declaredDead, !($0.fenced || $0.paused || $0.draining || $0.stopped)) }
+    }
 
     /// Stops claiming, waits up to `drain` for the commands running here, hands back the rest, and leaves the bus.
     package func drain(for drain: Duration) async {
@@ -528,6 +539,7 @@ package final class BusHost: Sendable {
         let tickets = state.withLock { state -> [CommandTicket<Data>]? in
             let first = !state.fenced
             state.fenced = true
+            if !handingBack { state.declaredDead += 1 } else if first { state.leaseLapses += 1 }
             guard first else { return nil }
             if handingBack { state.handingBack.formUnion(state.running.keys) }
             return Array(state.running.values)

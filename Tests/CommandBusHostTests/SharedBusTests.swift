@@ -33,6 +33,7 @@ struct SharedBusTests {
         #expect(queues.contains { $0["command"] as? String == "fixture.sleep" && $0["pending"] as? Int == 1 })
         let metrics = try await fetch("/metrics")
         #expect(metrics.contains(#"cmdbus_bus_pending{command="fixture.sleep"} 1"#) && metrics.contains("cmdbus_bus_hosts 2"))
+        #expect(metrics.contains("cmdbus_bus_host_claiming 1") && metrics.contains(#"cmdbus_bus_host_fences_total{reason="lease_not_renewed"} 0"#))
         // The bus is the journal: the tree of a command run on another host's bus shows here too.
         let list = try jsonObject(try await fetch("/api/commands?command=greet-all"))
         let root = try #require((list["commands"] as? [[String: Any]])?.first?["id"] as? String)
@@ -265,8 +266,11 @@ struct SharedBusTests {
     func aHostThatCannotRenewItsLeaseStopsWhatItRunsAndHandsItBack() async throws {
         await BusHostProcess.stopAll()
         let database = try await SharedBusDatabase()
-        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--http", "127.0.0.1:0"])
         defer { Task { await host.stop(); await database.drop() } }
+        #expect(await waitUntil(.seconds(30)) { host.output.contains("dashboard on ") })
+        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
+        let metricsURL = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast()) + "/metrics"
         let runs = host.work.file("runs.txt")
         async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=8000")
         #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })
@@ -276,6 +280,9 @@ struct SharedBusTests {
         #expect(host.output.contains("fenced: could not renew the lease"), "\(host.output)")
         let lines = Self.lines(runs)
         #expect(lines.count == 2 && Set(lines.map { $0.split(separator: " ")[0] }).count == 1, "ran twice: \(lines)")
+        // The fence is counted where an operator's alert would look, and the host claims again.
+        let metrics = try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", metricsURL]).stdout
+        #expect(metrics.contains(#"cmdbus_bus_host_fences_total{reason="lease_not_renewed"} 1"#) && metrics.contains("cmdbus_bus_host_claiming 1"), "\(metrics)")
     }
 
     @Test(.timeLimit(.minutes(4)))
