@@ -22,7 +22,8 @@ package final class PGConnection: @unchecked Sendable {
     /// that moved in a failover) ends the connection within about `linkTimeout`, with TCP
     /// keepalives for an idle connection and `tcp_user_timeout` for one that waits for an
     /// answer; without them a statement waits for the kernel to give up, some fifteen minutes.
-    /// A URL that sets `keepalives…` or `tcp_user_timeout` itself keeps its own values. A long
+    /// A connection attempt with no answer gives up as soon, or after 10 s. A URL that sets
+    /// `connect_timeout`, `keepalives…` or `tcp_user_timeout` itself keeps its own values. A long
     /// statement is not cut short: the server's kernel answers while it runs.
     package init(url: String, linkTimeout: Duration = PGConnection.defaultLinkTimeout) throws(PGError) {
         let redacted = PGURL.redacted(url)
@@ -51,10 +52,14 @@ package final class PGConnection: @unchecked Sendable {
 
     /// The libpq settings that end a connection whose TCP link went silent for `timeout`:
     /// keepalive probes after a third of it, every sixth, three unanswered; unacknowledged data
-    /// for all of it. Whole seconds, at least one, as libpq takes them.
+    /// for all of it; and a connection attempt with no answer for as long, or 10 s if that is
+    /// longer (the kernel's SYN retries take about two minutes; the attempt includes the
+    /// server's start of a backend, which a loaded machine can slow). Whole seconds, at least
+    /// one, as libpq takes them.
     static func linkSettings(_ timeout: Duration) -> [(key: String, value: String)] {
         let seconds = max(1, Int(timeout.components.seconds))
         return [
+            ("connect_timeout", String(max(10, seconds))),
             ("keepalives", "1"),
             ("keepalives_idle", String(max(1, seconds / 3))),
             ("keepalives_interval", String(max(1, seconds / 6))),
