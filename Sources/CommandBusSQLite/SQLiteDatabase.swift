@@ -69,8 +69,12 @@ package final class SQLiteDatabase {
         }
     }
 
-    /// The row id of the last row inserted on this connection.
-    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    /// The row id of the last row inserted on this connection; set to 0 before a statement that
+    /// may insert, it says whether the statement did.
+    package var lastInsertRowID: Int64 {
+        get { sqlite3_last_insert_rowid(handle) }
+        set { sqlite3_set_last_insert_rowid(handle, newValue) }
+    }
 
     /// The integer result of a one-value query such as a PRAGMA.
     package func integer(_ sql: String) throws(CommandBusError) -> Int64 {

@@ -16,6 +16,8 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private let selectOne: SQLiteStatement
     private let findRow: SQLiteStatement
     private let selectUnfinished: SQLiteStatement
+    private let sweepBounds: SQLiteStatement
+    private let insertUnended: SQLiteStatement
     /// Row ids of the commands accepted and not yet ended, so their endings name the row by integer key.
     private var rowIDs: [CommandKey: Int64] = [:]
     /// Prepared statements of ``records(_:)``, by their SQL.
@@ -24,10 +26,15 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     static let cachedQueryLimit = 32
     /// Endings recorded since this connection last swept (``SQLiteJournalSchema/sweep``).
     private var endingsSinceSweep = 0
+    /// The row ids of the commands this connection inserted since it last swept, in order.
+    private var insertedSinceSweep: [Int64] = []
 
-    /// How many endings a writer records between sweeps. A sweep reads each command once,
-    /// whenever it runs, so this bounds only how many commands recovery reads past the last one.
+    /// How many endings a writer records between sweeps. A sweep's cost does not grow with it, so
+    /// this bounds only how many commands recovery reads past the last one: about this many, and
+    /// ``sweepLag`` more.
     package static let sweepInterval = 4_096
+    /// How many of the newest commands a writer's own sweep leaves past it (``sweepOwnCommands()``).
+    static let sweepLag: Int64 = 2_048
 
     /// The columns of a record, in the order ``record(from:)`` reads them.
     package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner, started_at, finished_at, discarded_at"
@@ -59,6 +66,8 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             SELECT \(Self.columns) FROM entries WHERE seq > (SELECT through FROM sweep) AND state IN ('pending', 'running')
             ORDER BY seq
             """)
+        sweepBounds = try database.prepare("SELECT through, (SELECT coalesce(max(seq), 0) FROM commands) FROM sweep")
+        insertUnended = try database.prepare(writes ?? "INSERT OR IGNORE INTO unended (seq) VALUES (?1)")
     }
 
     /// Runs a sweep (``SQLiteJournalSchema/sweep``) in the caller's transaction.
@@ -80,7 +89,12 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
 
     package func begin() throws(CommandBusError) { try database.execute("BEGIN IMMEDIATE") }
     package func commit() throws(CommandBusError) { try database.execute("COMMIT") }
-    package func rollback() { try? database.execute("ROLLBACK") }
+    /// Rolls back, and forgets the rows this connection counted as its own since its last sweep:
+    /// their row ids may be given to another writer's commands now, so the next sweep reads them all.
+    package func rollback() {
+        try? database.execute("ROLLBACK")
+        insertedSinceSweep.removeAll()
+    }
 
     /// The row id of an ending's command, which leaves the in-flight table (else it is looked up).
     private func endingRowID(_ id: UUID) throws(CommandBusError) -> Int64? {
@@ -104,15 +118,54 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             try apply(operation, owner: owner, startedAt: writes[index].startedAt)
         }
         if endingsSinceSweep >= Self.sweepInterval {
-            try Self.sweep(database)
+            try sweepOwnCommands()
             endingsSinceSweep = 0
         }
+    }
+
+    /// Sweeps (``SQLiteJournalSchema/sweep``), cheaply when every command past the last sweep was
+    /// inserted on this connection, the usual case.
+    ///
+    /// Rows are never deleted, so the row ids past the sweep run without a gap to the newest, and
+    /// counting this connection's among them says whether another process wrote any. If none
+    /// did, the unended ones are the commands still in flight here (``rowIDs``): the sweep writes
+    /// those to `unended` instead of reading every command since the last sweep. And it stops
+    /// ``sweepLag`` commands short of the newest. The commands in flight are mostly the newest,
+    /// and each one written to `unended`, then deleted from it when it ends, cost two statements,
+    /// about 9,000 instructions; left past the sweep, most have ended by the next. If another
+    /// process wrote commands past the sweep, it sweeps them all as a fresh connection does.
+    private func sweepOwnCommands() throws(CommandBusError) {
+        guard try sweepBounds.step() else {
+            sweepBounds.reset()
+            insertedSinceSweep.removeAll(keepingCapacity: true)
+            return try Self.sweep(database)
+        }
+        let through = sweepBounds.int64(0), newest = sweepBounds.int64(1)
+        sweepBounds.reset()
+        guard newest - through == Int64(insertedSinceSweep.count { $0 > through }) else {
+            insertedSinceSweep.removeAll(keepingCapacity: true)
+            return try Self.sweep(database)
+        }
+        let sweptThrough = newest - Self.sweepLag
+        guard sweptThrough > through else { return }
+        for row in rowIDs.values where row > through && row <= sweptThrough {
+            insertUnended.bind(1, row)
+            try run(insertUnended)
+        }
+        // As the full sweep does: a command that ended since, or was ended by another process
+        // (a discard, a failed replay), leaves `unended`.
+        try database.execute("""
+            DELETE FROM unended WHERE EXISTS (SELECT 1 FROM endings e WHERE e.seq = unended.seq);
+            UPDATE sweep SET through = \(sweptThrough);
+            """)
+        insertedSinceSweep.removeAll { $0 <= sweptThrough }
     }
 
     private func apply(_ write: JournalWrite, owner: String, startedAt: Date?) throws(CommandBusError) {
         switch write {
         case .accept(let command):
-            let before = database.lastInsertRowID
+            // Row ids start at 1: a last insert id still 0 after the upsert means it inserted nothing.
+            database.lastInsertRowID = 0
             // The values are bound where they lie, and the statement is reset (its bindings
             // cleared) before the buffer is let go.
             try command.values.withUnsafeBytes { values -> Result<Void, CommandBusError> in
@@ -127,10 +180,13 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
                 insert.bind(9, owner)
                 return outcome(of: insert)
             }.get()
-            // A new row moves the last insert id; an upsert of a known command (a recovery, a retry) does not.
+            // A new row sets the last insert id; an upsert of a known command (a recovery, a retry)
+            // does not. (Compared with the id before, the first command of a new file, row 1,
+            // looked known: the sweep table's row was the connection's last insert.)
             let inserted = database.lastInsertRowID
-            if inserted != before {
+            if inserted != 0 {
                 rowIDs[CommandKey(command.id)] = inserted
+                insertedSinceSweep.append(inserted)
             } else if let row = try rowID(command.id) {
                 try reopen(row)
                 rowIDs[CommandKey(command.id)] = row

@@ -97,6 +97,52 @@ struct JournalSweepTests {
         #expect(discarded.state == .cancelled && discarded.finishedAt != nil && discarded.finishedAt == discarded.discardedAt)
     }
 
+    /// The commands recovery reads as unfinished, whoever runs them (``SQLiteJournal/unfinished()``
+    /// leaves out this process's own).
+    static func recoverable(_ path: String) throws -> [UUID] {
+        let database = try SQLiteDatabase(path: path, create: false, readOnly: true)
+        defer { database.close() }
+        return try SQLiteJournalStatements(database, readOnly: true).unfinishedWithOwners().map(\.record.envelope.id)
+    }
+
+    /// `count` commands accepted and ended through the journal at once, so they share commits.
+    static func endedTogether(_ journal: SQLiteJournal, count: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<count { group.addTask { _ = try await Self.ended(journal) } }
+            try await group.waitForAll()
+        }
+    }
+
+    /// A writer sweeps as it records endings. While it alone wrote the commands past the last
+    /// sweep, it writes its own commands still in flight to `unended` and leaves the newest past
+    /// the sweep; once another process wrote one there, it reads them all.
+    @Test func aWriterSweepsItsOwnCommandsCheaplyAndAnotherProcesssCommandsInFull() async throws {
+        let work = try TemporaryDirectory("cmdbus-sweep")
+        defer { work.remove() }
+        let path = work.file("journal.sqlite").path
+        let journal = try SQLiteJournal(path: path)
+        var stuck: [UUID] = []
+        for _ in 0..<3 {
+            let envelope = CommandEnvelope(commandName: "greet")
+            try await journal.accept(envelope, payload: Data("{}".utf8))
+            stuck.append(envelope.id)
+        }
+        let interval = SQLiteJournalStatements.sweepInterval
+        try await Self.endedTogether(journal, count: interval)
+        // Its own sweep: through the newest but the last 2,048, with the three in flight unended.
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [Int64(3 + interval - 2_048)])
+        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 2, 3])
+        #expect(try Self.recoverable(path) == stuck)
+
+        // Another process's command past the sweep: the next sweep reads every command since.
+        let orphan = try Self.orphan(path)
+        try await Self.endedTogether(journal, count: interval)
+        let newest = Int64(3 + interval + 1 + interval)
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [newest])
+        #expect(try Self.integers(path, "SELECT seq FROM unended ORDER BY seq") == [1, 2, 3, Int64(3 + interval + 1)])
+        #expect(try Self.recoverable(path) == stuck + [orphan])
+    }
+
     /// A query's statement is kept for the next query of its shape; its values are bound afresh,
     /// so pages interleaved with other queries still come out right.
     @Test func pagesOfOneQueryShapeComeOutRightWhileOtherQueriesRunBetween() async throws {
