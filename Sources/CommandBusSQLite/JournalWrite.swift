@@ -21,13 +21,15 @@ package enum JournalWrite: Sendable {
 ///
 /// The text and blob values sit end to end in one buffer, which the writing thread binds without
 /// SQLite copying them (``SQLiteStatement/bindBorrowed(_:text:)``): a copy per value was an
-/// allocation, a copy and a free on that thread.
-package final class AcceptedCommand: Sendable {
+/// allocation, a copy and a free on that thread. The buffer is the object's own, written only
+/// while it is made and freed with it, so its address holds while the object lives: a
+/// statement that inserts many commands binds them all before it runs.
+package final class AcceptedCommand: @unchecked Sendable {
     let id: UUID
     let createdAt: Double
     /// The id's text, the name, the parent's id, the correlation id, the metadata's JSON and the
-    /// payload, end to end; ``Part`` says where each is.
-    let values: [UInt8]
+    /// payload, end to end; ``Part`` says where each is. Valid while this object lives.
+    let values: UnsafeRawBufferPointer
     let idText: Part
     let name: Part
     let parentText: Part?
@@ -46,7 +48,7 @@ package final class AcceptedCommand: Sendable {
         }
     }
 
-    init(_ envelope: CommandEnvelope, payload: Data) {
+    package init(_ envelope: CommandEnvelope, payload: Data) {
         id = envelope.id
         createdAt = envelope.createdAt.timeIntervalSince1970
         var name = envelope.commandName
@@ -65,20 +67,21 @@ package final class AcceptedCommand: Sendable {
         self.payload = Part(start: afterCorrelation + (metadataText?.count ?? 0), count: payload.count)
         let parts = (name: self.name, parent: parentText, correlation: correlationText, metadata: metadataText, payload: self.payload)
         // Each part is written straight into the buffer, which is allocated once at its full size.
-        values = [UInt8](unsafeUninitializedCapacity: parts.payload.start + parts.payload.count) { buffer, count in
-            let base = buffer.baseAddress!
-            CommandID.writeText(envelope.id, to: base)
-            Self.copy(&name, to: base + parts.name.start)
-            if let parentID = envelope.parentID, let parent = parts.parent { CommandID.writeText(parentID, to: base + parent.start) }
-            if !ownTree { CommandID.writeText(envelope.correlationID, to: base + parts.correlation.start) }
-            if let part = parts.metadata, metadata != nil { Self.copy(&metadata!, to: base + part.start) }
-            payload.withUnsafeBytes { bytes in
-                guard let source = bytes.baseAddress else { return }
-                UnsafeMutableRawPointer(base + parts.payload.start).copyMemory(from: source, byteCount: bytes.count)
-            }
-            count = parts.payload.start + parts.payload.count
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: parts.payload.start + parts.payload.count, alignment: 1)
+        let base = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        CommandID.writeText(envelope.id, to: base)
+        Self.copy(&name, to: base + parts.name.start)
+        if let parentID = envelope.parentID, let parent = parts.parent { CommandID.writeText(parentID, to: base + parent.start) }
+        if !ownTree { CommandID.writeText(envelope.correlationID, to: base + parts.correlation.start) }
+        if let part = parts.metadata, metadata != nil { Self.copy(&metadata!, to: base + part.start) }
+        payload.withUnsafeBytes { bytes in
+            guard let source = bytes.baseAddress else { return }
+            UnsafeMutableRawPointer(base + parts.payload.start).copyMemory(from: source, byteCount: bytes.count)
         }
+        values = UnsafeRawBufferPointer(buffer)
     }
+
+    deinit { values.deallocate() }
 
     /// Copies `text`'s UTF-8 bytes to `destination`.
     private static func copy(_ text: inout String, to destination: UnsafeMutablePointer<UInt8>) {

@@ -69,6 +69,9 @@ package final class SQLiteDatabase {
         }
     }
 
+    /// How many rows the last statement inserted, updated or deleted.
+    package var changes: Int { Int(sqlite3_changes(handle)) }
+
     /// The row id of the last row inserted on this connection; set to 0 before a statement that
     /// may insert, it says whether the statement did.
     package var lastInsertRowID: Int64 {

@@ -18,6 +18,11 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private let selectUnfinished: SQLiteStatement
     private let sweepBounds: SQLiteStatement
     private let insertUnended: SQLiteStatement
+    private let rowInserts: JournalRowInserts
+    /// New commands of the batch being applied, waiting to be inserted together.
+    private var queuedAccepts: [AcceptedCommand] = []
+    /// Endings of the batch being applied, waiting to be inserted together.
+    private var queuedEndings: [QueuedEnding] = []
     /// Row ids of the commands accepted and not yet ended, so their endings name the row by integer key.
     private var rowIDs: [CommandKey: Int64] = [:]
     /// Prepared statements of ``records(_:)``, by their SQL.
@@ -68,6 +73,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             """)
         sweepBounds = try database.prepare("SELECT through, (SELECT coalesce(max(seq), 0) FROM commands) FROM sweep")
         insertUnended = try database.prepare(writes ?? "INSERT OR IGNORE INTO unended (seq) VALUES (?1)")
+        rowInserts = JournalRowInserts(database)
     }
 
     /// Runs a sweep (``SQLiteJournalSchema/sweep``) in the caller's transaction.
@@ -112,15 +118,85 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
 
     /// Applies a batch of writes in one transaction's worth of statements (a write's `operation`
     /// and `startedAt`; `nil` operations are skipped).
+    ///
+    /// New commands and endings are queued and inserted up to
+    /// ``JournalRowInserts/rowsPerStatement`` to a statement. Each command's own writes keep their
+    /// order: a write about a command whose accept (or ending) is queued inserts the queue first,
+    /// and any other kind of write inserts both queues first. Only writes about different
+    /// commands change places, within the one transaction.
     package func apply(_ writes: [PendingWrite], owner: String) throws(CommandBusError) {
         for index in writes.indices {
             guard let operation = writes[index].operation else { continue }
-            try apply(operation, owner: owner, startedAt: writes[index].startedAt)
+            switch operation {
+            case .accept(let command):
+                if queuedEndings.contains(where: { $0.id == command.id }) { try insertQueuedEndings() }
+                queuedAccepts.append(command)
+                if queuedAccepts.count == JournalRowInserts.rowsPerStatement { try insertQueuedAccepts(owner: owner) }
+            case .update(let update):
+                if queuedAccepts.contains(where: { $0.id == update.id }) { try insertQueuedAccepts(owner: owner) }
+                guard update.state.isTerminal else {
+                    try apply(operation, owner: owner, startedAt: writes[index].startedAt)
+                    continue
+                }
+                guard let row = try endingRowID(update.id) else { continue }
+                queuedEndings.append(QueuedEnding(id: update.id, row: row, update: update, startedAt: writes[index].startedAt))
+                if queuedEndings.count == JournalRowInserts.rowsPerStatement { try insertQueuedEndings() }
+            default:
+                try insertQueued(owner: owner)
+                try apply(operation, owner: owner, startedAt: writes[index].startedAt)
+            }
         }
+        try insertQueued(owner: owner)
         if endingsSinceSweep >= Self.sweepInterval {
             try sweepOwnCommands()
             endingsSinceSweep = 0
         }
+    }
+
+    /// Inserts the queued accepts, then the queued endings (when both are queued they are about
+    /// different commands).
+    private func insertQueued(owner: String) throws(CommandBusError) {
+        try insertQueuedAccepts(owner: owner)
+        try insertQueuedEndings()
+    }
+
+    /// Inserts the queued new commands: one statement for several, and the upsert for one alone
+    /// or for a known command among several.
+    private func insertQueuedAccepts(owner: String) throws(CommandBusError) {
+        guard !queuedAccepts.isEmpty else { return }
+        // Emptied even on a throw: the transaction is rolled back then.
+        defer { queuedAccepts.removeAll(keepingCapacity: true) }
+        guard queuedAccepts.count > 1 else { return try accept(queuedAccepts[0], owner: owner) }
+        let inserted = try rowInserts.insertNew(queuedAccepts[...], owner: owner, acceptedAt: Date().timeIntervalSince1970)
+        if inserted.count == queuedAccepts.count {
+            for (offset, command) in queuedAccepts.enumerated() {
+                rowIDs[CommandKey(command.id)] = inserted.first + Int64(offset)
+                insertedSinceSweep.append(inserted.first + Int64(offset))
+            }
+            return
+        }
+        // Some were known: the new ones have the row ids just given, and the known ones are
+        // accepted again one at a time, as the upsert does.
+        for command in queuedAccepts {
+            guard let row = try rowID(command.id), row >= inserted.first else {
+                try accept(command, owner: owner)
+                continue
+            }
+            rowIDs[CommandKey(command.id)] = row
+            insertedSinceSweep.append(row)
+        }
+    }
+
+    /// Inserts the queued endings: the rows they end were found as they were queued.
+    private func insertQueuedEndings() throws(CommandBusError) {
+        guard !queuedEndings.isEmpty else { return }
+        defer { queuedEndings.removeAll(keepingCapacity: true) }
+        if queuedEndings.count == 1 {
+            try insertEnding(queuedEndings[0])
+        } else {
+            try rowInserts.insert(queuedEndings[...])
+        }
+        endingsSinceSweep += queuedEndings.count
     }
 
     /// Sweeps (``SQLiteJournalSchema/sweep``), cheaply when every command past the last sweep was
@@ -161,36 +237,59 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         insertedSinceSweep.removeAll { $0 <= sweptThrough }
     }
 
+    /// Inserts one command, or accepts a known one again (a recovery, a retry): the upsert.
+    private func accept(_ command: AcceptedCommand, owner: String) throws(CommandBusError) {
+        // Row ids start at 1: a last insert id still 0 after the upsert means it inserted nothing.
+        database.lastInsertRowID = 0
+        // The values are bound where they lie, in the command's own buffer, and the statement
+        // is reset (its bindings cleared) while the command is held.
+        let values = command.values
+        insert.bindBorrowed(1, text: command.idText.bytes(in: values))
+        insert.bindBorrowed(2, text: command.name.bytes(in: values))
+        if let parent = command.parentText { insert.bindBorrowed(3, text: parent.bytes(in: values)) } else { insert.bind(3, nil as String?) }
+        insert.bindBorrowed(4, text: command.correlationText.bytes(in: values))
+        insert.bind(5, command.createdAt)
+        if let metadata = command.metadataText { insert.bindBorrowed(6, text: metadata.bytes(in: values)) } else { insert.bind(6, nil as String?) }
+        insert.bindBorrowed(7, blob: command.payload.bytes(in: values))
+        insert.bind(8, Date().timeIntervalSince1970)
+        insert.bind(9, owner)
+        try run(insert)
+        // A new row sets the last insert id; an upsert of a known command (a recovery, a retry)
+        // does not. (Compared with the id before, the first command of a new file, row 1,
+        // looked known: the sweep table's row was the connection's last insert.)
+        let inserted = database.lastInsertRowID
+        if inserted != 0 {
+            rowIDs[CommandKey(command.id)] = inserted
+            insertedSinceSweep.append(inserted)
+        } else if let row = try rowID(command.id) {
+            try reopen(row)
+            rowIDs[CommandKey(command.id)] = row
+        }
+    }
+
+    /// Inserts one ending.
+    private func insertEnding(_ ending: QueuedEnding) throws(CommandBusError) {
+        let update = ending.update
+        insertEnding.bind(1, ending.row)
+        insertEnding.bind(2, Self.name(of: update.state))
+        insertEnding.bind(3, Int64(update.attempts))
+        insertEnding.bind(5, update.errorCode)
+        insertEnding.bind(6, update.errorMessage)
+        insertEnding.bind(7, update.at.timeIntervalSince1970)
+        if let startedAt = ending.startedAt { insertEnding.bind(8, startedAt.timeIntervalSince1970) } else { insertEnding.bind(8, nil as Int64?) }
+        // The result is bound where it lies, and the statement reset before it is let go. No
+        // result, like an empty one, has no bytes, and empty bytes bind NULL.
+        try (update.result ?? Data()).withUnsafeBytes { bytes -> Result<Void, CommandBusError> in
+            insertEnding.bindBorrowed(4, blob: bytes)
+            return outcome(of: insertEnding)
+        }.get()
+    }
+
+    /// Applies a write that is neither a new command nor an ending: `running`, and the rare ones.
     private func apply(_ write: JournalWrite, owner: String, startedAt: Date?) throws(CommandBusError) {
         switch write {
         case .accept(let command):
-            // Row ids start at 1: a last insert id still 0 after the upsert means it inserted nothing.
-            database.lastInsertRowID = 0
-            // The values are bound where they lie, and the statement is reset (its bindings
-            // cleared) before the buffer is let go.
-            try command.values.withUnsafeBytes { values -> Result<Void, CommandBusError> in
-                insert.bindBorrowed(1, text: command.idText.bytes(in: values))
-                insert.bindBorrowed(2, text: command.name.bytes(in: values))
-                if let parent = command.parentText { insert.bindBorrowed(3, text: parent.bytes(in: values)) } else { insert.bind(3, nil as String?) }
-                insert.bindBorrowed(4, text: command.correlationText.bytes(in: values))
-                insert.bind(5, command.createdAt)
-                if let metadata = command.metadataText { insert.bindBorrowed(6, text: metadata.bytes(in: values)) } else { insert.bind(6, nil as String?) }
-                insert.bindBorrowed(7, blob: command.payload.bytes(in: values))
-                insert.bind(8, Date().timeIntervalSince1970)
-                insert.bind(9, owner)
-                return outcome(of: insert)
-            }.get()
-            // A new row sets the last insert id; an upsert of a known command (a recovery, a retry)
-            // does not. (Compared with the id before, the first command of a new file, row 1,
-            // looked known: the sweep table's row was the connection's last insert.)
-            let inserted = database.lastInsertRowID
-            if inserted != 0 {
-                rowIDs[CommandKey(command.id)] = inserted
-                insertedSinceSweep.append(inserted)
-            } else if let row = try rowID(command.id) {
-                try reopen(row)
-                rowIDs[CommandKey(command.id)] = row
-            }
+            try accept(command, owner: owner)
         case .update(let update) where update.state == .running:
             guard let row = try rowID(update.id) else { return }
             markRunning.bind(1, row)
@@ -198,19 +297,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             try run(markRunning)
         case .update(let update):
             guard let row = try endingRowID(update.id) else { return }
-            insertEnding.bind(1, row)
-            insertEnding.bind(2, Self.name(of: update.state))
-            insertEnding.bind(3, Int64(update.attempts))
-            insertEnding.bind(5, update.errorCode)
-            insertEnding.bind(6, update.errorMessage)
-            insertEnding.bind(7, update.at.timeIntervalSince1970)
-            if let startedAt { insertEnding.bind(8, startedAt.timeIntervalSince1970) } else { insertEnding.bind(8, nil as Int64?) }
-            // The result is bound where it lies, and the statement reset before it is let go. No
-            // result, like an empty one, has no bytes, and empty bytes bind NULL.
-            try (update.result ?? Data()).withUnsafeBytes { bytes -> Result<Void, CommandBusError> in
-                insertEnding.bindBorrowed(4, blob: bytes)
-                return outcome(of: insertEnding)
-            }.get()
+            try insertEnding(QueuedEnding(id: update.id, row: row, update: update, startedAt: startedAt))
             endingsSinceSweep += 1
         case .linkUndo(let undo, let original):
             try database.execute("UPDATE commands SET undone_by = '\(undo.uuidString)' WHERE id = '\(original.uuidString)'")
