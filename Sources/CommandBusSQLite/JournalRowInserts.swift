@@ -62,7 +62,7 @@ final class JournalRowInserts {
             statement.bindBorrowed(base + 4, text: command.correlationText.bytes(in: values))
             statement.bind(base + 5, command.createdAt)
             if let metadata = command.metadataText { statement.bindBorrowed(base + 6, text: metadata.bytes(in: values)) }
-            statement.bindBorrowed(base + 7, blob: command.payload.bytes(in: values))
+            statement.bindBorrowed(base + 7, nonNullBlob: command.payload.bytes(in: values))
         }
         database.lastInsertRowID = 0
         try statement.step()

@@ -125,6 +125,13 @@ package final class SQLiteStatement {
         _ = sqlite3_bind_blob(statement, index, bytes.isEmpty ? nil : bytes.baseAddress, Int32(bytes.count), nil)
     }
 
+    /// Binds a blob SQLite does not copy, on the terms of ``bindBorrowed(_:text:)``, for a column
+    /// that may not be NULL: empty bytes bind an empty blob.
+    package func bindBorrowed(_ index: Int32, nonNullBlob bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty else { _ = sqlite3_bind_zeroblob(statement, index, 0); return }
+        bindBorrowed(index, blob: bytes)
+    }
+
     /// Binds text that lives as long as the program (a literal), which SQLite does not copy.
     package func bind(_ index: Int32, _ value: StaticString) {
         _ = sqlite3_bind_text(statement, index, UnsafeRawPointer(value.utf8Start).assumingMemoryBound(to: CChar.self), Int32(value.utf8CodeUnitCount), nil)

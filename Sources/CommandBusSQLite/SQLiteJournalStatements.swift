@@ -250,7 +250,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         insert.bindBorrowed(4, text: command.correlationText.bytes(in: values))
         insert.bind(5, command.createdAt)
         if let metadata = command.metadataText { insert.bindBorrowed(6, text: metadata.bytes(in: values)) } else { insert.bind(6, nil as String?) }
-        insert.bindBorrowed(7, blob: command.payload.bytes(in: values))
+        insert.bindBorrowed(7, nonNullBlob: command.payload.bytes(in: values))
         insert.bind(8, Date().timeIntervalSince1970)
         insert.bind(9, owner)
         try run(insert)

@@ -71,6 +71,26 @@ struct JournalRowInsertTests {
         #expect(child.envelope.metadata == ["who": "test"])
     }
 
+    /// An empty payload is kept as empty bytes. It bound NULL, which the column refuses, and
+    /// the refusal rolled back the whole commit: every command written with it failed.
+    @Test func anEmptyPayloadIsKeptAndFailsNoOtherCommandOfItsCommit() async throws {
+        let batches = try Batches()
+        let empty = (0..<3).map { _ in CommandEnvelope(commandName: "greet") }
+        let other = CommandEnvelope(commandName: "greet")
+        try batches.apply([.accept(AcceptedCommand(empty[0], payload: Data())), Self.accept(other), .accept(AcceptedCommand(empty[1], payload: Data()))])
+        try batches.apply([.accept(AcceptedCommand(empty[2], payload: Data()))])
+        #expect(try empty.map { try batches.record($0.id).payload } == [Data(), Data(), Data()])
+        #expect(try batches.record(other.id).payload == Data(#"{"n":1}"#.utf8))
+
+        // Through the journal's own connection, beside a command sent at the same time.
+        let journal = try SQLiteJournal(path: batches.work.file("journal.sqlite").path)
+        let alone = CommandEnvelope(commandName: "greet"), beside = CommandEnvelope(commandName: "greet")
+        async let first: Void = journal.accept(alone, payload: Data())
+        async let second: Void = journal.accept(beside, payload: Data("{}".utf8))
+        _ = try await (first, second)
+        #expect(try await journal.record(alone.id)?.payload == Data())
+    }
+
     @Test func aKnownCommandAmongNewOnesIsAcceptedAgainAndOwnWritesKeepTheirOrder() throws {
         let batches = try Batches()
         let first = (0..<3).map { _ in CommandEnvelope(commandName: "greet") }
