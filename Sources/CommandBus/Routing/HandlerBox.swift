@@ -42,6 +42,8 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
         try canHandle(prepared, commandName: commandName)
     }
 
+    // Inlined into the protocol's witness, so a command's handling is one async frame, not two.
+    @inline(__always)
     nonisolated(nonsending) func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
         let command = try prepared.command(as: Handler.HandledCommand.self)
         return CommandOutput(try await handler.handle(command, context: context))
