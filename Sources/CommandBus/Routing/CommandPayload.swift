@@ -5,6 +5,7 @@ import Foundation
 #endif
 
 /// A command as the bus carries it: a Swift value, or JSON bytes from the dynamic path.
+@usableFromInline
 enum CommandPayload: Sendable {
     case typed(any Command)
     case json(Data)

@@ -69,7 +69,7 @@ extension CommandBus {
     /// runs on the global executor, never on the caller's actor, since `run()` is `@concurrent`.
     /// A deadline forces the hop: a handler that ignores cancellation must not hold the caller
     /// past it, so a command with a timeout runs in a task of its own, as a posted one does.
-    @inline(__always)
+    @usableFromInline @inline(__always)
     nonisolated(nonsending) func sendOnCallersTask(
         _ payload: CommandPayload, name: String, metadata: [String: String], timeout: Duration?
     ) async throws(CommandBusError) -> CommandOutput {
