@@ -4,7 +4,7 @@
 /// the exact same type on both sides. There, `as?` is measurably slower, and an unspecialized
 /// generic caller would also ask the runtime for `Optional<U>` metadata on every call: a type
 /// comparison and this reinterpretation need neither.
-@inline(__always)
+@inlinable @inline(__always)
 func reinterpret<T, U>(_ value: T, as type: U.Type) -> U {
     unsafeBitCast(value, to: U.self)
 }
@@ -16,7 +16,7 @@ func reinterpret<T, U>(_ value: T, as type: U.Type) -> U {
 /// asks the runtime for the value's dynamic type (about 60 instructions, four times a command).
 /// A class instance held under a superclass's type answers `false`, and the caller then takes
 /// its general path, which casts.
-@inline(__always)
+@inlinable @inline(__always)
 func holds<T, U>(_ value: T, exactly type: U.Type) -> Bool {
     T.self == U.self
 }
