@@ -53,9 +53,22 @@ public final class CommandBus: Sendable {
     ///   - handler: The handler.
     ///   - priority: Higher priorities are asked first; ties go to the earlier registration.
     /// - Returns: The registration; cancel it to take the handler off the bus.
-    @discardableResult
+    @discardableResult @inlinable
     public func register<H: CommandHandler>(_ handler: H, priority: Int = 0) -> HandlerRegistration {
-        register(TypedHandlerBox(handler: handler), name: H.HandledCommand.name, priority: priority)
+        // `@inlinable`, so this closure is compiled in the registering module for `H`: running a
+        // command calls the handler with its command and result in the closure's own frame,
+        // where a box generic over `H` would allocate both at run time.
+        registerTyped(handler, priority: priority) { prepared, context in
+            CommandOutput(try await handler.handle(try prepared.command(as: H.HandledCommand.self), context: context))
+        }
+    }
+
+    /// Registers a typed handler with the closure that runs it, made where `H` is known.
+    @usableFromInline
+    func registerTyped<H: CommandHandler>(
+        _ handler: H, priority: Int, handle: @escaping @Sendable (CommandPayload, CommandContext) async throws -> CommandOutput
+    ) -> HandlerRegistration {
+        register(TypedHandlerBox(handler: handler, handleCommand: handle), name: H.HandledCommand.name, priority: priority)
     }
 
     /// Registers a handler that takes its command as JSON bytes.

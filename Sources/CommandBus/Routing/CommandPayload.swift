@@ -23,6 +23,7 @@ enum CommandPayload: Sendable {
     }
 
     /// The payload as a `C`, decoding JSON or re-coding a command of another Swift type if needed.
+    @inlinable
     func command<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
         // The common case, the exact type, asks the runtime for no metadata (not even `Optional<C>`):
         // the rest lives in a function of its own.
@@ -32,8 +33,8 @@ enum CommandPayload: Sendable {
 
     /// JSON bytes are decoded without first asking whether they are a `C` (`as? C` makes a
     /// `C?`, whose metadata a handler's box, generic over its command, looks up on every call).
-    @inline(never)
-    private func converted<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
+    @usableFromInline @inline(never)
+    func converted<C: Command>(as type: C.Type) throws(CommandBusError) -> C {
         let data: Data
         switch self {
         case .json(let bytes):

@@ -21,6 +21,8 @@ protocol HandlerBox: Sendable {
 /// Wraps a typed ``CommandHandler``.
 struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     let handler: Handler
+    /// Runs the handler on a prepared payload; made by ``CommandBus/register(_:priority:)`` in the registering module.
+    let handleCommand: @Sendable (CommandPayload, CommandContext) async throws -> CommandOutput
     var maxConcurrency: Int? { handler.maxConcurrency }
     var isJournaled: Bool { handler.isJournaled }
 
@@ -45,8 +47,7 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     // Inlined into the protocol's witness, so a command's handling is one async frame, not two.
     @inline(__always)
     nonisolated(nonsending) func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
-        let command = try prepared.command(as: Handler.HandledCommand.self)
-        return CommandOutput(try await handler.handle(command, context: context))
+        try await handleCommand(prepared, context)
     }
 }
 
