@@ -55,20 +55,28 @@ public final class CommandBus: Sendable {
     /// - Returns: The registration; cancel it to take the handler off the bus.
     @discardableResult @inlinable
     public func register<H: CommandHandler>(_ handler: H, priority: Int = 0) -> HandlerRegistration {
-        // `@inlinable`, so this closure is compiled in the registering module for `H`: running a
+        // `@inlinable`, so these closures are compiled in the registering module for `H`: running a
         // command calls the handler with its command and result in the closure's own frame,
-        // where a box generic over `H` would allocate both at run time.
-        registerTyped(handler, priority: priority) { prepared, context in
-            CommandOutput(try await handler.handle(try prepared.command(as: H.HandledCommand.self), context: context))
-        }
+        // where a box generic over `H` would allocate both at run time, and asking a handler that
+        // keeps the default `canHandle` costs a type comparison.
+        registerTyped(
+            handler, priority: priority,
+            canHandle: { prepared throws(CommandBusError) in handler.canHandle(try prepared.command(as: H.HandledCommand.self)) },
+            handle: { prepared, context in
+                CommandOutput(try await handler.handle(try prepared.command(as: H.HandledCommand.self), context: context))
+            }
+        )
     }
 
-    /// Registers a typed handler with the closure that runs it, made where `H` is known.
+    /// Registers a typed handler with the closures that ask and run it, made where `H` is known.
     @usableFromInline
     func registerTyped<H: CommandHandler>(
-        _ handler: H, priority: Int, handle: @escaping @Sendable (CommandPayload, CommandContext) async throws -> CommandOutput
+        _ handler: H, priority: Int,
+        canHandle: @escaping @Sendable (CommandPayload) throws(CommandBusError) -> Bool,
+        handle: @escaping @Sendable (CommandPayload, CommandContext) async throws -> CommandOutput
     ) -> HandlerRegistration {
-        register(TypedHandlerBox(handler: handler, handleCommand: handle), name: H.HandledCommand.name, priority: priority)
+        let box = TypedHandlerBox(handler: handler, canHandleCommand: canHandle, handleCommand: handle)
+        return register(box, name: H.HandledCommand.name, priority: priority)
     }
 
     /// Registers a handler that takes its command as JSON bytes.

@@ -21,6 +21,8 @@ protocol HandlerBox: Sendable {
 /// Wraps a typed ``CommandHandler``.
 struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     let handler: Handler
+    /// Asks the handler about a prepared payload; made by ``CommandBus/register(_:priority:)`` in the registering module.
+    let canHandleCommand: @Sendable (CommandPayload) throws(CommandBusError) -> Bool
     /// Runs the handler on a prepared payload; made by ``CommandBus/register(_:priority:)`` in the registering module.
     let handleCommand: @Sendable (CommandPayload, CommandContext) async throws -> CommandOutput
     var maxConcurrency: Int? { handler.maxConcurrency }
@@ -37,7 +39,7 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     }
 
     func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool {
-        handler.canHandle(try prepared.command(as: Handler.HandledCommand.self))
+        try canHandleCommand(prepared)
     }
 
     func wouldHandle(_ prepared: CommandPayload, commandName: String) async throws(CommandBusError) -> Bool {
