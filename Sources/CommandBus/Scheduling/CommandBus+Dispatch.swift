@@ -81,6 +81,16 @@ extension CommandBus {
             // `awaitChildren()` if the handler returns while they run.
             return try await context.run().get()
         }
+        return try await runInTaskOfItsOwn(context, deadline: deadline)
+    }
+
+    /// Runs a command with a deadline in a task of its own, watched, and waits for its result.
+    ///
+    /// A function of its own so that the quick path's frame does not hold what starting a task
+    /// needs (its optional priority is of a size known only at run time, which cost every `send`
+    /// an allocation in its task).
+    @inline(never)
+    nonisolated(nonsending) func runInTaskOfItsOwn(_ context: CommandContext, deadline: Duration) async throws(CommandBusError) -> CommandOutput {
         let task = Task { await context.run() }
         context.attach(task: task)
         context.startWatchdog(deadline)
