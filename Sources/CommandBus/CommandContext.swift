@@ -29,6 +29,9 @@ public final class CommandContext: Sendable {
     /// only journal a command is written to is its bus's, and a context is kept as long as its
     /// ticket, so every byte of it counts a million times over in a burst of posts.
     let isJournaled: Bool
+    /// Whether the command was written ahead as it was posted, before it was queued for a
+    /// runner (``Journal/queuesWriteAheads``), so ``run()`` does not write it again.
+    let isWrittenAheadOnPost: Bool
     let execution = Mutex(CommandExecution())
     /// How many subcommands were sent, readable without the lock.
     let childCount = Atomic<Int>(0)
@@ -37,7 +40,8 @@ public final class CommandContext: Sendable {
 
     init(
         envelope: CommandEnvelope, bus: CommandBus, parent: CommandContext?, timeout: Duration?,
-        assignment: consuming HandlerAssignment?, journaled: Bool, acceptedAt: ContinuousClock.Instant? = nil
+        assignment: consuming HandlerAssignment?, journaled: Bool, writtenAheadOnPost: Bool = false,
+        acceptedAt: ContinuousClock.Instant? = nil
     ) {
         self.acceptedAt = acceptedAt
         self.envelope = envelope
@@ -46,6 +50,7 @@ public final class CommandContext: Sendable {
         self.timeout = timeout
         self.assignment = assignment
         self.isJournaled = journaled
+        self.isWrittenAheadOnPost = journaled && writtenAheadOnPost
     }
 
     /// Where the command is written ahead; `nil` if it is not journaled.

@@ -179,6 +179,16 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         try await write(.update(update), waitUntilDurable: waitUntilDurable)
     }
 
+    /// `true`: a write-ahead is queued with the journal's other writes, and its caller told from
+    /// the committing thread.
+    public var queuesWriteAheads: Bool { true }
+
+    /// Stores a newly accepted command without waiting: `whenDurable` is called on the journal's
+    /// thread once it is durable, after the commit it joined.
+    public func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        writer.write(.accept(AcceptedCommand(envelope, payload: payload)), whenDurable: whenDurable)
+    }
+
     /// Records a transition without waiting: `whenDurable` is called on the journal's thread once it is durable.
     public func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
         writer.write(.update(update), whenDurable: whenDurable)

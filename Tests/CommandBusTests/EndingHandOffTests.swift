@@ -8,8 +8,7 @@ import Testing
 /// command keeps its concurrency slot until then.
 struct EndingHandOffTests {
     /// A journal whose endings become "durable" only when the test says so.
-    final class HeldJournal: Journal {
-        let inner = InMemoryJournal()
+    final class HeldJournal: ForwardingJournal, @unchecked Sendable {
         private let held = Mutex<[@Sendable () -> Void]>([])
 
         var heldCount: Int { held.withLock { $0.count } }
@@ -19,7 +18,7 @@ struct EndingHandOffTests {
             for done in held.withLock({ held -> [@Sendable () -> Void] in defer { held = [] }; return held }) { done() }
         }
 
-        func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        override func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
             let inner = inner
             held.withLock { $0.append({
                 Task {
@@ -28,17 +27,6 @@ struct EndingHandOffTests {
                 }
             }) }
         }
-
-        func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) { try await inner.accept(envelope, payload: payload) }
-        func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError) {
-            try await inner.update(update, waitUntilDurable: waitUntilDurable)
-        }
-        func record(_ id: UUID) async throws(CommandBusError) -> JournalRecord? { try await inner.record(id) }
-        func records(_ query: JournalQuery) async throws(CommandBusError) -> [JournalRecord] { try await inner.records(query) }
-        func unfinished() async throws(CommandBusError) -> [JournalRecord] { try await inner.unfinished() }
-        func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError) { try await inner.markFailed(id, error: error) }
-        func linkUndo(_ undo: UUID, of original: UUID) async throws(CommandBusError) { try await inner.linkUndo(undo, of: original) }
-        func setExcluded(_ id: UUID, _ excluded: Bool) async throws(CommandBusError) { try await inner.setExcluded(id, excluded) }
     }
 
     /// What the test watches: handler starts, and tickets that finished.

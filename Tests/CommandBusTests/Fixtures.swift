@@ -127,3 +127,28 @@ final class Gate: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 }
+
+/// A journal that hands everything to an in-memory one: tests subclass it and override the one
+/// or two writes whose timing they hold or watch. Every requirement is implemented here, even
+/// those with a default, so that an override is what the bus calls.
+class ForwardingJournal: Journal, @unchecked Sendable {
+    let inner = InMemoryJournal()
+
+    var queuesWriteAheads: Bool { false }
+    func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) { try await inner.accept(envelope, payload: payload) }
+    func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        inner.accept(envelope, payload: payload, whenDurable: whenDurable)
+    }
+    func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError) {
+        try await inner.update(update, waitUntilDurable: waitUntilDurable)
+    }
+    func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        inner.update(update, whenDurable: whenDurable)
+    }
+    func record(_ id: UUID) async throws(CommandBusError) -> JournalRecord? { try await inner.record(id) }
+    func records(_ query: JournalQuery) async throws(CommandBusError) -> [JournalRecord] { try await inner.records(query) }
+    func unfinished() async throws(CommandBusError) -> [JournalRecord] { try await inner.unfinished() }
+    func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError) { try await inner.markFailed(id, error: error) }
+    func linkUndo(_ undo: UUID, of original: UUID) async throws(CommandBusError) { try await inner.linkUndo(undo, of: original) }
+    func setExcluded(_ id: UUID, _ excluded: Bool) async throws(CommandBusError) { try await inner.setExcluded(id, excluded) }
+}

@@ -7,27 +7,15 @@ import Testing
 /// runners held by handlers still grow it as far as the commands waiting.
 struct JournalBoundRunnersTests {
     /// An in-memory journal whose write-aheads wait until `gate` opens, as a slow disk would hold them.
-    final class GatedJournal: Journal {
+    final class GatedJournal: ForwardingJournal, @unchecked Sendable {
         let gate = Gate()
         let accepted = Atomic<Int>(0)
-        private let stored = InMemoryJournal()
 
-        func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) {
+        override func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) {
             accepted.add(1, ordering: .relaxed)
             await gate.wait()
-            try await stored.accept(envelope, payload: payload)
+            try await inner.accept(envelope, payload: payload)
         }
-
-        func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError) {
-            try await stored.update(update, waitUntilDurable: waitUntilDurable)
-        }
-
-        func record(_ id: UUID) async throws(CommandBusError) -> JournalRecord? { try await stored.record(id) }
-        func records(_ query: JournalQuery) async throws(CommandBusError) -> [JournalRecord] { try await stored.records(query) }
-        func unfinished() async throws(CommandBusError) -> [JournalRecord] { try await stored.unfinished() }
-        func markFailed(_ id: UUID, error: CommandBusError) async throws(CommandBusError) { try await stored.markFailed(id, error: error) }
-        func linkUndo(_ undo: UUID, of original: UUID) async throws(CommandBusError) { try await stored.linkUndo(undo, of: original) }
-        func setExcluded(_ id: UUID, _ excluded: Bool) async throws(CommandBusError) { try await stored.setExcluded(id, excluded) }
     }
 
     /// Twice the limit of posts, all held in the write-ahead: the pool stops at the limit, and

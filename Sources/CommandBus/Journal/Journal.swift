@@ -18,6 +18,18 @@ public protocol Journal: Sendable {
     /// - Throws: ``CommandBusError`` with code `journalFailed`.
     func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError)
 
+    /// Whether ``accept(_:payload:whenDurable:)`` queues the write-ahead and returns, calling back
+    /// from the journal's own thread: then the bus writes a posted command ahead as it is posted,
+    /// and queues it to run once that is durable, so a burst of posts holds no task or runner per
+    /// write-ahead. `false` by default: the bus writes a posted command ahead from the runner
+    /// that takes it, with ``accept(_:payload:)``.
+    var queuesWriteAheads: Bool { get }
+
+    /// Stores a newly accepted command as ``accept(_:payload:)`` does, without waiting:
+    /// `whenDurable` is called once it is durable (or could not be made so). The default runs
+    /// ``accept(_:payload:)`` in a task.
+    func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void)
+
     /// Records a transition. A terminal state is recorded only over `pending` or `running`,
     /// so the first way a command ended wins.
     /// - Parameter waitUntilDurable: Return only once the update is durable; otherwise it is queued in order.
@@ -55,6 +67,21 @@ extension CommandBusError {
 }
 
 extension Journal {
+    /// `false`: a posted command is written ahead by the runner that takes it.
+    public var queuesWriteAheads: Bool { false }
+
+    /// Runs ``accept(_:payload:)`` in a task and reports its outcome.
+    public func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        Task {
+            do throws(CommandBusError) {
+                try await self.accept(envelope, payload: payload)
+                whenDurable(.success(()))
+            } catch {
+                whenDurable(.failure(error))
+            }
+        }
+    }
+
     /// Runs ``update(_:waitUntilDurable:)`` in a task and reports its outcome.
     public func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
         Task {

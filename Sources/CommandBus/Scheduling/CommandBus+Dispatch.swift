@@ -98,15 +98,16 @@ extension CommandBus {
     }
 
     /// Routes a command and makes its context, without starting it.
+    /// - Parameter writtenAheadOnPost: The command, if journaled, is written ahead before it is queued (see ``CommandContext/isWrittenAheadOnPost``).
     func routedContext(
         _ payload: CommandPayload, name: String, parent: CommandContext?,
-        metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope?, journaled: Bool
+        metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope?, journaled: Bool, writtenAheadOnPost: Bool = false
     ) throws(CommandBusError) -> CommandContext {
         let (entry, prepared) = try route(payload, name: name)
         return makeContext(
             name: name, parent: parent, metadata: metadata, timeout: timeout ?? configuration.defaultTimeout, envelope: envelope,
             assignment: HandlerAssignment(entry: entry, prepared: prepared),
-            journaled: journaled && configuration.journal != nil && entry.box.isJournaled
+            journaled: journaled && configuration.journal != nil && entry.box.isJournaled, writtenAheadOnPost: writtenAheadOnPost
         )
     }
 
@@ -122,15 +123,24 @@ extension CommandBus {
             guard parent == nil else {
                 return try dispatch(payload, name: name, parent: parent, metadata: metadata, timeout: timeout, envelope: envelope).context
             }
-            // A root command waits its turn on a runner rather than starting a task of its own.
-            let context = try routedContext(payload, name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: envelope, journaled: true)
+            // A root command waits its turn on a runner rather than starting a task of its own;
+            // with a journal that queues write-aheads, it is queued once its write-ahead is durable.
+            let writeAheadNow = executor == nil && configuration.journal?.queuesWriteAheads == true
+            let context = try routedContext(
+                payload, name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: envelope, journaled: true,
+                writtenAheadOnPost: writeAheadNow
+            )
             if let deadline = context.timeout { context.startWatchdog(deadline) }
             if let executor {
                 let task = Task(executorPreference: executor) { await context.run() }
                 context.attach(task: task)
                 return context
             }
-            postRunners.submit(context)
+            if context.isWrittenAheadOnPost {
+                context.writeAhead(thenQueueOn: postRunners)
+            } else {
+                postRunners.submit(context)
+            }
             return context
         } catch {
             let context = makeContext(
@@ -155,13 +165,13 @@ extension CommandBus {
 
     private func makeContext(
         name: String, parent: CommandContext?, metadata: [String: String], timeout: Duration?,
-        envelope preset: CommandEnvelope?, assignment: consuming HandlerAssignment?, journaled: Bool
+        envelope preset: CommandEnvelope?, assignment: consuming HandlerAssignment?, journaled: Bool, writtenAheadOnPost: Bool = false
     ) -> CommandContext {
         let envelope = preset ?? CommandEnvelope(commandName: name, parent: parent?.envelope, metadata: metadata)
         let observed = observerCount.load(ordering: .acquiring) > 0
         let context = CommandContext(
             envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment, journaled: journaled,
-            acceptedAt: observed ? .now : nil
+            writtenAheadOnPost: writtenAheadOnPost, acceptedAt: observed ? .now : nil
         )
         parent?.addChild(context)
         if observed {

@@ -18,7 +18,7 @@ extension CommandContext {
     @concurrent func run() async -> Outcome {
         guard let assignment else { return await outcome(markingObserved: false) }
         let name = envelope.commandName
-        if let journal {
+        if let journal, !isWrittenAheadOnPost {
             let pool = runnerPool
             pool?.runnerWaitsForJournal(true)
             do {
@@ -68,6 +68,26 @@ extension CommandContext {
                 return await conclude(.failure(busError), as: .failed, releasing: &held)
             } else {
                 return await conclude(.failure(.handlerFailed(name, cause: error)), as: .failed, releasing: &held)
+            }
+        }
+    }
+
+    /// Writes a posted command ahead to the journal, which queues the write with its others, and
+    /// queues the command on `runners` once that is durable; ends it `failed` if the journal could
+    /// not take it. The runner that takes it then runs it without a journal wait of its own.
+    func writeAhead(thenQueueOn runners: PostRunners) {
+        guard let journal, let assignment else { return runners.submit(self) }
+        let payload: Data
+        do {
+            payload = try assignment.prepared.jsonData(commandName: envelope.commandName)
+        } catch {
+            finish(.failure(error), as: .failed, recorded: true)
+            return
+        }
+        journal.accept(envelope, payload: payload) { [self] written in
+            switch written {
+            case .success: runners.submit(self)
+            case .failure(let error): finish(.failure(error), as: .failed, recorded: true)
             }
         }
     }

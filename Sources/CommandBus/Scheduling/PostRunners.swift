@@ -16,8 +16,14 @@ import Synchronization
 /// commands waiting. A burst of slow commands therefore gets a runner each within a
 /// few milliseconds, as it would with a task each.
 ///
-/// Runners that wait for the journal's write-ahead are the exception (an ending is handed to the
-/// journal, which ends the command once it is durable, while the runner moves on). While at least
+/// With a journal that queues write-aheads (``Journal/queuesWriteAheads``, the SQLite one), a
+/// posted command is submitted only once its write-ahead is durable, and runners never wait for
+/// the journal: a runner suspended in each write-ahead cost every command a suspension and a
+/// resumption through the global executor (49,201 instructions a journaled post against 51,690).
+///
+/// With other journals, runners that wait for the journal's write-ahead are the exception (an
+/// ending is handed to the journal, which ends the command once it is durable, while the runner
+/// moves on). While at least
 /// half the runners wait for a journal write, the pool grows only to ``journalBoundRunners``:
 /// more of them would only make each group commit bigger, and a burst of 20,000 journaled posts
 /// grew it to thousands of suspended tasks (151 MB resident, against 42 MB and the same
