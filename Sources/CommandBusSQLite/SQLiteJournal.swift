@@ -184,9 +184,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     public var queuesWriteAheads: Bool { true }
 
     /// Stores a newly accepted command without waiting: `whenDurable` is called on the journal's
-    /// thread once it is durable, after the commit it joined.
+    /// thread once it is durable, after the commit it joined. Such write-aheads (a posted
+    /// command's) commit after the journal's other writes, a few thousand at a time, so that a
+    /// burst of posts does not hold up a `send` behind all of them.
     public func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
-        writer.write(.accept(AcceptedCommand(envelope, payload: payload)), whenDurable: whenDurable)
+        writer.writeAhead(AcceptedCommand(envelope, payload: payload), whenDurable: whenDurable)
     }
 
     /// Records a transition without waiting: `whenDurable` is called on the journal's thread once it is durable.
@@ -254,6 +256,9 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// the same commit and becomes part of the ending's statement: one commit and one sync fewer
     /// per command, and the ending is never held up behind a commit of its own `running`.
     package static let unwaitedWriteDelay: Duration = .milliseconds(5)
+
+    /// The most posted commands' write-aheads one commit takes, after the journal's other writes.
+    package static var writeAheadsPerCommit: Int { JournalWriter.writeAheadsPerCommit }
 
     /// The connection's `PRAGMA synchronous` now: 2 (`FULL`) or 1 (`NORMAL`). For tests.
     package func synchronousSetting() async throws(CommandBusError) -> Int64 {

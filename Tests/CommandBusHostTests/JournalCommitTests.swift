@@ -124,4 +124,35 @@ struct JournalCommitTests {
         _ = try await (first, second)
         #expect(recorded.commits.map(\.writes) == [2])
     }
+
+    /// A burst of posted commands' write-aheads commits a few thousand at a time, after the
+    /// journal's other writes: a write-ahead awaited (a `send`'s) that comes after all of them
+    /// is committed in the next commit, not behind the whole burst.
+    @Test(.timeLimit(.minutes(1)))
+    func postedWriteAheadsCommitAFewThousandAtATimeBehindOtherWrites() async throws {
+        // A delay before each commit, so the burst is queued before the first (a test build
+        // queues a write-ahead more slowly than SQLite commits one).
+        let recorded = try Recorded(.batched(maxDelay: .seconds(1)))
+        defer { recorded.directory.remove() }
+        let posted = 20_000
+        let durable = Atomic<Int>(0)
+        let payload = Data(#"{"value":1}"#.utf8)
+        for _ in 0..<posted {
+            recorded.journal.accept(Self.envelope(), payload: payload) { written in
+                if case .success = written { durable.add(1, ordering: .relaxed) }
+            }
+        }
+        let sent = Self.envelope()
+        try await recorded.accept(sent)
+
+        let record = try #require(try await recorded.journal.record(sent.id))
+        // Behind the whole burst it would be the last row, 20,001.
+        #expect(record.sequence < Int64(posted - SQLiteJournal.writeAheadsPerCommit), "sequence \(record.sequence)")
+        try await recorded.journal.flush()
+        #expect(await waitUntil(.seconds(30)) { durable.load(ordering: .relaxed) == posted })
+        let commits = recorded.commits
+        #expect(commits.map(\.writes).reduce(0, +) == posted + 2)  // and the flush
+        #expect(commits.count >= 3)
+        #expect(commits.allSatisfy { $0.writes <= SQLiteJournal.writeAheadsPerCommit + 2 }, "\(commits.map(\.writes))")
+    }
 }
