@@ -61,8 +61,8 @@ public final class CommandBus: Sendable {
         // keeps the default `canHandle` costs a type comparison.
         registerTyped(
             handler, priority: priority,
-            canHandle: { prepared throws(CommandBusError) in handler.canHandle(try prepared.command(as: H.HandledCommand.self)) },
-            handle: { prepared, context in
+            canHandle: { handler, prepared throws(CommandBusError) in handler.canHandle(try prepared.command(as: H.HandledCommand.self)) },
+            handle: { handler, prepared, context in
                 CommandOutput(try await handler.handle(try prepared.command(as: H.HandledCommand.self), context: context))
             }
         )
@@ -72,8 +72,8 @@ public final class CommandBus: Sendable {
     @usableFromInline
     func registerTyped<H: CommandHandler>(
         _ handler: H, priority: Int,
-        canHandle: @escaping @Sendable (CommandPayload) throws(CommandBusError) -> Bool,
-        handle: @escaping @Sendable (CommandPayload, CommandContext) async throws -> CommandOutput
+        canHandle: @escaping @Sendable (H, CommandPayload) throws(CommandBusError) -> Bool,
+        handle: @escaping @Sendable (H, CommandPayload, CommandContext) async throws -> CommandOutput
     ) -> HandlerRegistration {
         let box = TypedHandlerBox(handler: handler, canHandleCommand: canHandle, handleCommand: handle)
         return register(box, name: H.HandledCommand.name, priority: priority)

@@ -36,6 +36,17 @@ struct SchedulingTests {
         #expect(ticket.state == .cancelled)
     }
 
+    /// A handler that gives up with `CancellationError` (a subtask of its own was cancelled)
+    /// ends its command `cancelled`, not `failed`, though nobody cancelled the command.
+    @Test func aHandlerThrowingCancellationErrorEndsItsCommandCancelled() async throws {
+        let bus = CommandBus()
+        bus.register(ClosureHandler<Work> { _, _ in throw CancellationError() })
+        await #expect(throws: CommandBusError(code: .cancelled, message: "")) { try await bus.send(Work(value: 0)) }
+        let ticket = bus.post(Work(value: 1))
+        await #expect(throws: CommandBusError(code: .cancelled, message: "")) { try await ticket.result }
+        #expect(ticket.state == .cancelled)
+    }
+
     @Test func cancellingTheSenderCancelsTheCommand() async throws {
         let bus = CommandBus()
         let started = Signal()

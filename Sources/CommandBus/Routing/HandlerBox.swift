@@ -21,10 +21,13 @@ protocol HandlerBox: Sendable {
 /// Wraps a typed ``CommandHandler``.
 struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     let handler: Handler
-    /// Asks the handler about a prepared payload; made by ``CommandBus/register(_:priority:)`` in the registering module.
-    let canHandleCommand: @Sendable (CommandPayload) throws(CommandBusError) -> Bool
-    /// Runs the handler on a prepared payload; made by ``CommandBus/register(_:priority:)`` in the registering module.
-    let handleCommand: @Sendable (CommandPayload, CommandContext) async throws -> CommandOutput
+    /// Asks `handler` about a prepared payload; made by ``CommandBus/register(_:priority:)`` in the registering module.
+    let canHandleCommand: @Sendable (Handler, CommandPayload) throws(CommandBusError) -> Bool
+    /// Runs `handler` on a prepared payload; made by ``CommandBus/register(_:priority:)`` in the
+    /// registering module. The handler is an argument, not a capture: a closure that captures
+    /// nothing is called directly, where one that captured the handler went through a forwarding
+    /// thunk, an async frame of its own.
+    let handleCommand: @Sendable (Handler, CommandPayload, CommandContext) async throws -> CommandOutput
     var maxConcurrency: Int? { handler.maxConcurrency }
     var isJournaled: Bool { handler.isJournaled }
 
@@ -39,7 +42,7 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     }
 
     func canHandle(_ prepared: CommandPayload, commandName: String) throws(CommandBusError) -> Bool {
-        try canHandleCommand(prepared)
+        try canHandleCommand(handler, prepared)
     }
 
     func wouldHandle(_ prepared: CommandPayload, commandName: String) async throws(CommandBusError) -> Bool {
@@ -49,7 +52,7 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     // Inlined into the protocol's witness, so a command's handling is one async frame, not two.
     @inline(__always)
     nonisolated(nonsending) func handle(_ prepared: CommandPayload, context: CommandContext) async throws -> CommandOutput {
-        try await handleCommand(prepared, context)
+        try await handleCommand(handler, prepared, context)
     }
 }
 

@@ -171,7 +171,7 @@ extension CommandBus {
         let observed = observerCount.load(ordering: .acquiring) > 0
         let context = CommandContext(
             envelope: envelope, bus: self, parent: parent, timeout: timeout, assignment: assignment, journaled: journaled,
-            writtenAheadOnPost: writtenAheadOnPost, acceptedAt: observed ? .now : nil
+            writtenAheadOnPost: writtenAheadOnPost, timesAcceptance: observed
         )
         parent?.addChild(context)
         if observed {

@@ -62,7 +62,7 @@ extension CommandContext {
             return await conclude(.success(output), as: .succeeded, releasing: &held)
         } catch {
             // `Task.isCancelled`: a `send` runs in its caller's task, whose cancellation is the command's.
-            if isCancelRequested || error is CancellationError || Task.isCancelled {
+            if isCancelRequested || Self.isCancellation(error) || Task.isCancelled {
                 return await conclude(.failure(.cancelled(name)), as: .cancelled, releasing: &held)
             } else if let busError = error as? CommandBusError {
                 return await conclude(.failure(busError), as: .failed, releasing: &held)
@@ -90,6 +90,14 @@ extension CommandContext {
             case .failure(let error): finish(.failure(error), as: .failed, recorded: true)
             }
         }
+    }
+
+    /// Whether `error` is a `CancellationError`. Out of line: asking in `run()` kept room for one
+    /// in its frame, a type whose size is known only at run time, which cost every command an
+    /// allocation in its task before it started (`send` 6,593 -> 6,454 instructions).
+    @inline(never)
+    static func isCancellation(_ error: any Error) -> Bool {
+        error is CancellationError
     }
 
     /// Runs the assigned handler; if it declines (``HandlerDeclined``), the next one in the chain
