@@ -40,6 +40,12 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     package static let sweepInterval = 4_096
     /// How many of the newest commands a writer's own sweep leaves past it (``sweepOwnCommands()``).
     static let sweepLag: Int64 = 2_048
+    /// The most commands still in flight a writer's own sweep writes to `unended`; with more, it
+    /// stops short of the oldest of them (``sweepOwnCommands()``).
+    package static let unendedPerSweep = 64
+    /// How far behind the newest the oldest command in flight may hold a writer's own sweep
+    /// back; past it, the sweep writes every command in flight before it to `unended`.
+    static let sweepHoldLimit: Int64 = 65_536
 
     /// The columns of a record, in the order ``record(from:)`` reads them.
     package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner, started_at, finished_at, discarded_at"
@@ -210,6 +216,13 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     /// and each one written to `unended`, then deleted from it when it ends, cost two statements,
     /// about 9,000 instructions; left past the sweep, most have ended by the next. If another
     /// process wrote commands past the sweep, it sweeps them all as a fresh connection does.
+    ///
+    /// A burst of posts puts thousands of commands in flight at once, accepted and waiting for a
+    /// runner: written to `unended` and deleted from it again moments later, they cost a sweep
+    /// 12 million instructions, about 3,000 a command. With more than ``unendedPerSweep`` in
+    /// flight, the sweep stops short of the oldest of them instead, unless that one is more than
+    /// ``sweepHoldLimit`` commands old (a command that runs for hours must not hold the sweep,
+    /// and the reads of recovery, back forever).
     private func sweepOwnCommands() throws(CommandBusError) {
         guard try sweepBounds.step() else {
             sweepBounds.reset()
@@ -222,7 +235,15 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
             insertedSinceSweep.removeAll(keepingCapacity: true)
             return try Self.sweep(database)
         }
-        let sweptThrough = newest - Self.sweepLag
+        var sweptThrough = newest - Self.sweepLag
+        var inFlight = 0, oldestInFlight = Int64.max
+        for row in rowIDs.values where row > through && row <= sweptThrough {
+            inFlight += 1
+            oldestInFlight = min(oldestInFlight, row)
+        }
+        if inFlight > Self.unendedPerSweep, newest - oldestInFlight < Self.sweepHoldLimit {
+            sweptThrough = oldestInFlight - 1
+        }
         guard sweptThrough > through else { return }
         for row in rowIDs.values where row > through && row <= sweptThrough {
             insertUnended.bind(1, row)

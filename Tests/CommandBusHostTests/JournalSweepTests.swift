@@ -143,6 +143,38 @@ struct JournalSweepTests {
         #expect(try Self.recoverable(path) == stuck + [orphan])
     }
 
+    /// A burst of commands in flight (accepted, not yet run, as a burst of posts leaves them)
+    /// holds a writer's own sweep back, where writing each to `unended` and deleting it again
+    /// moments later cost a statement each way. Once they end, the next sweep passes them.
+    @Test func aBurstInFlightHoldsTheSweepBackInsteadOfFillingUnended() async throws {
+        let work = try TemporaryDirectory("cmdbus-sweep")
+        defer { work.remove() }
+        let path = work.file("journal.sqlite").path
+        let journal = try SQLiteJournal(path: path)
+        let burst = SQLiteJournalStatements.unendedPerSweep + 1
+        var inFlight: [CommandEnvelope] = []
+        for _ in 0..<burst {
+            let envelope = CommandEnvelope(commandName: "greet")
+            try await journal.accept(envelope, payload: Data("{}".utf8))
+            inFlight.append(envelope)
+        }
+        let interval = SQLiteJournalStatements.sweepInterval
+        let throughBefore = try Self.integers(path, "SELECT through FROM sweep")
+        try await Self.endedTogether(journal, count: interval)
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == throughBefore)
+        #expect(try Self.integers(path, "SELECT count(*) FROM unended") == [0])
+        #expect(Set(try Self.recoverable(path)) == Set(inFlight.map(\.id)))
+
+        for envelope in inFlight {
+            try await journal.update(JournalUpdate(id: envelope.id, state: .succeeded, attempts: 1), waitUntilDurable: true)
+        }
+        try await Self.endedTogether(journal, count: interval)
+        let newest = Int64(burst + 2 * interval)
+        #expect(try Self.integers(path, "SELECT through FROM sweep") == [newest - 2_048])
+        #expect(try Self.integers(path, "SELECT count(*) FROM unended") == [0])
+        #expect(try Self.recoverable(path).isEmpty)
+    }
+
     /// A query's statement is kept for the next query of its shape; its values are bound afresh,
     /// so pages interleaved with other queries still come out right.
     @Test func pagesOfOneQueryShapeComeOutRightWhileOtherQueriesRunBetween() async throws {
