@@ -30,11 +30,15 @@ public final class CommandBus: Sendable {
     let fallbackEntry: RouteEntry?
     /// The runner tasks posted root commands run on.
     let postRunners = PostRunners()
+    /// Whether the configuration has a journal: asked on every send, where reading the optional
+    /// existential copied it (a retain) and destroyed it again.
+    let hasJournal: Bool
 
     /// Creates a bus.
     /// - Parameter configuration: Concurrency limit, default deadline and middleware.
     public init(configuration: CommandBusConfiguration = .init()) {
         self.configuration = configuration
+        self.hasJournal = configuration.journal != nil
         self.busLimiter = configuration.maxConcurrentCommands.map { ConcurrencyLimiter(limit: $0) }
         self.fallbackEntry = configuration.fallback.map { handler in
             RouteEntry(registrationID: -1, priority: .min, box: DynamicHandlerBox(handler: handler), limiter: nil)

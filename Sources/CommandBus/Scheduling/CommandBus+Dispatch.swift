@@ -107,7 +107,7 @@ extension CommandBus {
         return makeContext(
             name: name, parent: parent, metadata: metadata, timeout: timeout ?? configuration.defaultTimeout, envelope: envelope,
             assignment: HandlerAssignment(entry: entry, prepared: prepared),
-            journaled: journaled && configuration.journal != nil && entry.box.isJournaled, writtenAheadOnPost: writtenAheadOnPost
+            journaled: journaled && hasJournal && entry.box.isJournaled, writtenAheadOnPost: writtenAheadOnPost
         )
     }
 
