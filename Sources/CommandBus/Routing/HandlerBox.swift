@@ -37,7 +37,7 @@ struct TypedHandlerBox<Handler: CommandHandler>: HandlerBox {
     }
 
     func prepare(_ payload: CommandPayload, commandName: String) throws(CommandBusError) -> CommandPayload {
-        if case .typed(let command) = payload, holds(command, exactly: Handler.HandledCommand.self) { return payload }
+        if case .typed(let typed) = payload, holds(typed.command, exactly: Handler.HandledCommand.self) { return payload }
         return .typed(try payload.command(as: Handler.HandledCommand.self))
     }
 
