@@ -192,18 +192,24 @@ final class JournalWriter: @unchecked Sendable {
     /// The most posted write-aheads one drain commits, after the other writes queued.
     static let writeAheadsPerCommit = 8_192
 
-    /// Commits what is queued, on the queue: all but the posted write-aheads beyond ``writeAheadsPerCommit``. A drain that finds nothing (an earlier commit took
-    /// its writes) commits nothing; so does one that finds a commit under way (its end starts the
-    /// next drain), or a timer (`timer`) the schedule has moved past.
+    /// Commits what is queued, on the queue: all but the posted write-aheads beyond
+    /// ``writeAheadsPerCommit``. A drain that finds nothing (an earlier commit took its writes)
+    /// commits nothing; so does one that finds a commit under way (its end starts the next
+    /// drain), or a timer (`timer`) the schedule has moved past.
     private func drain(timer: UInt64? = nil) {
         let writes = state.withLock { state -> [PendingWrite] in
             if let timer, state.scheduled != .later(timer) { return [] }
             guard !state.committing, !state.queue.isEmpty || !state.writeAheads.isEmpty else { return [] }
             state.committing = true
             var writes = state.queue.takeAll()
-            let writeAheads = min(state.writeAheads.count, Self.writeAheadsPerCommit)
-            writes.append(contentsOf: state.writeAheads[..<writeAheads])
-            state.writeAheads.removeFirst(writeAheads)
+            if writes.isEmpty, state.writeAheads.count <= Self.writeAheadsPerCommit {
+                // The usual case in a burst: the lane is taken whole, its buffer and not a copy of each write.
+                swap(&writes, &state.writeAheads)
+            } else {
+                let writeAheads = min(state.writeAheads.count, Self.writeAheadsPerCommit)
+                writes.append(contentsOf: state.writeAheads[..<writeAheads])
+                state.writeAheads.removeFirst(writeAheads)
+            }
             // The write-aheads left are committed next, as soon as this commit ends.
             state.scheduled = state.writeAheads.isEmpty ? .none : .now
             return writes
