@@ -33,12 +33,15 @@ public final class CommandBus: Sendable {
     /// Whether the configuration has a journal: asked on every send, where reading the optional
     /// existential copied it (a retain) and destroyed it again.
     let hasJournal: Bool
+    /// Whether that journal takes a posted command's write-ahead as it is posted (``Journal/queuesWriteAheads``).
+    let journalQueuesWriteAheads: Bool
 
     /// Creates a bus.
     /// - Parameter configuration: Concurrency limit, default deadline and middleware.
     public init(configuration: CommandBusConfiguration = .init()) {
         self.configuration = configuration
         self.hasJournal = configuration.journal != nil
+        self.journalQueuesWriteAheads = configuration.journal?.queuesWriteAheads ?? false
         self.busLimiter = configuration.maxConcurrentCommands.map { ConcurrencyLimiter(limit: $0) }
         self.fallbackEntry = configuration.fallback.map { handler in
             RouteEntry(registrationID: -1, priority: .min, box: DynamicHandlerBox(handler: handler), limiter: nil)

@@ -22,7 +22,7 @@ public protocol Journal: Sendable {
     /// from the journal's own thread: then the bus writes a posted command ahead as it is posted,
     /// and queues it to run once that is durable, so a burst of posts holds no task or runner per
     /// write-ahead. `false` by default: the bus writes a posted command ahead from the runner
-    /// that takes it, with ``accept(_:payload:)``.
+    /// that takes it, with ``accept(_:payload:)``. A bus asks once, when it is made.
     var queuesWriteAheads: Bool { get }
 
     /// Stores a newly accepted command as ``accept(_:payload:)`` does, without waiting:
@@ -72,25 +72,27 @@ extension Journal {
 
     /// Runs ``accept(_:payload:)`` in a task and reports its outcome.
     public func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
-        Task {
-            do throws(CommandBusError) {
-                try await self.accept(envelope, payload: payload)
-                whenDurable(.success(()))
-            } catch {
-                whenDurable(.failure(error))
-            }
-        }
+        reportInTask(to: whenDurable) { () async throws(CommandBusError) in try await self.accept(envelope, payload: payload) }
     }
 
     /// Runs ``update(_:waitUntilDurable:)`` in a task and reports its outcome.
     public func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
-        Task {
-            do throws(CommandBusError) {
-                try await self.update(update, waitUntilDurable: true)
-                whenDurable(.success(()))
-            } catch {
-                whenDurable(.failure(error))
-            }
+        reportInTask(to: whenDurable) { () async throws(CommandBusError) in try await self.update(update, waitUntilDurable: true) }
+    }
+}
+
+/// Runs `write` in a task and tells `whenDurable` how it went: the default of a journal's
+/// writes that report durability instead of being awaited.
+private func reportInTask(
+    to whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void,
+    _ write: @escaping @Sendable () async throws(CommandBusError) -> Void
+) {
+    Task {
+        do throws(CommandBusError) {
+            try await write()
+            whenDurable(.success(()))
+        } catch {
+            whenDurable(.failure(error))
         }
     }
 }

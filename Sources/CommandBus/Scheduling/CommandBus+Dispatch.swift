@@ -125,7 +125,7 @@ extension CommandBus {
             }
             // A root command waits its turn on a runner rather than starting a task of its own;
             // with a journal that queues write-aheads, it is queued once its write-ahead is durable.
-            let writeAheadNow = executor == nil && configuration.journal?.queuesWriteAheads == true
+            let writeAheadNow = executor == nil && journalQueuesWriteAheads
             let context = try routedContext(
                 payload, name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: envelope, journaled: true,
                 writtenAheadOnPost: writeAheadNow
