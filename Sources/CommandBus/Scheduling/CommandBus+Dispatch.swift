@@ -50,9 +50,13 @@ extension CommandBus {
         _ payload: CommandPayload, name: String, parent: CommandContext?,
         metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope? = nil, journaled: Bool = true
     ) throws(CommandBusError) -> StartedCommand {
-        let context = try routedContext(
+        start(try routedContext(
             payload, name: name, parent: parent, metadata: metadata, timeout: timeout, envelope: envelope, journaled: journaled
-        )
+        ))
+    }
+
+    /// Starts a routed command in a task of its own, watched by its deadline if it has one.
+    func start(_ context: CommandContext) -> StartedCommand {
         let task = Task { await context.run() }
         context.attach(task: task)
         if let deadline = context.timeout { context.startWatchdog(deadline) }
@@ -74,14 +78,14 @@ extension CommandBus {
         _ payload: CommandPayload, name: String, metadata: [String: String], timeout: Duration?
     ) async throws(CommandBusError) -> CommandOutput {
         let context = try routedContext(payload, name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: nil, journaled: true)
-        guard let deadline = context.timeout else {
+        guard context.timeout != nil else {
             // No cancellation handler is needed: the handler runs in the caller's task, so it sees
             // the caller's cancellation itself, and `run()` ends such a command `cancelled`.
             // Subcommands, which run in tasks of their own, are cancelled when it ends, or by
             // `awaitChildren()` if the handler returns while they run.
             return try await context.run().get()
         }
-        return try await runInTaskOfItsOwn(context, deadline: deadline)
+        return try await runInTaskOfItsOwn(context)
     }
 
     /// Runs a command with a deadline in a task of its own, watched, and waits for its result.
@@ -90,11 +94,8 @@ extension CommandBus {
     /// needs (its optional priority is of a size known only at run time, which cost every `send`
     /// an allocation in its task).
     @inline(never)
-    nonisolated(nonsending) func runInTaskOfItsOwn(_ context: CommandContext, deadline: Duration) async throws(CommandBusError) -> CommandOutput {
-        let task = Task { await context.run() }
-        context.attach(task: task)
-        context.startWatchdog(deadline)
-        return try await context.result(task: task)
+    nonisolated(nonsending) func runInTaskOfItsOwn(_ context: CommandContext) async throws(CommandBusError) -> CommandOutput {
+        try await start(context).result()
     }
 
     /// Routes a command and makes its context, without starting it.
