@@ -32,10 +32,20 @@ final class JournalWriter: @unchecked Sendable {
     private enum DrainSchedule: Equatable {
         case none
         /// Only writes nobody waits for are queued: they wait for a write somebody does wait for, or
-        /// a few milliseconds. The number names the timer, so a timer whose writes an earlier commit
-        /// took (the usual case: a command's ending took its `running`) commits nothing when it fires.
+        /// a few milliseconds. The number names the wait, so a timer armed for an earlier one (whose
+        /// writes a commit took: usually a command's ending took its `running`) does not commit
+        /// this one's early when it fires.
         case later(UInt64)
         case now
+    }
+
+    /// What to do once the state's lock is let go.
+    private enum Next {
+        case nothing
+        /// Commit on the queue, now.
+        case drain
+        /// Arm the one timer for the wait numbered so, to fire after the duration.
+        case armTimer(UInt64, after: Duration)
     }
 
     private struct State {
@@ -47,9 +57,31 @@ final class JournalWriter: @unchecked Sendable {
         /// transactions of 30,000 writes), where here its writes go in the next commit.
         var writeAheads: [PendingWrite] = []
         var scheduled = DrainSchedule.none
-        var timers: UInt64 = 0
+        /// The number of the latest wait for company (``DrainSchedule/later(_:)``).
+        var waits: UInt64 = 0
+        /// When the latest wait for company began.
+        var waitingSince = ContinuousClock.now
+        /// A timer is armed and has not fired. At most one is: a wait that begins meanwhile is
+        /// left to it, and it re-arms for the rest of that wait when it fires. A timer for each wait
+        /// cost a sequence of journaled commands a `timerfd_settime` and an `epoll_ctl` on
+        /// Dispatch's timer thread, and a wake 5 ms later, per command.
+        var timerArmed = false
         /// A commit is under way, on the queue or a caller's thread; whoever ends it starts the next.
         var committing = false
+
+        /// A new wait for company: the timer to arm, unless one is armed already.
+        mutating func beginWaiting() -> Next {
+            waits &+= 1
+            scheduled = .later(waits)
+            waitingSince = .now
+            return timerArmed ? .nothing : armTimer()
+        }
+
+        /// Arms the timer for the rest of the current wait (`scheduled` is `.later`).
+        mutating func armTimer() -> Next {
+            timerArmed = true
+            return .armTimer(waits, after: waitingSince + SQLiteJournal.unwaitedWriteDelay - .now)
+        }
     }
 
     let durability: SQLiteJournal.Durability
@@ -146,7 +178,7 @@ final class JournalWriter: @unchecked Sendable {
         let urgent = write.isWaited
         // Moved into the queue, not copied: a copy retains every reference an ending holds.
         var moving = Optional(write)
-        let schedule = state.withLock { state -> DrainSchedule in
+        let schedule = state.withLock { state -> Next in
             if isWriteAheadOrFlush {
                 state.writeAheads.append(moving.take()!)
             } else {
@@ -154,33 +186,31 @@ final class JournalWriter: @unchecked Sendable {
             }
             switch (state.scheduled, urgent) {
             case (.now, _), (.later, false):
-                return .none
+                return .nothing
             case (_, true):
                 state.scheduled = .now
                 // A commit under way starts the next drain when it ends.
-                return state.committing ? .none : .now
+                return state.committing ? .nothing : .drain
             case (.none, false):
-                state.timers &+= 1
-                state.scheduled = .later(state.timers)
-                return state.scheduled
+                return state.beginWaiting()
             }
         }
         start(schedule)
     }
 
-    private func start(_ schedule: DrainSchedule) {
-        switch (schedule, durability) {
-        case (.none, _):
+    private func start(_ next: Next) {
+        switch (next, durability) {
+        case (.nothing, _):
             return
-        case (.later(let timer), _):
+        case (.armTimer(let wait, let delay), _):
             if let startLater {
-                startLater { self.drain(timer: timer) }
+                startLater { self.drain(timer: wait) }
             } else {
-                queue.asyncAfter(deadline: .now() + Self.dispatchInterval(SQLiteJournal.unwaitedWriteDelay)) { self.drain(timer: timer) }
+                queue.asyncAfter(deadline: .now() + Self.dispatchInterval(max(delay, .zero))) { self.drain(timer: wait) }
             }
-        case (.now, .batched(let delay)) where delay > .zero:
+        case (.drain, .batched(let delay)) where delay > .zero:
             queue.asyncAfter(deadline: .now() + Self.dispatchInterval(delay)) { self.drain() }
-        case (.now, _):
+        case (.drain, _):
             queue.async { self.drain() }
         }
     }
@@ -195,10 +225,19 @@ final class JournalWriter: @unchecked Sendable {
     /// Commits what is queued, on the queue: all but the posted write-aheads beyond
     /// ``writeAheadsPerCommit``. A drain that finds nothing (an earlier commit took its writes)
     /// commits nothing; so does one that finds a commit under way (its end starts the next
-    /// drain), or a timer (`timer`) the schedule has moved past.
+    /// drain), or a timer (`timer`, the wait it was armed for) that finds no wait for company, or
+    /// a later one than its own, which it re-arms for.
     private func drain(timer: UInt64? = nil) {
+        var next = Next.nothing
         let writes = state.withLock { state -> [PendingWrite] in
-            if let timer, state.scheduled != .later(timer) { return [] }
+            if let timer {
+                state.timerArmed = false
+                guard case .later(let wait) = state.scheduled else { return [] }
+                if wait != timer {
+                    next = state.armTimer()
+                    return []
+                }
+            }
             guard !state.committing, !state.queue.isEmpty || !state.writeAheads.isEmpty else { return [] }
             state.committing = true
             var writes = state.queue.takeAll()
@@ -214,6 +253,7 @@ final class JournalWriter: @unchecked Sendable {
             state.scheduled = state.writeAheads.isEmpty ? .none : .now
             return writes
         }
+        start(next)
         guard !writes.isEmpty else { return }
         let outcomes = commit(writes, waited: writes.map { $0.isWaited })
         endCommitting()
@@ -231,19 +271,17 @@ final class JournalWriter: @unchecked Sendable {
     private static let releasing = DispatchQueue(label: "cmdbus.journal.releasing", qos: .utility)
 
     /// Ends a commit, and starts the next for what queued meanwhile: at once if somebody waits
-    /// for it, else on a fresh timer.
+    /// for it, else when its wait is up (a timer that fired during the commit did nothing).
     private func endCommitting() {
-        let next = state.withLock { state -> DrainSchedule in
+        let next = state.withLock { state -> Next in
             state.committing = false
             switch state.scheduled {
             case .none:
-                return .none
+                return .nothing
             case .now:
-                return .now
+                return .drain
             case .later:
-                state.timers &+= 1
-                state.scheduled = .later(state.timers)
-                return state.scheduled
+                return state.timerArmed ? .nothing : state.armTimer()
             }
         }
         start(next)

@@ -55,7 +55,8 @@ struct JournalCommitTests {
     static func envelope() -> CommandEnvelope { CommandEnvelope(commandName: "ping") }
 
     /// A command's `running` waits for company; the timer set for an earlier command's `running`
-    /// (whose ending already took it) must not commit this one's alone when it fires.
+    /// (whose ending already took it) must not commit this one's alone when it fires. One timer
+    /// is armed at a time: the second wait is left to the first timer, which re-arms for it.
     @Test func anEarlierCommandsTimerDoesNotSplitTheNextCommandsStartFromItsEnding() async throws {
         let recorded = try Recorded(.batched(maxDelay: .zero))
         defer { recorded.directory.remove() }
@@ -64,15 +65,37 @@ struct JournalCommitTests {
         try await recorded.start(first)  // arms timer 0
         try await recorded.end(first)
         try await recorded.accept(second)
-        try await recorded.start(second)  // arms timer 1
+        try await recorded.start(second)  // timer 0 is still armed: no other
+        #expect(recorded.armedTimers == 1)
+        recorded.fireTimer(0)  // the first command's wait is up; it re-arms for the second's (timer 1)
         #expect(recorded.armedTimers == 2)
-        recorded.fireTimer(0)  // the first command's wait is up; its start went with its ending
         try await recorded.end(second)
         recorded.fireTimer(1)
 
         #expect(recorded.commits.map(\.writes) == [1, 2, 1, 2])
         let record = try #require(try await recorded.journal.record(second.id))
         #expect(record.state == .succeeded && record.startedAt != nil)
+    }
+
+    /// The timer re-armed for a later wait commits that wait's writes when it fires: a start
+    /// whose command runs long is not left waiting for an ending.
+    @Test func aReArmedTimerCommitsTheWaitItWasArmedFor() async throws {
+        let recorded = try Recorded(.batched(maxDelay: .zero))
+        defer { recorded.directory.remove() }
+        let first = Self.envelope(), second = Self.envelope()
+        try await recorded.accept(first)
+        try await recorded.start(first)  // arms timer 0
+        try await recorded.end(first)
+        try await recorded.accept(second)
+        try await recorded.start(second)
+        recorded.fireTimer(0)  // re-arms for the second's start
+        #expect(recorded.commits.map(\.writes) == [1, 2, 1])
+        recorded.fireTimer(1)  // the second's wait is up: its start is committed alone
+        #expect(recorded.commits.map(\.writes) == [1, 2, 1, 1])
+        #expect(recorded.armedTimers == 2)
+        #expect(try await recorded.journal.record(second.id)?.state == .running)
+        try await recorded.end(second)
+        #expect(recorded.commits.map(\.writes) == [1, 2, 1, 1, 1])
     }
 
     /// The default syncs the write-ahead and the ending; `.deferred` commits the write-ahead
