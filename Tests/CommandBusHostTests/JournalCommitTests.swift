@@ -54,17 +54,24 @@ struct JournalCommitTests {
 
     static func envelope() -> CommandEnvelope { CommandEnvelope(commandName: "ping") }
 
+    /// A command run and ended (its start arms timer 0, and its ending takes the start), then a
+    /// second accepted: the second's start begins a new wait while timer 0 is still armed.
+    static func secondCommandAccepted(after recorded: Recorded) async throws -> CommandEnvelope {
+        let first = envelope(), second = envelope()
+        try await recorded.accept(first)
+        try await recorded.start(first)
+        try await recorded.end(first)
+        try await recorded.accept(second)
+        return second
+    }
+
     /// A command's `running` waits for company; the timer set for an earlier command's `running`
     /// (whose ending already took it) must not commit this one's alone when it fires. One timer
     /// is armed at a time: the second wait is left to the first timer, which re-arms for it.
     @Test func anEarlierCommandsTimerDoesNotSplitTheNextCommandsStartFromItsEnding() async throws {
         let recorded = try Recorded(.batched(maxDelay: .zero))
         defer { recorded.directory.remove() }
-        let first = Self.envelope(), second = Self.envelope()
-        try await recorded.accept(first)
-        try await recorded.start(first)  // arms timer 0
-        try await recorded.end(first)
-        try await recorded.accept(second)
+        let second = try await Self.secondCommandAccepted(after: recorded)
         try await recorded.start(second)  // timer 0 is still armed: no other
         #expect(recorded.armedTimers == 1)
         recorded.fireTimer(0)  // the first command's wait is up; it re-arms for the second's (timer 1)
@@ -82,11 +89,7 @@ struct JournalCommitTests {
     @Test func aReArmedTimerCommitsTheWaitItWasArmedFor() async throws {
         let recorded = try Recorded(.batched(maxDelay: .zero))
         defer { recorded.directory.remove() }
-        let first = Self.envelope(), second = Self.envelope()
-        try await recorded.accept(first)
-        try await recorded.start(first)  // arms timer 0
-        try await recorded.end(first)
-        try await recorded.accept(second)
+        let second = try await Self.secondCommandAccepted(after: recorded)
         try await recorded.start(second)
         recorded.fireTimer(0)  // re-arms for the second's start
         #expect(recorded.commits.map(\.writes) == [1, 2, 1])
