@@ -101,8 +101,9 @@ package struct PendingWrite: @unchecked Sendable {
     /// `nil`: a flush, or a `running` write an ending took in (``startedAt``).
     package var operation: JournalWrite?
     package let completion: UnsafeContinuation<Result<Void, CommandBusError>, Never>?
-    /// Called, on the committing thread, once the write is durable (or failed): for a caller that
-    /// does not wait (see ``Journal/update(_:whenDurable:)``).
+    /// Called once the write is durable (or failed), in commit order: on the journal's delivery
+    /// queue, or on the thread of a caller that committed it with its own write. For a caller
+    /// that does not wait (see ``Journal/update(_:whenDurable:)``).
     package var callback: (@Sendable (Result<Void, CommandBusError>) -> Void)?
     /// Somebody is told when it is durable.
     package var isWaited: Bool { completion != nil || callback != nil }
