@@ -101,9 +101,8 @@ package struct PendingWrite: @unchecked Sendable {
     /// `nil`: a flush, or a `running` write an ending took in (``startedAt``).
     package var operation: JournalWrite?
     package let completion: UnsafeContinuation<Result<Void, CommandBusError>, Never>?
-    /// Called once the write is durable (or failed), in commit order: on the journal's delivery
-    /// queue, or on the thread of a caller that committed it with its own write. For a caller
-    /// that does not wait (see ``Journal/update(_:whenDurable:)``).
+    /// Called on the journal's delivery queue, in commit order, once the write is durable (or
+    /// failed): for a caller that does not wait (see ``Journal/update(_:whenDurable:)``).
     package var callback: (@Sendable (Result<Void, CommandBusError>) -> Void)?
     /// Somebody is told when it is durable.
     package var isWaited: Bool { completion != nil || callback != nil }
