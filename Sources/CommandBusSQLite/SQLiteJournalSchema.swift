@@ -1,4 +1,4 @@
-/// The journal file's layout (schema version 4) and the steps that bring older files to it.
+/// The journal file's layout (schema version 5) and the steps that bring older files to it.
 ///
 /// A command's entry is two rows. `commands` holds what is known when it is accepted, written
 /// once; `endings` holds how it ended, appended when it ends. Recording an ending is then one
@@ -18,13 +18,16 @@
 /// `unended` and the commands accepted since the sweep.
 package enum SQLiteJournalSchema {
     /// The schema version this code writes.
-    package static let version: Int64 = 4
+    package static let version: Int64 = 5
 
     /// What a new file gets.
     package static var current: String { table(named: "commands") + indexes + endings + "INSERT INTO sweep (through) VALUES (0);\n" }
 
     /// A version 3 file's layout, for tests that make one.
     package static var versionThree: String { table(named: "commands") + versionThreeIndexes }
+
+    /// A version 4 file's layout, for tests that make one.
+    package static var versionFour: String { table(named: "commands") + versionFourIndexes + endings + "INSERT INTO sweep (through) VALUES (0);\n" }
 
     /// The commands table, as version 3 made it. `seq` is the row id without `AUTOINCREMENT`:
     /// rows are never deleted, so the next id is always one past the largest, and an accept does
@@ -60,7 +63,20 @@ package enum SQLiteJournalSchema {
         """
     }
 
+    /// Version 5's indexes. A top-level command is its own tree (its correlation id is its id),
+    /// so `commands_correlation` holds only subcommands: a tree is found by its root's id
+    /// (`commands.id`'s own index) and its subcommands' correlation id
+    /// (``SQLiteJournalStatements/treeCondition``). Every accept of a top-level command, nearly
+    /// all of them, updates two indexes instead of three: one page fewer in its commit, and 16%
+    /// fewer instructions for a raw insert of its row (19,601 against 23,465).
     static let indexes = """
+        CREATE INDEX commands_name ON commands(name, seq);
+        CREATE INDEX commands_correlation ON commands(correlation_id, seq) WHERE correlation_id <> id;
+
+        """
+
+    /// Versions 2 to 4's indexes: every command in `commands_correlation`.
+    static let versionFourIndexes = """
         CREATE INDEX commands_name ON commands(name, seq);
         CREATE INDEX commands_correlation ON commands(correlation_id, seq);
 
@@ -70,7 +86,7 @@ package enum SQLiteJournalSchema {
     /// ending had to update.
     static let versionThreeIndexes = """
         CREATE INDEX commands_unfinished ON commands(state) WHERE state IN ('pending', 'running');
-        """ + "\n" + indexes
+        """ + "\n" + versionFourIndexes
 
     /// Version 4's tables and view. `endings.attempts` counts the attempts of the run that ended,
     /// added to those `commands` kept from earlier runs; the view's `updated_at` is the later of
@@ -149,6 +165,12 @@ package enum SQLiteJournalSchema {
             INSERT INTO unended (seq) SELECT seq FROM commands WHERE state IN ('pending', 'running');
             INSERT INTO sweep (through) VALUES ((SELECT coalesce(max(seq), 0) FROM commands));
             DROP INDEX commands_unfinished;
+
+            """,
+        // Version 5: the correlation index keeps only subcommands (see `indexes`).
+        4: """
+            DROP INDEX commands_correlation;
+            CREATE INDEX commands_correlation ON commands(correlation_id, seq) WHERE correlation_id <> id;
 
             """,
     ]

@@ -30,7 +30,7 @@ extension SQLiteJournalStatements {
         if query.commandName != nil { clauses.append("name = ?1") }
         if query.afterSequence != nil { clauses.append("seq > ?4") }
         if query.throughSequence != nil { clauses.append("seq <= ?5") }
-        if query.correlationID != nil { clauses.append("correlation_id = ?2") }
+        if query.correlationID != nil { clauses.append(Self.treeCondition) }
         if query.createdSince != nil { clauses.append("created_at >= ?3") }
         var sql = "SELECT \(Self.columns) FROM entries"
         if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
@@ -48,6 +48,12 @@ extension SQLiteJournalStatements {
         while try statement.step() { records.append(Self.record(from: statement).record) }
         return records
     }
+
+    /// `correlation_id = ?2`, written so SQLite finds the tree through two indexes: its root by
+    /// `id` and its subcommands through `commands_correlation`, which holds only commands whose
+    /// correlation id is not their own (``SQLiteJournalSchema``). SQLite uses a partial index only
+    /// for a condition that says its `WHERE`; `correlation_id = ?2` alone reads every command.
+    package static let treeCondition = "((id = ?2 AND correlation_id = ?2) OR (correlation_id = ?2 AND correlation_id <> id))"
 
     /// The prepared statement for a query's SQL, kept for the next query of the same shape: a
     /// replay, a listing or the dashboard pages through one, and preparing a query over the
