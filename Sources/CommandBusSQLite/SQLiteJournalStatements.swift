@@ -19,10 +19,6 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     private let sweepBounds: SQLiteStatement
     private let insertUnended: SQLiteStatement
     private let rowInserts: JournalRowInserts
-    /// New commands of the batch being applied, waiting to be inserted together.
-    private var queuedAccepts: [AcceptedCommand] = []
-    /// Endings of the batch being applied, waiting to be inserted together.
-    private var queuedEndings: [QueuedEnding] = []
     /// Row ids of the commands accepted and not yet ended, so their endings name the row by integer key.
     private var rowIDs: [CommandKey: Int64] = [:]
     /// Prepared statements of ``records(_:)``, by their SQL.
@@ -131,59 +127,69 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     /// and any other kind of write inserts both queues first. Only writes about different
     /// commands change places, within the one transaction.
     package func apply(_ writes: [PendingWrite], owner: String) throws(CommandBusError) {
+        var queued = QueuedRows()
         for index in writes.indices {
             guard let operation = writes[index].operation else { continue }
             switch operation {
             case .accept(let command):
-                if queuedEndings.contains(where: { $0.id == command.id }) { try insertQueuedEndings() }
-                queuedAccepts.append(command)
-                if queuedAccepts.count == JournalRowInserts.rowsPerStatement { try insertQueuedAccepts(owner: owner) }
+                if queued.endings.contains(where: { $0.id == command.id }) { try insertQueuedEndings(&queued.endings) }
+                queued.accepts.append(command)
+                if queued.accepts.count == JournalRowInserts.rowsPerStatement { try insertQueuedAccepts(&queued.accepts, owner: owner) }
             case .update(let update):
-                if queuedAccepts.contains(where: { $0.id == update.id }) { try insertQueuedAccepts(owner: owner) }
+                if queued.accepts.contains(where: { $0.id == update.id }) { try insertQueuedAccepts(&queued.accepts, owner: owner) }
                 guard update.state.isTerminal else {
                     try apply(operation, owner: owner, startedAt: writes[index].startedAt)
                     continue
                 }
                 guard let row = try endingRowID(update.id) else { continue }
-                queuedEndings.append(QueuedEnding(id: update.id, row: row, update: update, startedAt: writes[index].startedAt))
-                if queuedEndings.count == JournalRowInserts.rowsPerStatement { try insertQueuedEndings() }
+                queued.endings.append(QueuedEnding(id: update.id, row: row, update: update, startedAt: writes[index].startedAt))
+                if queued.endings.count == JournalRowInserts.rowsPerStatement { try insertQueuedEndings(&queued.endings) }
             default:
-                try insertQueued(owner: owner)
+                try insertQueued(&queued, owner: owner)
                 try apply(operation, owner: owner, startedAt: writes[index].startedAt)
             }
         }
-        try insertQueued(owner: owner)
+        try insertQueued(&queued, owner: owner)
         if endingsSinceSweep >= Self.sweepInterval {
             try sweepOwnCommands()
             endingsSinceSweep = 0
         }
     }
 
-    /// Inserts the queued accepts, then the queued endings (when both are queued they are about
-    /// different commands).
-    private func insertQueued(owner: String) throws(CommandBusError) {
-        try insertQueuedAccepts(owner: owner)
-        try insertQueuedEndings()
+    /// The new commands and endings of the batch being applied, waiting to be inserted together.
+    /// Local to ``apply(_:owner:)``: as stored properties of this class, each write's three looks
+    /// at them were checked for exclusive access at run time, about 300 instructions a command
+    /// on the journal's one writing thread.
+    private struct QueuedRows {
+        var accepts: [AcceptedCommand] = []
+        var endings: [QueuedEnding] = []
     }
 
-    /// Inserts the queued new commands: one statement for several, and the upsert for one alone
-    /// or for a known command among several.
-    private func insertQueuedAccepts(owner: String) throws(CommandBusError) {
-        guard !queuedAccepts.isEmpty else { return }
+    /// Inserts the queued accepts, then the queued endings (when both are queued they are about
+    /// different commands).
+    private func insertQueued(_ queued: inout QueuedRows, owner: String) throws(CommandBusError) {
+        try insertQueuedAccepts(&queued.accepts, owner: owner)
+        try insertQueuedEndings(&queued.endings)
+    }
+
+    /// Inserts the queued new commands (`accepts`, emptied): one statement for several, and the
+    /// upsert for one alone or for a known command among several.
+    private func insertQueuedAccepts(_ accepts: inout [AcceptedCommand], owner: String) throws(CommandBusError) {
+        guard !accepts.isEmpty else { return }
         // Emptied even on a throw: the transaction is rolled back then.
-        defer { queuedAccepts.removeAll(keepingCapacity: true) }
-        guard queuedAccepts.count > 1 else { return try accept(queuedAccepts[0], owner: owner) }
-        let inserted = try rowInserts.insertNew(queuedAccepts[...], owner: owner, acceptedAt: Date().timeIntervalSince1970)
-        if inserted.count == queuedAccepts.count {
-            for (offset, command) in queuedAccepts.enumerated() {
+        defer { accepts.removeAll(keepingCapacity: true) }
+        guard accepts.count > 1 else { return try accept(accepts[0], owner: owner) }
+        let inserted = try rowInserts.insertNew(accepts[...], owner: owner, acceptedAt: Date().timeIntervalSince1970)
+        if inserted.count == accepts.count {
+            for (offset, command) in accepts.enumerated() {
                 rowIDs[CommandKey(command.id)] = inserted.first + Int64(offset)
-                insertedSinceSweep.append(inserted.first + Int64(offset))
             }
+            insertedSinceSweep.append(contentsOf: inserted.first..<(inserted.first + Int64(inserted.count)))
             return
         }
         // Some were known: the new ones have the row ids just given, and the known ones are
         // accepted again one at a time, as the upsert does.
-        for command in queuedAccepts {
+        for command in accepts {
             guard let row = try rowID(command.id), row >= inserted.first else {
                 try accept(command, owner: owner)
                 continue
@@ -193,16 +199,16 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         }
     }
 
-    /// Inserts the queued endings: the rows they end were found as they were queued.
-    private func insertQueuedEndings() throws(CommandBusError) {
-        guard !queuedEndings.isEmpty else { return }
-        defer { queuedEndings.removeAll(keepingCapacity: true) }
-        if queuedEndings.count == 1 {
-            try insertEnding(queuedEndings[0])
+    /// Inserts the queued endings (`endings`, emptied): the rows they end were found as they were queued.
+    private func insertQueuedEndings(_ endings: inout [QueuedEnding]) throws(CommandBusError) {
+        guard !endings.isEmpty else { return }
+        defer { endings.removeAll(keepingCapacity: true) }
+        if endings.count == 1 {
+            try insertEnding(endings[0])
         } else {
-            try rowInserts.insert(queuedEndings[...])
+            try rowInserts.insert(endings[...])
         }
-        endingsSinceSweep += queuedEndings.count
+        endingsSinceSweep += endings.count
     }
 
     /// Sweeps (``SQLiteJournalSchema/sweep``), cheaply when every command past the last sweep was
