@@ -32,10 +32,8 @@ final class JournalWriter: @unchecked Sendable {
     private enum DrainSchedule: Equatable {
         case none
         /// Only writes nobody waits for are queued: they wait for a write somebody does wait for, or
-        /// a few milliseconds. The number names the wait, so a timer armed for an earlier one (whose
-        /// writes a commit took: usually a command's ending took its `running`) does not commit
-        /// this one's early when it fires.
-        case later(UInt64)
+        /// a few milliseconds (the wait numbered `State.waits`).
+        case later
         case now
     }
 
@@ -57,7 +55,9 @@ final class JournalWriter: @unchecked Sendable {
         /// transactions of 30,000 writes), where here its writes go in the next commit.
         var writeAheads: [PendingWrite] = []
         var scheduled = DrainSchedule.none
-        /// The number of the latest wait for company (``DrainSchedule/later(_:)``).
+        /// The number of the latest wait for company (``DrainSchedule/later``), so a timer armed
+        /// for an earlier one (whose writes a commit took: usually a command's ending took its
+        /// `running`) does not commit this one's early when it fires.
         var waits: UInt64 = 0
         /// When the latest wait for company began.
         var waitingSince = ContinuousClock.now
@@ -72,7 +72,7 @@ final class JournalWriter: @unchecked Sendable {
         /// A new wait for company: the timer to arm, unless one is armed already.
         mutating func beginWaiting() -> Next {
             waits &+= 1
-            scheduled = .later(waits)
+            scheduled = .later
             waitingSince = .now
             return timerArmed ? .nothing : armTimer()
         }
@@ -234,8 +234,8 @@ final class JournalWriter: @unchecked Sendable {
         let writes = state.withLock { state -> [PendingWrite] in
             if let timer {
                 state.timerArmed = false
-                guard case .later(let wait) = state.scheduled else { return [] }
-                if wait != timer {
+                guard state.scheduled == .later else { return [] }
+                if state.waits != timer {
                     next = state.armTimer()
                     return []
                 }

@@ -158,7 +158,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
 
     /// The new commands and endings of the batch being applied, waiting to be inserted together.
     /// Local to ``apply(_:owner:)``: as stored properties of this class, each write's three looks
-    /// at them were checked for exclusive access at run time, about 300 instructions a command
+    /// at them were checked for exclusive access at run time, about 200 instructions a command
     /// on the journal's one writing thread.
     private struct QueuedRows {
         var accepts: [AcceptedCommand] = []
@@ -176,7 +176,6 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     /// upsert for one alone or for a known command among several.
     private func insertQueuedAccepts(_ accepts: inout [AcceptedCommand], owner: String) throws(CommandBusError) {
         guard !accepts.isEmpty else { return }
-        // Emptied even on a throw: the transaction is rolled back then.
         defer { accepts.removeAll(keepingCapacity: true) }
         guard accepts.count > 1 else { return try accept(accepts[0], owner: owner) }
         let inserted = try rowInserts.insertNew(accepts[...], owner: owner, acceptedAt: Date().timeIntervalSince1970)
