@@ -24,6 +24,19 @@ struct JournalMigrationTests {
         }
     }
 
+    /// A journal file at `path` laid out as `schema` says, marked as version `version`.
+    static func oldJournal(at path: String, schema: String, version: Int) throws -> SQLiteDatabase {
+        let old = try SQLiteDatabase(path: path, create: true)
+        try old.execute(schema + "PRAGMA application_id = \(SQLiteJournal.applicationID); PRAGMA user_version = \(version);")
+        return old
+    }
+
+    /// Expects SQLite's own check of `database` to find nothing wrong.
+    static func expectIntact(_ database: SQLiteDatabase) throws {
+        let integrity = try database.prepare("PRAGMA integrity_check")
+        #expect(try integrity.step() && integrity.string(0) == "ok")
+    }
+
     @Test(arguments: [1, 2, 3])
     func anOlderJournalIsUpgradedInPlaceAndKeepsItsEntries(version: Int) async throws {
         let work = try TemporaryDirectory("cmdbus-migration")
@@ -31,8 +44,7 @@ struct JournalMigrationTests {
         let path = work.file("journal.sqlite").path
         let schema = Self.schema(version: version)
         try #require(schema.contains("AUTOINCREMENT") == (version < 3) && schema.contains("discarded_at") == (version >= 2))
-        let old = try SQLiteDatabase(path: path, create: true)
-        try old.execute(schema + "PRAGMA application_id = \(SQLiteJournal.applicationID); PRAGMA user_version = \(version);")
+        let old = try Self.oldJournal(at: path, schema: schema, version: version)
         // Sequence numbers with a gap, as a journal whose last rows were rolled back would have;
         // the last entry was left running by a process that is gone (no owner recorded).
         let ids = [UUID(), UUID(), UUID(), UUID()]
@@ -66,17 +78,48 @@ struct JournalMigrationTests {
         #expect(try check.integer("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'commands_%'") == 2)
         #expect(try check.integer("SELECT seq FROM commands WHERE id = '\(ids[2].uuidString)'") == 5)
         #expect(try check.integer("SELECT seq FROM commands WHERE id = '\(added.id.uuidString)'") == 8)
-        let integrity = try check.prepare("PRAGMA integrity_check")
-        #expect(try integrity.step() && integrity.string(0) == "ok")
+        try Self.expectIntact(check)
+    }
+
+    /// A version 4 file's correlation index, which held every command, is rebuilt to hold only
+    /// subcommands, and its trees are found as before (``JournalTreeQueryTests``).
+    @Test func aVersionFourJournalGetsThePartialIndexAndKeepsItsTrees() async throws {
+        let work = try TemporaryDirectory("cmdbus-migration")
+        defer { work.remove() }
+        let path = work.file("journal.sqlite").path
+        let old = try Self.oldJournal(at: path, schema: SQLiteJournalSchema.versionFour, version: 4)
+        let forest = JournalTreeQueryTests.Forest()
+        for (seq, envelope) in forest.all.enumerated() {
+            try old.execute("""
+                INSERT INTO commands (seq, id, name, parent_id, correlation_id, created_at, payload, state, accepted_at, updated_at)
+                VALUES (\(seq + 1), '\(envelope.id.uuidString)', '\(envelope.commandName)',
+                    \(envelope.parentID.map { "'\($0.uuidString)'" } ?? "NULL"), '\(envelope.correlationID.uuidString)', 1, X'7B7D', 'pending', 1, 1);
+                INSERT INTO endings (seq, state, attempts, updated_at) VALUES (\(seq + 1), 'succeeded', 1, 1);
+                """)
+        }
+        try old.execute("UPDATE sweep SET through = \(forest.all.count)")
+        old.close()
+
+        let journal = try SQLiteJournal(path: path)
+        let tree = try await journal.records(JournalQuery(correlationID: forest.root.id))
+        #expect(tree.map(\.envelope.id) == [forest.root, forest.child, forest.grandchild, forest.joined].map(\.id))
+        #expect(tree.allSatisfy { $0.state == .succeeded })
+
+        let check = try SQLiteDatabase(path: path, create: false)
+        defer { check.close() }
+        #expect(try check.integer("PRAGMA user_version") == 5)
+        let index = try check.prepare("SELECT sql FROM sqlite_master WHERE name = 'commands_correlation'")
+        #expect(try index.step() && index.string(0)?.hasSuffix("WHERE correlation_id <> id") == true)
+        // Only the four commands whose correlation id is not their own are in it.
+        #expect(try check.integer("SELECT count(*) FROM commands INDEXED BY commands_correlation WHERE correlation_id <> id") == 4)
+        try Self.expectIntact(check)
     }
 
     @Test func aReadOnlyCommandOnAnOlderJournalSaysHowToUpgradeIt() async throws {
         let work = try TemporaryDirectory("cmdbus-migration")
         defer { work.remove() }
         let path = work.file("journal.sqlite").path
-        let old = try SQLiteDatabase(path: path, create: true)
-        try old.execute(Self.versionTwo + "PRAGMA application_id = \(SQLiteJournal.applicationID); PRAGMA user_version = 2;")
-        old.close()
+        try Self.oldJournal(at: path, schema: Self.versionTwo, version: 2).close()
         let error = #expect(throws: CommandBusError.self) { _ = try SQLiteJournal(path: path, readOnly: true) }
         #expect(error?.message.contains("has journal schema version 2; open it once with any journal command (cmdbus journal list) to upgrade it to version \(SQLiteJournal.schemaVersion)") == true)
     }

@@ -7,6 +7,7 @@ import Testing
 /// holds only the commands whose correlation id is not their own (schema version 5).
 struct JournalTreeQueryTests {
     /// Two trees, a command that joined the first tree without a parent, and a lone command.
+    /// The migration suite journals them in a version 4 file.
     struct Forest {
         let root: CommandEnvelope, child: CommandEnvelope, grandchild: CommandEnvelope, joined: CommandEnvelope
         let otherRoot: CommandEnvelope, otherChild: CommandEnvelope, lone: CommandEnvelope
@@ -60,41 +61,5 @@ struct JournalTreeQueryTests {
         #expect(steps.contains { $0.contains("USING INDEX sqlite_autoindex_commands_1 (id=?)") }, "\(steps)")
         #expect(steps.contains { $0.contains("USING INDEX commands_correlation (correlation_id=?)") }, "\(steps)")
         #expect(!steps.contains { $0.hasPrefix("SCAN c") }, "\(steps)")
-    }
-
-    /// A version 4 file's correlation index, which held every command, is rebuilt to hold only
-    /// subcommands, and its trees are found as before.
-    @Test func aVersionFourJournalGetsThePartialIndexAndKeepsItsTrees() async throws {
-        let work = try TemporaryDirectory("cmdbus-tree")
-        defer { work.remove() }
-        let path = work.file("journal.sqlite").path
-        let old = try SQLiteDatabase(path: path, create: true)
-        try old.execute(SQLiteJournalSchema.versionFour + "PRAGMA application_id = \(SQLiteJournal.applicationID); PRAGMA user_version = 4;")
-        let forest = Forest()
-        for (seq, envelope) in forest.all.enumerated() {
-            try old.execute("""
-                INSERT INTO commands (seq, id, name, parent_id, correlation_id, created_at, payload, state, accepted_at, updated_at)
-                VALUES (\(seq + 1), '\(envelope.id.uuidString)', '\(envelope.commandName)',
-                    \(envelope.parentID.map { "'\($0.uuidString)'" } ?? "NULL"), '\(envelope.correlationID.uuidString)', 1, X'7B7D', 'pending', 1, 1);
-                INSERT INTO endings (seq, state, attempts, updated_at) VALUES (\(seq + 1), 'succeeded', 1, 1);
-                """)
-        }
-        try old.execute("UPDATE sweep SET through = \(forest.all.count)")
-        old.close()
-
-        let journal = try SQLiteJournal(path: path)
-        let tree = try await journal.records(JournalQuery(correlationID: forest.root.id))
-        #expect(tree.map(\.envelope.id) == [forest.root, forest.child, forest.grandchild, forest.joined].map(\.id))
-        #expect(tree.allSatisfy { $0.state == .succeeded })
-
-        let check = try SQLiteDatabase(path: path, create: false)
-        defer { check.close() }
-        #expect(try check.integer("PRAGMA user_version") == 5)
-        let index = try check.prepare("SELECT sql FROM sqlite_master WHERE name = 'commands_correlation'")
-        #expect(try index.step() && index.string(0)?.hasSuffix("WHERE correlation_id <> id") == true)
-        // Only the four commands whose correlation id is not their own are in it.
-        #expect(try check.integer("SELECT count(*) FROM commands INDEXED BY commands_correlation WHERE correlation_id <> id") == 4)
-        let integrity = try check.prepare("PRAGMA integrity_check")
-        #expect(try integrity.step() && integrity.string(0) == "ok")
     }
 }
