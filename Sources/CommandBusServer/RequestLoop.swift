@@ -73,10 +73,8 @@ final class RequestLoop: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         while executor.runQueued(as: generation) {
             let count = wait(&events)
-            if count < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            // Only a broken epoll descriptor fails here (an interrupted wait returns no events).
+            guard count >= 0 else { return }
             for event in events.prefix(Int(count)) {
                 switch event.data.u64 {
                 case Self.wakeID: continue
@@ -90,16 +88,24 @@ final class RequestLoop: @unchecked Sendable {
     /// Waits for events, asking without sleeping for a moment first: a client's next request
     /// often follows its answer within that, and waking a sleeping thread costs tens of
     /// microseconds on a virtual machine.
+    ///
+    /// A wait a signal interrupts returns 0 events: after the process is stopped and continued
+    /// (`kill -STOP`, then `-CONT`; a shell's Ctrl-Z and `fg`; a tracer attaching), Linux ends a
+    /// sleeping `epoll_wait` with `EINTR` though no handler ran. Returned as -1, the driver read
+    /// `errno` after ``LoopExecutor/awake()`` had overwritten it (its `read` of the wake descriptor
+    /// finds nothing: `EAGAIN`), took it for a broken loop and stopped serving.
     private func wait(_ events: inout [epoll_event]) -> Int32 {
         let spinUntil = ContinuousClock.now + LineSocketReader.spin
         while true {
             let count = epoll_wait(epoll, &events, Int32(events.count), 0)
-            if count != 0 { return count }
+            if count > 0 || count < 0 && errno != EINTR { return count }
             if executor.hasQueued { return 0 }
             if ContinuousClock.now >= spinUntil {
                 guard executor.prepareToSleep() else { return 0 }
-                defer { executor.awake() }
-                return epoll_wait(epoll, &events, Int32(events.count), -1)
+                let count = epoll_wait(epoll, &events, Int32(events.count), -1)
+                let interrupted = count < 0 && errno == EINTR
+                executor.awake()
+                return interrupted ? 0 : count
             }
         }
     }

@@ -137,6 +137,27 @@ struct ServerTests {
         #expect(!FileManager.default.fileExists(atPath: server.socket))
     }
 
+    /// A server stopped and continued (Ctrl-Z and `fg`, `kill -STOP` and `-CONT`) goes on
+    /// serving: Linux ends its loop's sleeping `epoll_wait` with `EINTR`, which once stopped the loop.
+    @Test func aServerStoppedAndContinuedGoesOnServing() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let send = """
+            s, f = connect()
+            print(ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["ok"])
+            """
+        #expect(try await server.client(send) == "True\n")
+        for _ in 0..<3 {
+            // Long enough for the loop to stop spinning and sleep in epoll_wait.
+            try await Task.sleep(for: .milliseconds(200))
+            server.process.send(SIGSTOP)
+            try await Task.sleep(for: .milliseconds(50))
+            server.process.send(SIGCONT)
+        }
+        #expect(try await server.client(send) == "True\n")
+        await server.stop()
+    }
+
     @Test func aStaleSocketIsReplaced() async throws {
         let work = try TemporaryDirectory("cmdbus-serve")
         defer { work.remove() }
