@@ -85,6 +85,25 @@ package final class AcceptedCommand: @unchecked Sendable {
         values = UnsafeRawBufferPointer(buffer)
     }
 
+    /// A command read back from the journal's log (``JournalWriteCoding``): `values` is copied,
+    /// and each part must lie within it.
+    init(
+        id: UUID, createdAt: Double, values: [UInt8],
+        idText: Part, name: Part, parentText: Part?, correlationText: Part, metadataText: Part?, payload: Part
+    ) {
+        self.id = id
+        self.createdAt = createdAt
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: values.count, alignment: 1)
+        buffer.copyBytes(from: values)
+        self.values = UnsafeRawBufferPointer(buffer)
+        self.idText = idText
+        self.name = name
+        self.parentText = parentText
+        self.correlationText = correlationText
+        self.metadataText = metadataText
+        self.payload = payload
+    }
+
     deinit { values.deallocate() }
 
     /// Copies `text`'s UTF-8 bytes to `destination`.

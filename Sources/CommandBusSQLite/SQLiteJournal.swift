@@ -80,7 +80,24 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
             try database.execute("PRAGMA synchronous = FULL")
         }
         let statements = try SQLiteJournalStatements(database, readOnly: readOnly)
-        writer = JournalWriter(statements: statements, durability: durability, owner: owner.text, startLater: unwaitedWriteTimer)
+        let log = readOnly ? nil : try Self.openLog(path: path, statements: statements, keep: durability == .deferred)
+        writer = JournalWriter(statements: statements, durability: durability, owner: owner.text, log: log, startLater: unwaitedWriteTimer)
+    }
+
+    /// Applies whatever the journal's log (``JournalLog``) holds, and returns the log, emptied and
+    /// locked, if `keep` (a `.deferred` journal); else removes it. `nil` if there is none to apply
+    /// and none to keep, or another live process keeps it (it applies what it holds itself).
+    private static func openLog(path: String, statements: SQLiteJournalStatements, keep: Bool) throws(CommandBusError) -> JournalLog? {
+        let exists = JournalLog.paths(journal: path).contains { FileSystem.kind(of: $0) != .missing }
+        guard keep || exists, let log = try JournalLog(journal: path) else { return nil }
+        let entries = log.storedEntries()
+        if !entries.isEmpty { try statements.applyLogged(entries) }
+        guard keep else {
+            log.remove()
+            return nil
+        }
+        try log.reset()
+        return log
     }
 
     private static func makeParentDirectory(of path: String) throws(CommandBusError) {
@@ -186,12 +203,14 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// Stores a newly accepted command without waiting: `whenDurable` is called on the journal's
     /// thread once it is durable, after the commit it joined. Such write-aheads (a posted
     /// command's) commit after the journal's other writes, a few thousand at a time, so that a
-    /// burst of posts does not hold up a `send` behind all of them.
+    /// burst of posts does not hold up a `send` behind all of them. A `.deferred` journal that
+    /// keeps a log (``JournalLog``) calls it before returning, once the log has the write.
     public func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
         writer.writeAhead(AcceptedCommand(envelope, payload: payload), whenDurable: whenDurable)
     }
 
-    /// Records a transition without waiting: `whenDurable` is called on the journal's thread once it is durable.
+    /// Records a transition without waiting: `whenDurable` is called on the journal's thread once
+    /// it is durable (with a log, on the thread that synced it: often the caller's, before this returns).
     public func update(_ update: JournalUpdate, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
         writer.write(.update(update), whenDurable: whenDurable)
     }

@@ -118,6 +118,26 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         return try findRow.step() ? findRow.int64(0) : nil
     }
 
+    /// Applies what a journal's log held (``JournalLog``) in one synced transaction, in the log's
+    /// order. SQLite may hold any of it already (the process died after its commits; a power cut
+    /// took only what SQLite had not synced), so each write must leave a journal that has it as it
+    /// was: an accept of a command the journal knows is skipped (where applied it would accept the
+    /// command again, dropping its ending), and the other writes change nothing the second time.
+    func applyLogged(_ entries: [JournalLogEntry]) throws(CommandBusError) {
+        try setSyncAtCommit(true)
+        try begin()
+        do throws(CommandBusError) {
+            for entry in entries {
+                if case .accept(let command) = entry.write, try rowID(command.id) != nil { continue }
+                try apply([PendingWrite(operation: entry.write, completion: nil)], owner: entry.owner)
+            }
+            try commit()
+        } catch {
+            rollback()
+            throw error
+        }
+    }
+
     /// Applies a batch of writes in one transaction's worth of statements (a write's `operation`
     /// and `startedAt`; `nil` operations are skipped).
     ///

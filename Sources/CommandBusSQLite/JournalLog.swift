@@ -1,0 +1,244 @@
+import CommandBus
+import CommandBusSupport
+import Glibc
+import Synchronization
+
+/// The log in front of a `.deferred` SQLite journal: each write is appended to a small file
+/// before SQLite sees it, and a write somebody waits for is made durable by syncing that file,
+/// a few hundred bytes, where a synced SQLite commit flushes every page the command touched
+/// (about 20 KiB: the command's row, its index entries and its ending, in the write-ahead log).
+/// SQLite then commits the same writes without syncing, off the caller's path; a later synced
+/// commit (a checkpoint of this log) makes them durable there.
+///
+/// Two files, `PATH-log.0` and `PATH-log.1`, take turns. Records are appended to the active one;
+/// past ``switchSize`` it is synced and the other becomes active, overwritten from its start in a
+/// new generation, once SQLite has synced every write of that other file (the writer tells the
+/// log so: ``checkpointed(_:)``). Opening the journal applies whatever both files hold
+/// (``SQLiteJournalStatements/applyLogged(_:)``): a process that dies, or a power cut, loses
+/// nothing the log made durable.
+///
+/// One process at a time keeps the log: it holds an exclusive `flock` on `PATH-log.0` while it
+/// lives. Another process that opens the journal meanwhile syncs through SQLite, as before.
+final class JournalLog: @unchecked Sendable {
+    /// Past this many bytes, the active file is synced and the other takes over (if SQLite has synced its writes).
+    static let switchSize = 1 << 20
+
+    /// The journal the log is in front of.
+    let journalPath: String
+    /// The two files.
+    let paths: [String]
+    private let descriptors: [Int32]
+    private let state: Mutex<State>
+
+    private struct Waiter {
+        let position: UInt64
+        let notify: @Sendable (Result<Void, CommandBusError>) -> Void
+    }
+
+    private struct State {
+        /// The file records are appended to, and where in it the next goes.
+        var active = 0
+        var offset = 0
+        var generation: UInt32
+        /// Bytes appended since the log opened, over both files: a record's position is this after it.
+        var appended: UInt64 = 0
+        /// Every record up to this position is durable.
+        var synced: UInt64 = 0
+        /// A thread is syncing (and syncs again while anyone waits for more).
+        var syncing = false
+        var waiters: [Waiter] = []
+        /// Whether SQLite has synced every write in each file, so it may be overwritten.
+        var reusable = [true, true]
+        /// A write or sync failed: the log is no longer trusted, and every later write fails with this.
+        var failure: CommandBusError?
+    }
+
+    /// The two files' paths for the journal at `path`.
+    static func paths(journal path: String) -> [String] { [path + "-log.0", path + "-log.1"] }
+
+    /// Opens (creating) the journal's log and takes its lock; `nil` if another live process holds it.
+    /// The files keep what they hold: read it with ``storedEntries()``, then ``reset()``.
+    /// - Throws: `journalFailed` if the files cannot be opened or locked.
+    init?(journal path: String) throws(CommandBusError) {
+        journalPath = path
+        paths = Self.paths(journal: path)
+        guard let first = try Self.lockedFirstFile(paths[0], journal: path) else { return nil }
+        let second = open(paths[1], O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard second >= 0 else {
+            let cause = Self.errorText()
+            close(first)
+            throw .journalFailed(path, "cannot open its log \(paths[1]): \(cause); check the directory's permissions")
+        }
+        descriptors = [first, second]
+        state = Mutex(State(generation: 1))
+    }
+
+    /// Opens `file` and takes its lock; `nil` if another live process holds it. A process that
+    /// takes the lock of a file another has just removed (one that closed its log, below) opens
+    /// the path again, so that two processes never each lock a file of their own.
+    private static func lockedFirstFile(_ file: String, journal path: String) throws(CommandBusError) -> Int32? {
+        while true {
+            let descriptor = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                throw .journalFailed(path, "cannot open its log \(file): \(errorText()); check the directory's permissions")
+            }
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                let busy = errno == EWOULDBLOCK
+                let cause = errorText()
+                close(descriptor)
+                if busy { return nil }
+                throw .journalFailed(path, "cannot lock its log \(file): \(cause)")
+            }
+            var opened = stat(), named = stat()
+            if fstat(descriptor, &opened) == 0, stat(file, &named) == 0, opened.st_ino == named.st_ino, opened.st_dev == named.st_dev {
+                return descriptor
+            }
+            close(descriptor)
+        }
+    }
+
+    /// Removes both files, while this process holds the lock: for a journal that keeps no log
+    /// once it has applied what one left.
+    func remove() {
+        unlink(paths[1])
+        unlink(paths[0])
+    }
+
+    deinit {
+        // Closing the first file lets go of the lock.
+        descriptors.forEach { close($0) }
+    }
+
+    /// The writes both files hold, oldest generation first.
+    func storedEntries() -> [JournalLogEntry] {
+        let files = paths.compactMap { path -> (generation: UInt32, bytes: [UInt8])? in
+            guard let bytes = FileSystem.readAll(path), let generation = JournalLogRecord.firstGeneration(bytes) else { return nil }
+            return (generation, bytes)
+        }
+        return files.sorted { $0.generation < $1.generation }.flatMap { JournalLogRecord.scan($0.bytes, generation: $0.generation) }
+    }
+
+    /// Empties both files (their writes are durable in SQLite) and starts a generation after any
+    /// they held, in the first file. Each file is written through with zeros first: a sync that
+    /// overwrites written blocks writes only them, where one into a new or allocated-but-unwritten
+    /// block also commits the file system's journal, and with it every other file's pending
+    /// blocks (SQLite's write-ahead log's among them).
+    func reset() throws(CommandBusError) {
+        let newest = paths.compactMap { FileSystem.readAll($0).flatMap(JournalLogRecord.firstGeneration) }.max() ?? 0
+        let zeros = [UInt8](repeating: 0, count: Self.capacity)
+        for (index, descriptor) in descriptors.enumerated() {
+            let written = zeros.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+            guard ftruncate(descriptor, off_t(Self.capacity)) == 0, written == zeros.count, fsync(descriptor) == 0 else {
+                throw .journalFailed(journalPath, "cannot empty its log \(paths[index]): \(Self.errorText()); check the disk's free space")
+            }
+        }
+        state.withLock { state in
+            state.active = 0
+            state.offset = 0
+            state.generation = newest &+ 1 == 0 ? 1 : newest &+ 1
+            state.reusable = [true, true]
+        }
+    }
+
+    /// Each file's size, written through: the switch size and room for the record that passes it.
+    static let capacity = switchSize + (64 << 10)
+
+    /// Appends `record` (``JournalLogRecord/encode(_:owner:)``) to the active file, and returns
+    /// its position (for ``sync(through:then:)``) and, if the files switched after it, the one
+    /// just retired: once SQLite has synced its writes, call ``checkpointed(_:)`` with it.
+    /// The record is in the operating system's hands when this returns: a process that dies keeps it.
+    func append(_ record: consuming [UInt8]) throws(CommandBusError) -> (position: UInt64, retired: Int?) {
+        var record = record
+        return try state.withLock { state throws(CommandBusError) -> (position: UInt64, retired: Int?) in
+            if let failure = state.failure { throw failure }
+            JournalLogRecord.stamp(&record, generation: state.generation)
+            let descriptor = descriptors[state.active]
+            var written = 0
+            while written < record.count {
+                let count = record.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + written, $0.count - written, off_t(state.offset + written)) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { throw .journalFailed(journalPath, "cannot write its log \(paths[state.active]): \(Self.errorText()); check the disk's free space") }
+                written += count
+            }
+            state.offset += record.count
+            state.appended += UInt64(record.count)
+            let position = state.appended
+            guard state.offset > Self.switchSize, state.reusable[1 - state.active] else { return (position, nil) }
+            // The file is full: sync it (its records are durable, whoever waits for them) and turn to the other.
+            guard fdatasync(descriptor) == 0 else {
+                let failure = CommandBusError.journalFailed(journalPath, "cannot sync its log \(paths[state.active]): \(Self.errorText())")
+                state.failure = failure
+                throw failure
+            }
+            state.synced = max(state.synced, state.appended)
+            let retired = state.active
+            state.reusable[retired] = false
+            state.active = 1 - retired
+            state.offset = 0
+            state.generation &+= 1
+            return (position, retired)
+        }
+    }
+
+    /// SQLite has synced every write of file `index`: it may be overwritten.
+    func checkpointed(_ index: Int) {
+        state.withLock { $0.reusable[index] = true }
+    }
+
+    /// Calls `notify` once every record up to `position` is durable. One thread syncs at a time,
+    /// for every record appended so far: whoever asks while it syncs waits for its next sync
+    /// (group commit). The first to ask syncs on its own thread.
+    func sync(through position: UInt64, then notify: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        enum Step { case told(Result<Void, CommandBusError>), wait, lead }
+        let step = state.withLock { state -> Step in
+            if let failure = state.failure { return .told(.failure(failure)) }
+            if state.synced >= position { return .told(.success(())) }
+            state.waiters.append(Waiter(position: position, notify: notify))
+            if state.syncing { return .wait }
+            state.syncing = true
+            return .lead
+        }
+        switch step {
+        case .told(let result): notify(result)
+        case .wait: return
+        case .lead: syncWhileWaitedFor()
+        }
+    }
+
+    /// Waits until every record up to `position` is durable.
+    func sync(through position: UInt64) async throws(CommandBusError) {
+        let result: Result<Void, CommandBusError> = await withUnsafeContinuation { continuation in
+            sync(through: position) { continuation.resume(returning: $0) }
+        }
+        try result.get()
+    }
+
+    /// Syncs the active file for everything appended, tells whoever that covers, and goes on while anyone waits.
+    private func syncWhileWaitedFor() {
+        while true {
+            let (active, target) = state.withLock { ($0.active, $0.appended) }
+            let failed: CommandBusError? = fdatasync(descriptors[active]) == 0
+                ? nil : .journalFailed(journalPath, "cannot sync its log \(paths[active]): \(Self.errorText())")
+            let (ready, result, done) = state.withLock { state -> ([Waiter], Result<Void, CommandBusError>, Bool) in
+                if let failed { state.failure = failed }
+                let ready: [Waiter]
+                if let failure = state.failure {
+                    // After a failed sync the kernel may have dropped the pages: nothing since is trusted.
+                    ready = state.waiters
+                    state.waiters = []
+                    state.syncing = false
+                    return (ready, .failure(failure), true)
+                }
+                state.synced = max(state.synced, target)
+                ready = state.waiters.filter { $0.position <= state.synced }
+                state.waiters.removeAll { $0.position <= state.synced }
+                if state.waiters.isEmpty { state.syncing = false }
+                return (ready, .success(()), state.waiters.isEmpty)
+            }
+            for waiter in ready { waiter.notify(result) }
+            if done { return }
+        }
+    }
+
+    private static func errorText() -> String { String(cString: strerror(errno)) }
+}

@@ -1,0 +1,181 @@
+@testable import CommandBusSQLite
+import CommandBus
+import Foundation
+import Testing
+
+/// The log in front of a `.deferred` SQLite journal (``JournalLog``): its records, its two files,
+/// and what opening a journal makes of what a log left, on real files.
+struct JournalLogTests {
+    static let owner = "4242:1700000000"
+
+    static func accept(payload: Int = 16, parent: CommandEnvelope? = nil) -> AcceptedCommand {
+        let envelope = CommandEnvelope(commandName: parent == nil ? "greet" : "greet.child", parent: parent, metadata: ["who": "test"])
+        return AcceptedCommand(envelope, payload: Data(repeating: UInt8(ascii: "x"), count: payload))
+    }
+
+    /// Every kind of write comes back from its record as it went in, and an accept with its owner.
+    @Test func eachKindOfWriteComesBackFromItsRecord() throws {
+        let parent = CommandEnvelope(commandName: "greet")
+        let command = AcceptedCommand(parent, payload: Data("{}".utf8)), child = Self.accept(parent: parent)
+        var ending = JournalUpdate(id: command.id, state: .failed, attempts: 3, result: Data("{\"a\":1}".utf8), at: Date(timeIntervalSince1970: 1_700_000_000.25))
+        ending.errorCode = "handlerFailed"
+        ending.errorMessage = "it broke: ünïcode"
+        let writes: [JournalWrite] = [
+            .accept(command), .accept(child), .update(ending),
+            .update(JournalUpdate(id: child.id, state: .running, attempts: 1)),
+            .linkUndo(undo: child.id, original: command.id), .exclude(command.id, true),
+            .markFailed(child.id, code: "stale", message: "no longer decodes"), .discard(child.id),
+        ]
+        var bytes: [UInt8] = []
+        for write in writes {
+            var record = JournalLogRecord.encode(write, owner: Self.owner)
+            JournalLogRecord.stamp(&record, generation: 7)
+            bytes += record
+        }
+        let entries = JournalLogRecord.scan(bytes, generation: 7)
+        #expect(entries.map { Self.describe($0.write) } == writes.map(Self.describe))
+        #expect(entries.map(\.owner) == [Self.owner, Self.owner, "", "", "", "", "", ""])
+        #expect(JournalLogRecord.scan(bytes, generation: 8).isEmpty)
+    }
+
+    /// A record cut short, or with one byte changed, ends the scan there; the records before it stand.
+    @Test(arguments: ["torn", "flipped", "zeros"])
+    func aDamagedRecordEndsTheScan(damage: String) {
+        var bytes: [UInt8] = []
+        for _ in 0..<3 {
+            var record = JournalLogRecord.encode(.accept(Self.accept()), owner: Self.owner)
+            JournalLogRecord.stamp(&record, generation: 1)
+            bytes += record
+        }
+        let recordSize = bytes.count / 3
+        switch damage {
+        case "torn": bytes.removeLast(5)
+        case "flipped": bytes[2 * recordSize + JournalLogRecord.headerSize + 20] ^= 0x01
+        default: bytes += [UInt8](repeating: 0, count: 4_096)
+        }
+        #expect(JournalLogRecord.scan(bytes, generation: 1).count == (damage == "zeros" ? 3 : 2))
+    }
+
+    /// Past its switch size the log syncs its file and turns to the other, in a new generation;
+    /// it turns back only once the first is checkpointed, and overwrites it from the start. What
+    /// the files hold reads back oldest generation first, without the overwritten records.
+    @Test func theTwoFilesTakeTurnsAndReadBackInOrder() throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path))
+        try log.reset()
+        var appended: [UUID] = [], retirements: [Int] = [], inFirstFile = 0
+        func append() throws {
+            let command = Self.accept(payload: 16_000)
+            let inFirst = retirements.isEmpty
+            appended.append(command.id)
+            let (_, retired) = try log.append(JournalLogRecord.encode(.accept(command), owner: Self.owner))
+            if let retired { retirements.append(retired) }
+            if inFirst { inFirstFile = appended.count }
+        }
+        let perFile = JournalLog.switchSize / 16_100 + 1
+        for _ in 0..<(perFile * 2) { try append() }
+        #expect(retirements == [0], "file 1 filled up, but file 0 is not checkpointed yet")
+        log.checkpointed(0)
+        try append()
+        #expect(retirements == [0, 1])
+        try append()
+        let ids = log.storedEntries().compactMap { entry -> UUID? in
+            if case .accept(let command) = entry.write { return command.id }
+            return nil
+        }
+        // File 1 whole (generation 2), then the one record of generation 3 over file 0's first.
+        #expect(ids.count == appended.count - inFirstFile && ids == Array(appended[inFirstFile...]), "\(ids.count) ids, \(inFirstFile) first")
+    }
+
+    /// A second process, or a second journal in this one, finds the log locked and syncs through SQLite instead.
+    @Test func aSecondOpenerOfTheSameJournalFindsTheLogLocked() throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let path = directory.file("journal.sqlite").path
+        let first = try #require(try JournalLog(journal: path))
+        #expect(try JournalLog(journal: path) == nil)
+        _ = first
+    }
+
+    /// A power cut can take what SQLite had not synced, but not what the log had: a journal
+    /// restored to before the cut, with the log beside it, gets back every write the log made
+    /// durable, and the command still in flight keeps its owner.
+    @Test func openingAJournalAppliesWhatItsLogHeld() async throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let live = try directory.subdirectory("live"), restored = try directory.subdirectory("restored")
+        let path = live.file("journal.sqlite").path
+        let journal = try SQLiteJournal(path: path, durability: .deferred)
+        let before = CommandEnvelope(commandName: "ping")
+        try await journal.accept(before, payload: Data("{}".utf8))
+        try await journal.update(JournalUpdate(id: before.id, state: .succeeded, attempts: 1, result: Data("1".utf8)), waitUntilDurable: true)
+        try await journal.flush()
+        // What SQLite had synced: the file as it stands (after the flush's synced commit).
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try FileManager.default.copyItem(atPath: path + suffix, toPath: restored.file("journal.sqlite" + suffix).path)
+        }
+        let ended = CommandEnvelope(commandName: "ping"), running = CommandEnvelope(commandName: "ping")
+        try await journal.accept(ended, payload: Data("{\"n\":2}".utf8))
+        try await journal.update(JournalUpdate(id: ended.id, state: .running, attempts: 1), waitUntilDurable: false)
+        try await journal.update(JournalUpdate(id: ended.id, state: .succeeded, attempts: 1, result: Data("2".utf8)), waitUntilDurable: true)
+        try await journal.accept(running, payload: Data("{\"n\":3}".utf8))
+        try await journal.update(JournalUpdate(id: running.id, state: .running, attempts: 1), waitUntilDurable: false)
+        try await journal.setExcluded(before.id, true)
+        for index in 0..<2 {
+            try FileManager.default.copyItem(atPath: path + "-log.\(index)", toPath: restored.file("journal.sqlite-log.\(index)").path)
+        }
+
+        let recovered = try SQLiteJournal(path: restored.file("journal.sqlite").path)
+        let endedRecord = try #require(try await recovered.record(ended.id))
+        #expect(endedRecord.state == .succeeded && endedRecord.result == Data("2".utf8) && endedRecord.payload == Data("{\"n\":2}".utf8))
+        #expect(try await recovered.record(running.id)?.state == .running)
+        #expect(try await recovered.record(before.id)?.excluded == true)
+        // The restored file's own entry is not accepted again (which would drop its ending).
+        #expect(try await recovered.record(before.id)?.state == .succeeded)
+        let database = try SQLiteDatabase(path: restored.file("journal.sqlite").path, create: false, readOnly: true)
+        let owner = try database.prepare("SELECT owner FROM commands WHERE id = '\(running.id.uuidString)'")
+        #expect(try owner.step() && owner.string(0) == ProcessIdentity.current.text)
+        database.close()
+        // A journal that keeps no log removes the files once it has applied them.
+        #expect(!FileManager.default.fileExists(atPath: restored.file("journal.sqlite-log.0").path))
+    }
+
+    /// A `.deferred` journal syncs its log, not SQLite: no commit of a command's writes syncs,
+    /// and a read in the same process sees every write its caller has heard of.
+    @Test func aDeferredJournalsCommitsDoNotSync() async throws {
+        let recorded = try JournalCommitTests.Recorded(.deferred)
+        defer { recorded.directory.remove() }
+        let command = JournalCommitTests.envelope()
+        try await recorded.accept(command)
+        try await recorded.start(command)
+        try await recorded.end(command)
+        #expect(try await recorded.journal.record(command.id)?.state == .succeeded)
+        #expect(!recorded.commits.isEmpty && recorded.commits.allSatisfy { !$0.synced })
+        #expect(FileManager.default.fileExists(atPath: recorded.journal.path + "-log.0"))
+        let reader = try SQLiteJournal(path: recorded.journal.path, create: false, readOnly: true)
+        #expect(try await reader.record(command.id)?.state == .succeeded)
+    }
+
+    static func describe(_ write: JournalWrite) -> String {
+        switch write {
+        case .accept(let command):
+            let values = Array(command.values)
+            func text(_ part: AcceptedCommand.Part?) -> String {
+                part.map { String(decoding: values[$0.start..<($0.start + $0.count)], as: UTF8.self) } ?? "-"
+            }
+            return "accept \(command.id) \(command.createdAt) \(text(command.idText)) \(text(command.name)) \(text(command.parentText)) "
+                + "\(text(command.correlationText)) \(text(command.metadataText)) \(text(command.payload))"
+        case .update(let update):
+            return "update \(update)"
+        case .linkUndo(let undo, let original):
+            return "link \(undo) \(original)"
+        case .exclude(let id, let excluded):
+            return "exclude \(id) \(excluded)"
+        case .markFailed(let id, let code, let message):
+            return "failed \(id) \(code) \(message)"
+        case .discard(let id):
+            return "discard \(id)"
+        }
+    }
+}
