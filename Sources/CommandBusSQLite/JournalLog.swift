@@ -20,8 +20,11 @@ import Synchronization
 /// One process at a time keeps the log: it holds an exclusive `flock` on `PATH-log.0` while it
 /// lives. Another process that opens the journal meanwhile syncs through SQLite, as before.
 final class JournalLog: @unchecked Sendable {
-    /// Past this many bytes, the active file is synced and the other takes over (if SQLite has synced its writes).
-    static let switchSize = 1 << 20
+    /// Past this many bytes (1 MiB unless a test says otherwise), the active file is synced and
+    /// the other takes over (if SQLite has synced its writes).
+    let switchSize: Int
+    /// Each file's size, written through: the switch size and room for the record that passes it.
+    var capacity: Int { switchSize + (64 << 10) }
 
     /// The journal the log is in front of.
     let journalPath: String
@@ -59,8 +62,9 @@ final class JournalLog: @unchecked Sendable {
     /// Opens (creating) the journal's log and takes its lock; `nil` if another live process holds it.
     /// The files keep what they hold: read it with ``storedEntries()``, then ``reset()``.
     /// - Throws: `journalFailed` if the files cannot be opened or locked.
-    init?(journal path: String) throws(CommandBusError) {
+    init?(journal path: String, switchSize: Int = 1 << 20) throws(CommandBusError) {
         journalPath = path
+        self.switchSize = switchSize
         paths = Self.paths(journal: path)
         guard let first = try Self.lockedFirstFile(paths[0], journal: path) else { return nil }
         let second = open(paths[1], O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -119,16 +123,22 @@ final class JournalLog: @unchecked Sendable {
     }
 
     /// Empties both files (their writes are durable in SQLite) and starts a generation after any
-    /// they held, in the first file. Each file is written through with zeros first: a sync that
+    /// they held, in the first file.
+    ///
+    /// A file shorter than ``capacity`` is written through with zeros first: a sync that
     /// overwrites written blocks writes only them, where one into a new or allocated-but-unwritten
     /// block also commits the file system's journal, and with it every other file's pending
-    /// blocks (SQLite's write-ahead log's among them).
+    /// blocks (SQLite's write-ahead log's among them). A file written through before is emptied
+    /// by zeroing its first record's header, which no scan reads past: a one-shot command that
+    /// opens a deferred journal writes 2 MiB the first time, and 32 bytes after.
     func reset() throws(CommandBusError) {
         let newest = paths.compactMap { FileSystem.readAll($0).flatMap(JournalLogRecord.firstGeneration) }.max() ?? 0
-        let zeros = [UInt8](repeating: 0, count: Self.capacity)
         for (index, descriptor) in descriptors.enumerated() {
+            var info = stat()
+            let size = fstat(descriptor, &info) == 0 ? Int(info.st_size) : 0
+            let zeros = [UInt8](repeating: 0, count: size < capacity ? capacity : JournalLogRecord.headerSize)
             let written = zeros.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
-            guard ftruncate(descriptor, off_t(Self.capacity)) == 0, written == zeros.count, fsync(descriptor) == 0 else {
+            guard written == zeros.count, fdatasync(descriptor) == 0 else {
                 throw .journalFailed(journalPath, "cannot empty its log \(paths[index]): \(Self.errorText()); check the disk's free space")
             }
         }
@@ -139,9 +149,6 @@ final class JournalLog: @unchecked Sendable {
             state.reusable = [true, true]
         }
     }
-
-    /// Each file's size, written through: the switch size and room for the record that passes it.
-    static let capacity = switchSize + (64 << 10)
 
     /// Appends `record` (``JournalLogRecord/encode(_:owner:)``) to the active file, and returns
     /// its position (for ``sync(through:then:)``) and, if the files switched after it, the one
@@ -163,7 +170,7 @@ final class JournalLog: @unchecked Sendable {
             state.offset += record.count
             state.appended += UInt64(record.count)
             let position = state.appended
-            guard state.offset > Self.switchSize, state.reusable[1 - state.active] else { return (position, nil) }
+            guard state.offset > switchSize, state.reusable[1 - state.active] else { return (position, nil) }
             // The file is full: sync it (its records are durable, whoever waits for them) and turn to the other.
             guard fdatasync(descriptor) == 0 else {
                 let failure = CommandBusError.journalFailed(journalPath, "cannot sync its log \(paths[state.active]): \(Self.errorText())")
