@@ -54,8 +54,12 @@ struct LoopExecutorTests {
         let drivers = Drivers()
         executor.start { generation in drivers.drive(executor, as: generation) }
         let order = Order()
+        // The blocker holds the loop until the quick job has run, however long the machine takes
+        // to get to it (a fixed 1.5 s hold ended first in full, parallel runs): without a
+        // takeover the quick job never runs, and the time limit fails the test.
+        let gate = Gate()
         let blocker = Task(executorPreference: executor) { () -> pthread_t in
-            usleep(1_500_000)
+            gate.hold()
             order.append("blocker")
             return pthread_self()
         }
@@ -64,6 +68,7 @@ struct LoopExecutorTests {
             order.append("quick")
             return pthread_self()
         }.value
+        gate.open.store(true, ordering: .releasing)
         let blocked = await blocker.value
         #expect(order.all == ["quick", "blocker"])
         #expect(executor.takeovers == 1)
