@@ -69,9 +69,9 @@ final class JournalLog: @unchecked Sendable {
         guard let first = try Self.lockedFirstFile(paths[0], journal: path) else { return nil }
         let second = open(paths[1], O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard second >= 0 else {
-            let cause = Self.errorText()
+            let failure = Self.openFailure(paths[1], journal: path)
             close(first)
-            throw .journalFailed(path, "cannot open its log \(paths[1]): \(cause); check the directory's permissions")
+            throw failure
         }
         descriptors = [first, second]
         state = Mutex(State(generation: 1))
@@ -83,9 +83,7 @@ final class JournalLog: @unchecked Sendable {
     private static func lockedFirstFile(_ file: String, journal path: String) throws(CommandBusError) -> Int32? {
         while true {
             let descriptor = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard descriptor >= 0 else {
-                throw .journalFailed(path, "cannot open its log \(file): \(errorText()); check the directory's permissions")
-            }
+            guard descriptor >= 0 else { throw openFailure(file, journal: path) }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
                 let busy = errno == EWOULDBLOCK
                 let cause = errorText()
@@ -248,4 +246,12 @@ final class JournalLog: @unchecked Sendable {
     }
 
     private static func errorText() -> String { String(cString: strerror(errno)) }
+
+    /// Why a log file would not open (read `errno` at once), and what to do.
+    private static func openFailure(_ file: String, journal path: String) -> CommandBusError {
+        if errno == EISDIR {
+            return .journalFailed(path, "cannot open its log \(file): it is a directory; move it away, the journal keeps its log there")
+        }
+        return .journalFailed(path, "cannot open its log \(file): \(errorText()); check the directory's permissions")
+    }
 }

@@ -150,6 +150,25 @@ struct JournalLogTests {
         #expect(!FileManager.default.fileExists(atPath: restored.file("journal.sqlite-log.0").path))
     }
 
+    /// What sits where the log goes is never trusted: random bytes apply nothing and are
+    /// emptied; a directory is refused in one line that says what to do.
+    @Test func aLogOfRandomBytesAppliesNothingAndADirectoryIsRefused() async throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let path = directory.file("journal.sqlite").path
+        var generator = SystemRandomNumberGenerator()
+        try Data((0..<5_000).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: URL(fileURLWithPath: path + "-log.0"))
+        let journal = try SQLiteJournal(path: path, durability: .deferred)
+        #expect(try await journal.records(JournalQuery()).isEmpty)
+        #expect(try #require(try JournalLog(journal: directory.file("other.sqlite").path)).storedEntries().isEmpty)
+
+        let blocked = directory.file("blocked.sqlite").path
+        try FileManager.default.createDirectory(atPath: blocked + "-log.0", withIntermediateDirectories: false)
+        #expect(throws: CommandBusError.journalFailed(blocked, "cannot open its log \(blocked)-log.0: it is a directory; move it away, the journal keeps its log there")) {
+            _ = try SQLiteJournal(path: blocked, durability: .deferred)
+        }
+    }
+
     /// A `.deferred` journal syncs its log, not SQLite: no commit of a command's writes syncs,
     /// and a read in the same process sees every write its caller has heard of.
     @Test func aDeferredJournalsCommitsDoNotSync() async throws {
