@@ -72,6 +72,7 @@ enum JournalLogRecord {
 
 /// CRC-32 (IEEE 802.3, reflected, as zlib computes it).
 struct CRC32 {
+    /// The checksum of the bytes so far.
     private(set) var value: UInt32 = 0
 
     private static let table: [UInt32] = (0..<256).map { index in
@@ -80,6 +81,7 @@ struct CRC32 {
         return entry
     }
 
+    /// Takes in `bytes`, after those before.
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
         var crc = ~value
         Self.table.withUnsafeBufferPointer { table in

@@ -27,11 +27,13 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         /// of the first) share the next transaction and its one sync. With `.zero`, a write waits
         /// at most for the commit before it.
         case batched(maxDelay: Duration)
-        /// Group commit with one sync per command instead of two: a command's write-ahead is
-        /// committed (in the operating system's hands, so it survives the process dying) before
-        /// the command is scheduled, and made durable by the sync of its ending, before anyone
-        /// hears of that. A power cut or kernel crash while a command runs can lose its entry;
-        /// its caller never got an answer.
+        /// One sync per command instead of two: a command's write-ahead is written (in the
+        /// operating system's hands, so it survives the process dying) before the command is
+        /// scheduled, and made durable by the sync of its ending, before anyone hears of that. A
+        /// power cut or kernel crash while a command runs can lose its entry; its caller never got
+        /// an answer. The journal keeps a log beside the file for this (`PATH-log.0` and
+        /// `-log.1`): its syncs are of a few hundred bytes, and SQLite commits the same writes a
+        /// few milliseconds later without one.
         case deferred
     }
 
@@ -186,7 +188,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     // MARK: Journal
 
     /// Writes the command as pending (or marks a known one pending again); returns once durable,
-    /// or with `.deferred` once committed (its ending's sync makes it durable).
+    /// or with `.deferred` once written (its ending's sync makes it durable).
     public func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) {
         try await write(.accept(AcceptedCommand(envelope, payload: payload)), waitUntilDurable: true)
     }
