@@ -120,8 +120,11 @@ final class JournalLog: @unchecked Sendable {
         return files.sorted { $0.generation < $1.generation }.flatMap { JournalLogRecord.scan($0.bytes, generation: $0.generation) }
     }
 
-    /// Empties both files (their writes are durable in SQLite) and starts a generation after any
-    /// they held, in the first file.
+    /// Empties both files (their writes are durable in SQLite) and starts a new generation in
+    /// the first, numbered at random: an emptied file keeps the records past its first, and
+    /// one of an earlier generation that lay exactly where this one's records end would be read
+    /// as this one's if the numbers could repeat (counting on from the files' newest did repeat
+    /// them, from 1, once both first headers were zeroed).
     ///
     /// A file shorter than ``capacity`` is written through with zeros first: a sync that
     /// overwrites written blocks writes only them, where one into a new or allocated-but-unwritten
@@ -130,7 +133,6 @@ final class JournalLog: @unchecked Sendable {
     /// by zeroing its first record's header, which no scan reads past: a one-shot command that
     /// opens a deferred journal writes 2 MiB the first time, and 32 bytes after.
     func reset() throws(CommandBusError) {
-        let newest = paths.compactMap { FileSystem.readAll($0).flatMap(JournalLogRecord.firstGeneration) }.max() ?? 0
         for (index, descriptor) in descriptors.enumerated() {
             var info = stat()
             let size = fstat(descriptor, &info) == 0 ? Int(info.st_size) : 0
@@ -143,7 +145,8 @@ final class JournalLog: @unchecked Sendable {
         state.withLock { state in
             state.active = 0
             state.offset = 0
-            state.generation = newest &+ 1 == 0 ? 1 : newest &+ 1
+            // Room above for a billion switches before the numbers could wrap.
+            state.generation = UInt32.random(in: 1...(1 << 30))
             state.reusable = [true, true]
         }
     }

@@ -93,6 +93,27 @@ struct JournalLogTests {
         #expect(log.storedEntries().count == 1)
     }
 
+    /// Records an emptied log left past its first header are never read back as a later
+    /// generation's, even when a new record ends exactly where an old one begins: emptied twice
+    /// with nothing written between, the log once numbered its next generation as its first.
+    @Test func anEmptiedLogNeverReadsBackAnEarlierGenerationsRecords() throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path))
+        func discard(_ id: UUID) throws { _ = try log.append(JournalLogRecord.encode(.discard(id), owner: Self.owner)) }
+        try log.reset()
+        for _ in 0..<3 { try discard(UUID()) }
+        try log.reset()
+        try log.reset()
+        let new = UUID()
+        try discard(new)  // the same size as the first old record: the second old one follows it
+        let read = log.storedEntries().map { entry -> UUID? in
+            if case .discard(let id) = entry.write { return id }
+            return nil
+        }
+        #expect(read == [new])
+    }
+
     /// A second process, or a second journal in this one, finds the log locked and syncs through SQLite instead.
     @Test func aSecondOpenerOfTheSameJournalFindsTheLogLocked() throws {
         let directory = try TemporaryDirectory("cmdbus-log")
