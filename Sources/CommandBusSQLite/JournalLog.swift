@@ -113,11 +113,8 @@ final class JournalLog: @unchecked Sendable {
 
     /// The writes both files hold, oldest generation first.
     func storedEntries() -> [JournalLogEntry] {
-        let files = paths.compactMap { path -> (generation: UInt32, bytes: [UInt8])? in
-            guard let bytes = FileSystem.readAll(path), let generation = JournalLogRecord.firstGeneration(bytes) else { return nil }
-            return (generation, bytes)
-        }
-        return files.sorted { $0.generation < $1.generation }.flatMap { JournalLogRecord.scan($0.bytes, generation: $0.generation) }
+        let files = paths.compactMap { FileSystem.readAll($0).flatMap(JournalLogRecord.scanFirstGeneration) }
+        return files.sorted { $0.generation < $1.generation }.flatMap(\.entries)
     }
 
     /// Empties both files (their writes are durable in SQLite) and starts a new generation in

@@ -62,11 +62,13 @@ enum JournalLogRecord {
         return writes
     }
 
-    /// The generation of the record at the start of `bytes`, if one starts there whole and intact.
-    static func firstGeneration(_ bytes: [UInt8]) -> UInt32? {
+    /// The valid records at the start of `bytes` in the generation of the first, and that
+    /// generation; `nil` if no record starts there whole and intact.
+    static func scanFirstGeneration(_ bytes: [UInt8]) -> (generation: UInt32, entries: [JournalLogEntry])? {
         guard bytes.count >= headerSize else { return nil }
         let generation = bytes.load(UInt32.self, at: 4)
-        return scan(bytes, generation: generation).isEmpty ? nil : generation
+        let entries = scan(bytes, generation: generation)
+        return entries.isEmpty ? nil : (generation, entries)
     }
 }
 

@@ -128,9 +128,6 @@ final class JournalWriter: @unchecked Sendable {
         self.startLater = startLater
     }
 
-    /// Whether writes go through a log ahead of SQLite.
-    var isLogged: Bool { log != nil }
-
     /// Called after each commit, before anyone waiting hears of it.
     func observeCommits(_ observer: @escaping @Sendable (JournalCommit) -> Void) {
         commitObserver.withLock { $0 = observer }
