@@ -20,6 +20,7 @@ enum JournalBenchmarks {
         let synced = try await journaledRate(path: scratch.path + "/synced.sqlite", durability: .synced, count: syncedCommands)
         let rawSynced = try rawInsertRate(path: scratch.path + "/raw-synced.sqlite", count: syncedCommands, rowsPerTransaction: 1)
         report.record("journal_batched_per_s", batched)
+        report.record("journal_deferred_per_s", try await journaledRate(path: scratch.path + "/deferred.sqlite", durability: .deferred, count: batchedCommands))
         report.record("journal_synced_per_s", synced)
         report.record("sqlite_raw_batched_per_s", rawBatched)
         report.record("sqlite_raw_synced_per_s", rawSynced)

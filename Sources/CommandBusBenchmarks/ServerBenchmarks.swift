@@ -76,7 +76,6 @@ enum ServerBenchmarks {
                 "socket_send_deferred_vs_sqlite_commit_ratio",
                 latencies.percentile(50) / 1_000 / (try JournalBenchmarks.sqliteCommitLatency(directory: work.path))
             )
-            return
         case .none:
             break
         }

@@ -1,6 +1,7 @@
 import CommandBus
 import CommandBusSupport
 import Glibc
+import Dispatch
 import Synchronization
 
 /// The log in front of a `.deferred` SQLite journal: each write is appended to a small file
@@ -32,6 +33,8 @@ final class JournalLog: @unchecked Sendable {
     let paths: [String]
     private let descriptors: [Int32]
     private let state: Mutex<State>
+    /// Where the syncs after a leader's first go on while anyone waits (``sync(through:then:)``).
+    private let queue = DispatchQueue(label: "cmdbus.journal.log")
 
     private struct Waiter {
         let position: UInt64
@@ -45,6 +48,9 @@ final class JournalLog: @unchecked Sendable {
         var generation: UInt32
         /// Bytes appended since the log opened, over both files: a record's position is this after it.
         var appended: UInt64 = 0
+        /// The latest records, held in memory (they end at `offset` in the active file) until a
+        /// record is written now, a sync or a switch writes them: one `pwrite` for many.
+        var held: [UInt8] = []
         /// Every record up to this position is durable.
         var synced: UInt64 = 0
         /// A thread is syncing (and syncs again while anyone waits for more).
@@ -151,29 +157,28 @@ final class JournalLog: @unchecked Sendable {
     /// Appends `record` (``JournalLogRecord/encode(_:owner:)``) to the active file, and returns
     /// its position (for ``sync(through:then:)``) and, if the files switched after it, the one
     /// just retired: once SQLite has synced its writes, call ``checkpointed(_:)`` with it.
-    /// The record is in the operating system's hands when this returns: a process that dies keeps it.
-    func append(_ record: consuming [UInt8]) throws(CommandBusError) -> (position: UInt64, retired: Int?) {
+    ///
+    /// With `writeNow`, the record, and any held before it, is in the operating system's hands
+    /// when this returns: a process that dies keeps it. Otherwise it is held in memory until the
+    /// next record written now, the next sync or the next switch: a write nobody waits for, or
+    /// one about to be synced, costs a copy instead of a `pwrite` of its own.
+    func append(_ record: consuming [UInt8], writeNow: Bool) throws(CommandBusError) -> (position: UInt64, retired: Int?) {
         var record = record
         return try state.withLock { state throws(CommandBusError) -> (position: UInt64, retired: Int?) in
             if let failure = state.failure { throw failure }
             JournalLogRecord.stamp(&record, generation: state.generation)
-            let descriptor = descriptors[state.active]
-            var written = 0
-            while written < record.count {
-                let count = record.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + written, $0.count - written, off_t(state.offset + written)) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { throw .journalFailed(journalPath, "cannot write its log \(paths[state.active]): \(Self.errorText()); check the disk's free space") }
-                written += count
-            }
+            state.held.append(contentsOf: record)
             state.offset += record.count
             state.appended += UInt64(record.count)
             let position = state.appended
-            guard state.offset > switchSize, state.reusable[1 - state.active] else { return (position, nil) }
+            guard state.offset > switchSize, state.reusable[1 - state.active] else {
+                if writeNow { try writeHeld(&state) }
+                return (position, nil)
+            }
             // The file is full: sync it (its records are durable, whoever waits for them) and turn to the other.
-            guard fdatasync(descriptor) == 0 else {
-                let failure = CommandBusError.journalFailed(journalPath, "cannot sync its log \(paths[state.active]): \(Self.errorText())")
-                state.failure = failure
-                throw failure
+            try writeHeld(&state)
+            guard fdatasync(descriptors[state.active]) == 0 else {
+                throw fail(&state, "cannot sync its log \(paths[state.active]): \(Self.errorText())")
             }
             state.synced = max(state.synced, state.appended)
             let retired = state.active
@@ -185,6 +190,30 @@ final class JournalLog: @unchecked Sendable {
         }
     }
 
+    /// Hands the held records to the operating system, where they end in the active file.
+    private func writeHeld(_ state: inout State) throws(CommandBusError) {
+        guard !state.held.isEmpty else { return }
+        let descriptor = descriptors[state.active]
+        let start = state.offset - state.held.count
+        var written = 0
+        while written < state.held.count {
+            let count = state.held.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + written, $0.count - written, off_t(start + written)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                throw fail(&state, "cannot write its log \(paths[state.active]): \(Self.errorText()); check the disk's free space")
+            }
+            written += count
+        }
+        state.held.removeAll(keepingCapacity: true)
+    }
+
+    /// Latches `cause` as the log's failure (every later write fails with it) and returns it.
+    private func fail(_ state: inout State, _ cause: String) -> CommandBusError {
+        let failure = CommandBusError.journalFailed(journalPath, cause)
+        state.failure = failure
+        return failure
+    }
+
     /// SQLite has synced every write of file `index`: it may be overwritten.
     func checkpointed(_ index: Int) {
         state.withLock { $0.reusable[index] = true }
@@ -192,7 +221,9 @@ final class JournalLog: @unchecked Sendable {
 
     /// Calls `notify` once every record up to `position` is durable. One thread syncs at a time,
     /// for every record appended so far: whoever asks while it syncs waits for its next sync
-    /// (group commit). The first to ask syncs on its own thread.
+    /// (group commit). The first to ask syncs once on its own thread, so a lone `send` hears of
+    /// its ending without a hop; the syncs for those who asked meanwhile go on on the log's
+    /// queue, so a burst's callers (the bus's runners) are not held in a loop of syncs.
     func sync(through position: UInt64, then notify: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
         enum Step { case told(Result<Void, CommandBusError>), wait, lead }
         let step = state.withLock { state -> Step in
@@ -218,12 +249,16 @@ final class JournalLog: @unchecked Sendable {
         try result.get()
     }
 
-    /// Syncs the active file for everything appended, tells whoever that covers, and goes on while anyone waits.
-    private func syncWhileWaitedFor() {
+    /// Syncs the active file for everything appended and tells whoever that covers; then, while
+    /// anyone waits, hands the next sync to the log's queue (`onQueue`: it is that queue, and syncs again).
+    private func syncWhileWaitedFor(onQueue: Bool = false) {
         while true {
-            let (active, target) = state.withLock { ($0.active, $0.appended) }
-            let failed: CommandBusError? = fdatasync(descriptors[active]) == 0
-                ? nil : .journalFailed(journalPath, "cannot sync its log \(paths[active]): \(Self.errorText())")
+            let (active, target, unwritten) = state.withLock { state -> (Int, UInt64, CommandBusError?) in
+                do throws(CommandBusError) { try writeHeld(&state) } catch { return (state.active, state.appended, error) }
+                return (state.active, state.appended, nil)
+            }
+            let failed: CommandBusError? = unwritten ?? (fdatasync(descriptors[active]) == 0
+                ? nil : .journalFailed(journalPath, "cannot sync its log \(paths[active]): \(Self.errorText())"))
             let (ready, result, done) = state.withLock { state -> ([Waiter], Result<Void, CommandBusError>, Bool) in
                 if let failed { state.failure = failed }
                 let ready: [Waiter]
@@ -242,6 +277,10 @@ final class JournalLog: @unchecked Sendable {
             }
             for waiter in ready { waiter.notify(result) }
             if done { return }
+            if !onQueue {
+                queue.async { self.syncWhileWaitedFor(onQueue: true) }
+                return
+            }
         }
     }
 

@@ -248,9 +248,14 @@ final class JournalWriter: @unchecked Sendable {
     /// commits what is queued first.
     private func appendToLog(_ operation: JournalWrite, log: JournalLog) throws(CommandBusError) -> UInt64 {
         let record = JournalLogRecord.encode(operation, owner: owner)
+        // A write-ahead is written before its command is scheduled, so that a process that dies
+        // keeps it. Any other write is synced next (an ending) or waits for the next sync, as an
+        // unsynced SQLite commit would: it is held until then, and shares that `pwrite`.
+        let writeNow: Bool
+        if case .accept = operation { writeNow = true } else { writeNow = false }
         var moving = Optional(PendingWrite(operation: operation, completion: nil))
         let (position, queued, checkpoint) = try state.withLock { state throws(CommandBusError) -> (UInt64, Next, Next) in
-            let (position, retired) = try log.append(record)
+            let (position, retired) = try log.append(record, writeNow: writeNow)
             // Not urgent: SQLite's commit waits for company (``SQLiteJournal/unwaitedWriteDelay``),
             // and a sequence of sends shares a commit every few milliseconds, where a commit per
             // ending competed for the cores with the sends behind it (a deferred socket send's p50

@@ -69,7 +69,7 @@ struct JournalLogTests {
             let command = Self.accept(payload: 4_000)
             let inFirst = retirements.isEmpty
             appended.append(command.id)
-            let (_, retired) = try log.append(JournalLogRecord.encode(.accept(command), owner: Self.owner))
+            let (_, retired) = try log.append(JournalLogRecord.encode(.accept(command), owner: Self.owner), writeNow: true)
             if let retired { retirements.append(retired) }
             if inFirst { inFirstFile = appended.count }
         }
@@ -89,7 +89,7 @@ struct JournalLogTests {
         // Emptied again (files already written through: only their first headers are zeroed), nothing reads back.
         try log.reset()
         #expect(log.storedEntries().isEmpty)
-        _ = try log.append(JournalLogRecord.encode(.discard(appended[0]), owner: Self.owner))
+        _ = try log.append(JournalLogRecord.encode(.discard(appended[0]), owner: Self.owner), writeNow: true)
         #expect(log.storedEntries().count == 1)
     }
 
@@ -100,7 +100,7 @@ struct JournalLogTests {
         let directory = try TemporaryDirectory("cmdbus-log")
         defer { directory.remove() }
         let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path))
-        func discard(_ id: UUID) throws { _ = try log.append(JournalLogRecord.encode(.discard(id), owner: Self.owner)) }
+        func discard(_ id: UUID) throws { _ = try log.append(JournalLogRecord.encode(.discard(id), owner: Self.owner), writeNow: true) }
         try log.reset()
         for _ in 0..<3 { try discard(UUID()) }
         try log.reset()
@@ -112,6 +112,54 @@ struct JournalLogTests {
             return nil
         }
         #expect(read == [new])
+    }
+
+    /// A write-ahead is in the file when its append returns (a process that dies keeps it); a
+    /// write nobody waits for is held in memory, and reaches the file with the next write-ahead
+    /// or the next sync, in the order appended.
+    @Test func aWriteNobodyWaitsForReachesTheFileWithTheNextWriteAheadOrSync() async throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path))
+        try log.reset()
+        func append(_ write: JournalWrite, now: Bool) throws -> UInt64 {
+            try log.append(JournalLogRecord.encode(write, owner: Self.owner), writeNow: now).position
+        }
+        func stored() -> [String] { log.storedEntries().map { Self.describe($0.write) } }
+        let first = Self.accept(), second = Self.accept()
+        _ = try append(.accept(first), now: true)
+        #expect(stored() == [Self.describe(.accept(first))])
+        let running = JournalWrite.update(JournalUpdate(id: first.id, state: .running, attempts: 1))
+        _ = try append(running, now: false)
+        #expect(stored().count == 1, "held, not yet in the file")
+        _ = try append(.accept(second), now: true)
+        #expect(stored() == [.accept(first), running, .accept(second)].map(Self.describe))
+        let ending = JournalWrite.update(JournalUpdate(id: second.id, state: .succeeded, attempts: 1))
+        let position = try append(ending, now: false)
+        #expect(stored().count == 3)
+        try await log.sync(through: position)
+        #expect(stored().last == Self.describe(ending))
+    }
+
+    /// A held write the log's switch passes over is written and synced with the file it ends,
+    /// before the other file takes over: a switch never leaves a record behind.
+    @Test func aSwitchWritesTheHeldWritesOfTheFileItEnds() throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path, switchSize: 64 << 10))
+        try log.reset()
+        var held: [UUID] = []
+        var switched = false
+        while !switched {
+            let id = UUID()
+            held.append(id)
+            switched = try log.append(JournalLogRecord.encode(.markFailed(id, code: "x", message: String(repeating: "m", count: 1_000)), owner: Self.owner), writeNow: false).retired != nil
+        }
+        let read = log.storedEntries().compactMap { entry -> UUID? in
+            if case .markFailed(let id, _, _) = entry.write { return id }
+            return nil
+        }
+        #expect(read == held)
     }
 
     /// A second process, or a second journal in this one, finds the log locked and syncs through SQLite instead.
