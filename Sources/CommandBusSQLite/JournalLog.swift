@@ -35,6 +35,9 @@ final class JournalLog: @unchecked Sendable {
     private let state: Mutex<State>
     /// Where the syncs after a leader's first go on while anyone waits (``sync(through:then:)``).
     private let queue = DispatchQueue(label: "cmdbus.journal.log")
+    /// Held by whoever hands the held records to the operating system, so that the files take
+    /// them in order; never taken inside `state`'s lock.
+    private let writing = Mutex(())
 
     private struct Waiter {
         let position: UInt64
@@ -48,9 +51,15 @@ final class JournalLog: @unchecked Sendable {
         var generation: UInt32
         /// Bytes appended since the log opened, over both files: a record's position is this after it.
         var appended: UInt64 = 0
-        /// The latest records, held in memory (they end at `offset` in the active file) until a
-        /// record is written now, a sync or a switch writes them: one `pwrite` for many.
-        var held: [UInt8] = []
+        /// Each file's records appended but not yet written, held in memory (``append(_:)``),
+        /// and where in the file they start.
+        var held: [[UInt8]] = [[], []]
+        var heldStart = [0, 0]
+        /// Every record up to this position has been handed to the operating system (read it
+        /// holding `writing`: one counted may still be on its way otherwise).
+        var written: UInt64 = 0
+        /// Which files have been written since their last sync.
+        var unsynced = [false, false]
         /// Every record up to this position is durable.
         var synced: UInt64 = 0
         /// A thread is syncing (and syncs again while anyone waits for more).
@@ -151,60 +160,93 @@ final class JournalLog: @unchecked Sendable {
             // Room above for a billion switches before the numbers could wrap.
             state.generation = UInt32.random(in: 1...(1 << 30))
             state.reusable = [true, true]
+            state.held = [[], []]
+            state.unsynced = [false, false]
         }
     }
 
     /// Appends `record` (``JournalLogRecord/encode(_:owner:)``) to the active file, and returns
-    /// its position (for ``sync(through:then:)``) and, if the files switched after it, the one
-    /// just retired: once SQLite has synced its writes, call ``checkpointed(_:)`` with it.
+    /// its position (for ``write(through:)`` and ``sync(through:then:)``) and, if the files
+    /// switched after it, the one just retired: once SQLite has synced its writes, call
+    /// ``checkpointed(_:)`` with it.
     ///
-    /// With `writeNow`, the record, and any held before it, is in the operating system's hands
-    /// when this returns: a process that dies keeps it. Otherwise it is held in memory until the
-    /// next record written now, the next sync or the next switch: a write nobody waits for, or
-    /// one about to be synced, costs a copy instead of a `pwrite` of its own.
-    func append(_ record: consuming [UInt8], writeNow: Bool) throws(CommandBusError) -> (position: UInt64, retired: Int?) {
+    /// The record is only copied: it is held in memory until a write or sync through it, or
+    /// past it, hands it to the operating system, one `pwrite` for all held. So a write nobody
+    /// waits for, or one about to be synced, costs a copy, and the caller's lock (the journal
+    /// writer's, which keeps SQLite in the log's order) is never held across a system call.
+    func append(_ record: consuming [UInt8]) throws(CommandBusError) -> (position: UInt64, retired: Int?) {
         var record = record
         return try state.withLock { state throws(CommandBusError) -> (position: UInt64, retired: Int?) in
             if let failure = state.failure { throw failure }
             JournalLogRecord.stamp(&record, generation: state.generation)
-            state.held.append(contentsOf: record)
+            let active = state.active
+            if state.held[active].isEmpty { state.heldStart[active] = state.offset }
+            state.held[active].append(contentsOf: record)
             state.offset += record.count
             state.appended += UInt64(record.count)
             let position = state.appended
-            guard state.offset > switchSize, state.reusable[1 - state.active] else {
-                if writeNow { try writeHeld(&state) }
-                return (position, nil)
-            }
-            // The file is full: sync it (its records are durable, whoever waits for them) and turn to the other.
-            try writeHeld(&state)
-            guard fdatasync(descriptors[state.active]) == 0 else {
-                throw fail(&state, "cannot sync its log \(paths[state.active]): \(Self.errorText())")
-            }
-            state.synced = max(state.synced, state.appended)
-            let retired = state.active
-            state.reusable[retired] = false
-            state.active = 1 - retired
+            guard state.offset > switchSize, state.reusable[1 - active] else { return (position, nil) }
+            // The file is full: turn to the other, overwritten from its start in a new generation.
+            // What it held and nobody wrote is in SQLite, synced (it is reusable): it is dropped.
+            // The retired file's records are written and synced with the next write or sync.
+            state.reusable[active] = false
+            state.active = 1 - active
+            state.held[state.active].removeAll(keepingCapacity: true)
             state.offset = 0
             state.generation &+= 1
-            return (position, retired)
+            return (position, active)
         }
     }
 
-    /// Hands the held records to the operating system, where they end in the active file.
-    private func writeHeld(_ state: inout State) throws(CommandBusError) {
-        guard !state.held.isEmpty else { return }
-        let descriptor = descriptors[state.active]
-        let start = state.offset - state.held.count
-        var written = 0
-        while written < state.held.count {
-            let count = state.held.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + written, $0.count - written, off_t(start + written)) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                throw fail(&state, "cannot write its log \(paths[state.active]): \(Self.errorText()); check the disk's free space")
+    /// SQLite has synced every write of file `index`: it may be overwritten.
+    func checkpointed(_ index: Int) {
+        state.withLock { $0.reusable[index] = true }
+    }
+
+    /// Hands every record up to `position` to the operating system (a process that dies keeps
+    /// it), with every record held before it and any after: one `pwrite` a file.
+    func write(through position: UInt64) throws(CommandBusError) {
+        try writing.withLock { _ throws(CommandBusError) in
+            _ = try writeHeld(ifBefore: position)
+        }
+    }
+
+    /// Writes what is held, if anything up to `position` is; returns the files written to since
+    /// the last sync. Called holding `writing`, so writes reach each file in the order appended,
+    /// and a record counted as written has been.
+    private func writeHeld(ifBefore position: UInt64) throws(CommandBusError) -> [Bool] {
+        let (runs, failure) = state.withLock { state -> ([(file: Int, start: Int, bytes: [UInt8])], CommandBusError?) in
+            if let failure = state.failure { return ([], failure) }
+            guard state.written < position else { return ([], nil) }
+            // The retired file's run first: it holds the older records.
+            var runs: [(file: Int, start: Int, bytes: [UInt8])] = []
+            for file in [1 - state.active, state.active] where !state.held[file].isEmpty {
+                runs.append((file, state.heldStart[file], state.held[file]))
+                state.held[file].removeAll(keepingCapacity: true)
+                state.unsynced[file] = true
             }
+            state.written = state.appended
+            return (runs, nil)
+        }
+        if let failure { throw failure }
+        for run in runs {
+            if let cause = Self.write(run.bytes, at: run.start, to: descriptors[run.file]) {
+                throw state.withLock { fail(&$0, "cannot write its log \(paths[run.file]): \(cause); check the disk's free space") }
+            }
+        }
+        return state.withLock { $0.unsynced }
+    }
+
+    /// Writes `bytes` at `offset` of the file `descriptor` whole; the cause if it cannot.
+    private static func write(_ bytes: [UInt8], at offset: Int, to descriptor: Int32) -> String? {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + written, $0.count - written, off_t(offset + written)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return errorText() }
             written += count
         }
-        state.held.removeAll(keepingCapacity: true)
+        return nil
     }
 
     /// Latches `cause` as the log's failure (every later write fails with it) and returns it.
@@ -212,11 +254,6 @@ final class JournalLog: @unchecked Sendable {
         let failure = CommandBusError.journalFailed(journalPath, cause)
         state.failure = failure
         return failure
-    }
-
-    /// SQLite has synced every write of file `index`: it may be overwritten.
-    func checkpointed(_ index: Int) {
-        state.withLock { $0.reusable[index] = true }
     }
 
     /// Calls `notify` once every record up to `position` is durable. One thread syncs at a time,
@@ -249,18 +286,34 @@ final class JournalLog: @unchecked Sendable {
         try result.get()
     }
 
-    /// Syncs the active file for everything appended and tells whoever that covers; then, while
-    /// anyone waits, hands the next sync to the log's queue (`onQueue`: it is that queue, and syncs again).
+    /// Writes what is held, syncs the files written to since the last sync, and tells whoever
+    /// that covers; then, while anyone waits, hands the next sync to the log's queue (`onQueue`:
+    /// it is that queue, and syncs again).
     private func syncWhileWaitedFor(onQueue: Bool = false) {
         while true {
-            let (active, target, unwritten) = state.withLock { state -> (Int, UInt64, CommandBusError?) in
-                do throws(CommandBusError) { try writeHeld(&state) } catch { return (state.active, state.appended, error) }
-                return (state.active, state.appended, nil)
+            let outcome = writing.withLock { _ -> Result<(target: UInt64, files: [Bool]), CommandBusError> in
+                do throws(CommandBusError) {
+                    _ = try writeHeld(ifBefore: .max)
+                } catch {
+                    return .failure(error)
+                }
+                return .success(state.withLock { state in
+                    defer { state.unsynced = [false, false] }
+                    return (state.written, state.unsynced)
+                })
             }
-            let failed: CommandBusError? = unwritten ?? (fdatasync(descriptors[active]) == 0
-                ? nil : .journalFailed(journalPath, "cannot sync its log \(paths[active]): \(Self.errorText())"))
+            var failed: CommandBusError?
+            switch outcome {
+            case .failure(let error):
+                failed = error
+            case .success(let synced):
+                let files = synced.files
+                for file in files.indices where files[file] && failed == nil && fdatasync(descriptors[file]) != 0 {
+                    failed = .journalFailed(journalPath, "cannot sync its log \(paths[file]): \(Self.errorText())")
+                }
+            }
             let (ready, result, done) = state.withLock { state -> ([Waiter], Result<Void, CommandBusError>, Bool) in
-                if let failed { state.failure = failed }
+                if let failed, state.failure == nil { state.failure = failed }
                 let ready: [Waiter]
                 if let failure = state.failure {
                     // After a failed sync the kernel may have dropped the pages: nothing since is trusted.
@@ -269,7 +322,7 @@ final class JournalLog: @unchecked Sendable {
                     state.syncing = false
                     return (ready, .failure(failure), true)
                 }
-                state.synced = max(state.synced, target)
+                if case .success(let synced) = outcome { state.synced = max(state.synced, synced.target) }
                 ready = state.waiters.filter { $0.position <= state.synced }
                 state.waiters.removeAll { $0.position <= state.synced }
                 if state.waiters.isEmpty { state.syncing = false }

@@ -138,8 +138,11 @@ final class JournalWriter: @unchecked Sendable {
     func write(_ operation: JournalWrite?, waitUntilDurable: Bool) async throws(CommandBusError) {
         if let log, let operation {
             let position = try appendToLog(operation, log: log)
-            // A deferred write-ahead is durable with its command's ending; the log has it now.
-            if case .accept = operation { return }
+            if case .accept = operation {
+                // A deferred write-ahead is durable with its command's ending; written, a process that dies keeps it.
+                try log.write(through: position)
+                return
+            }
             if waitUntilDurable { try await log.sync(through: position) }
             return
         }
@@ -165,7 +168,7 @@ final class JournalWriter: @unchecked Sendable {
             // In the log, the write-ahead is as safe as a deferred one gets: the caller hears of it
             // at once, on its own thread, without a hop to the delivery queue and a wake.
             do throws(CommandBusError) {
-                _ = try appendToLog(.accept(command), log: log)
+                try log.write(through: try appendToLog(.accept(command), log: log))
                 whenDurable(.success(()))
             } catch {
                 whenDurable(.failure(error))
@@ -248,14 +251,9 @@ final class JournalWriter: @unchecked Sendable {
     /// commits what is queued first.
     private func appendToLog(_ operation: JournalWrite, log: JournalLog) throws(CommandBusError) -> UInt64 {
         let record = JournalLogRecord.encode(operation, owner: owner)
-        // A write-ahead is written before its command is scheduled, so that a process that dies
-        // keeps it. Any other write is synced next (an ending) or waits for the next sync, as an
-        // unsynced SQLite commit would: it is held until then, and shares that `pwrite`.
-        let writeNow: Bool
-        if case .accept = operation { writeNow = true } else { writeNow = false }
         var moving = Optional(PendingWrite(operation: operation, completion: nil))
         let (position, queued, checkpoint) = try state.withLock { state throws(CommandBusError) -> (UInt64, Next, Next) in
-            let (position, retired) = try log.append(record, writeNow: writeNow)
+            let (position, retired) = try log.append(record)
             // Not urgent: SQLite's commit waits for company (``SQLiteJournal/unwaitedWriteDelay``),
             // and a sequence of sends shares a commit every few milliseconds, where a commit per
             // ending competed for the cores with the sends behind it (a deferred socket send's p50

@@ -13,6 +13,14 @@ struct JournalLogTests {
         return AcceptedCommand(envelope, payload: Data(repeating: UInt8(ascii: "x"), count: payload))
     }
 
+    /// Appends `write` to `log` and writes it (and all held before it) to its file; returns the
+    /// file the log retired after it, if it switched.
+    static func appendWritten(_ write: JournalWrite, to log: JournalLog) throws -> Int? {
+        let (position, retired) = try log.append(JournalLogRecord.encode(write, owner: owner))
+        try log.write(through: position)
+        return retired
+    }
+
     /// Every kind of write comes back from its record as it went in, and an accept with its owner.
     @Test func eachKindOfWriteComesBackFromItsRecord() throws {
         let parent = CommandEnvelope(commandName: "greet")
@@ -69,7 +77,7 @@ struct JournalLogTests {
             let command = Self.accept(payload: 4_000)
             let inFirst = retirements.isEmpty
             appended.append(command.id)
-            let (_, retired) = try log.append(JournalLogRecord.encode(.accept(command), owner: Self.owner), writeNow: true)
+            let retired = try Self.appendWritten(.accept(command), to: log)
             if let retired { retirements.append(retired) }
             if inFirst { inFirstFile = appended.count }
         }
@@ -89,7 +97,7 @@ struct JournalLogTests {
         // Emptied again (files already written through: only their first headers are zeroed), nothing reads back.
         try log.reset()
         #expect(log.storedEntries().isEmpty)
-        _ = try log.append(JournalLogRecord.encode(.discard(appended[0]), owner: Self.owner), writeNow: true)
+        _ = try Self.appendWritten(.discard(appended[0]), to: log)
         #expect(log.storedEntries().count == 1)
     }
 
@@ -100,7 +108,7 @@ struct JournalLogTests {
         let directory = try TemporaryDirectory("cmdbus-log")
         defer { directory.remove() }
         let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path))
-        func discard(_ id: UUID) throws { _ = try log.append(JournalLogRecord.encode(.discard(id), owner: Self.owner), writeNow: true) }
+        func discard(_ id: UUID) throws { _ = try Self.appendWritten(.discard(id), to: log) }
         try log.reset()
         for _ in 0..<3 { try discard(UUID()) }
         try log.reset()
@@ -114,52 +122,63 @@ struct JournalLogTests {
         #expect(read == [new])
     }
 
-    /// A write-ahead is in the file when its append returns (a process that dies keeps it); a
-    /// write nobody waits for is held in memory, and reaches the file with the next write-ahead
-    /// or the next sync, in the order appended.
-    @Test func aWriteNobodyWaitsForReachesTheFileWithTheNextWriteAheadOrSync() async throws {
+    /// An appended record is held in memory, not in the file, until a write or a sync through
+    /// it; either hands the file every record held before it too, in the order appended.
+    @Test func anAppendedWriteReachesTheFileWithTheNextWriteOrSync() async throws {
         let directory = try TemporaryDirectory("cmdbus-log")
         defer { directory.remove() }
         let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path))
         try log.reset()
-        func append(_ write: JournalWrite, now: Bool) throws -> UInt64 {
-            try log.append(JournalLogRecord.encode(write, owner: Self.owner), writeNow: now).position
+        func append(_ write: JournalWrite) throws -> UInt64 {
+            try log.append(JournalLogRecord.encode(write, owner: Self.owner)).position
         }
         func stored() -> [String] { log.storedEntries().map { Self.describe($0.write) } }
         let first = Self.accept(), second = Self.accept()
-        _ = try append(.accept(first), now: true)
+        try log.write(through: try append(.accept(first)))
         #expect(stored() == [Self.describe(.accept(first))])
         let running = JournalWrite.update(JournalUpdate(id: first.id, state: .running, attempts: 1))
-        _ = try append(running, now: false)
+        _ = try append(running)
         #expect(stored().count == 1, "held, not yet in the file")
-        _ = try append(.accept(second), now: true)
+        try log.write(through: try append(.accept(second)))
         #expect(stored() == [.accept(first), running, .accept(second)].map(Self.describe))
         let ending = JournalWrite.update(JournalUpdate(id: second.id, state: .succeeded, attempts: 1))
-        let position = try append(ending, now: false)
+        let position = try append(ending)
         #expect(stored().count == 3)
         try await log.sync(through: position)
         #expect(stored().last == Self.describe(ending))
     }
 
-    /// A held write the log's switch passes over is written and synced with the file it ends,
-    /// before the other file takes over: a switch never leaves a record behind.
-    @Test func aSwitchWritesTheHeldWritesOfTheFileItEnds() throws {
+    /// Records held in a file the log has switched away from reach that file, not the new one,
+    /// with the next write: a switch never leaves a record behind or puts it in the wrong file.
+    @Test func heldWritesReachTheFileTheyWereAppendedTo() throws {
         let directory = try TemporaryDirectory("cmdbus-log")
         defer { directory.remove() }
         let log = try #require(try JournalLog(journal: directory.file("journal.sqlite").path, switchSize: 64 << 10))
         try log.reset()
         var held: [UUID] = []
+        var position: UInt64 = 0
         var switched = false
         while !switched {
             let id = UUID()
             held.append(id)
-            switched = try log.append(JournalLogRecord.encode(.markFailed(id, code: "x", message: String(repeating: "m", count: 1_000)), owner: Self.owner), writeNow: false).retired != nil
+            let record = JournalLogRecord.encode(.markFailed(id, code: "x", message: String(repeating: "m", count: 1_000)), owner: Self.owner)
+            let appended = try log.append(record)
+            position = appended.position
+            switched = appended.retired != nil
+            try #require(held.count < 1_000, "the log never switched")
         }
+        // Two more after the switch, in the new file.
+        for _ in 0..<2 {
+            let id = UUID()
+            held.append(id)
+            position = try log.append(JournalLogRecord.encode(.markFailed(id, code: "x", message: "m"), owner: Self.owner)).position
+        }
+        try log.write(through: position)
         let read = log.storedEntries().compactMap { entry -> UUID? in
             if case .markFailed(let id, _, _) = entry.write { return id }
             return nil
         }
-        #expect(read == held)
+        #expect(read.count == held.count && read == held, "\(read.count) of \(held.count) read back")
     }
 
     /// A second process, or a second journal in this one, finds the log locked and syncs through SQLite instead.
