@@ -64,7 +64,9 @@ final class JournalLog: @unchecked Sendable {
         var synced: UInt64 = 0
         /// A thread is syncing (and syncs again while anyone waits for more).
         var syncing = false
+        /// Those waiting for a sync, and those waiting for the syncing thread's next write (``write(through:then:)``).
         var waiters: [Waiter] = []
+        var writeWaiters: [Waiter] = []
         /// Whether SQLite has synced every write in each file, so it may be overwritten.
         var reusable = [true, true]
         /// A write or sync failed: the log is no longer trusted, and every later write fails with this.
@@ -211,6 +213,25 @@ final class JournalLog: @unchecked Sendable {
         }
     }
 
+    /// Calls `notify` once every record up to `position` is written (a process that dies keeps
+    /// it). While a sync is under way, the syncing thread writes it in its next round, with every
+    /// record appended meanwhile, and calls `notify` there: a burst of posts shares a `pwrite` a
+    /// sync, and its posting thread makes none. Otherwise it is written now, on this thread.
+    func write(through position: UInt64, then notify: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        let ridesTheSync = state.withLock { state -> Bool in
+            guard state.syncing, state.failure == nil else { return false }
+            state.writeWaiters.append(Waiter(position: position, notify: notify))
+            return true
+        }
+        if ridesTheSync { return }
+        do throws(CommandBusError) {
+            try write(through: position)
+            notify(.success(()))
+        } catch {
+            notify(.failure(error))
+        }
+    }
+
     /// Writes what is held, if anything up to `position` is; returns the files written to since
     /// the last sync. Called holding `writing`, so writes reach each file in the order appended,
     /// and a record counted as written has been.
@@ -286,53 +307,59 @@ final class JournalLog: @unchecked Sendable {
         try result.get()
     }
 
-    /// Writes what is held, syncs the files written to since the last sync, and tells whoever
-    /// that covers; then, while anyone waits, hands the next sync to the log's queue (`onQueue`:
-    /// it is that queue, and syncs again).
+    /// Writes what is held and tells those waiting for a write; syncs the files written to since
+    /// the last sync, if anyone waits for that, and tells whoever it covers; then, while anyone
+    /// waits, hands the next round to the log's queue (`onQueue`: it is that queue, and goes on).
     private func syncWhileWaitedFor(onQueue: Bool = false) {
         while true {
-            let outcome = writing.withLock { _ -> Result<(target: UInt64, files: [Bool]), CommandBusError> in
-                do throws(CommandBusError) {
-                    _ = try writeHeld(ifBefore: .max)
-                } catch {
-                    return .failure(error)
-                }
-                return .success(state.withLock { state in
-                    defer { state.unsynced = [false, false] }
-                    return (state.written, state.unsynced)
-                })
-            }
-            var failed: CommandBusError?
-            switch outcome {
-            case .failure(let error):
-                failed = error
-            case .success(let synced):
-                let files = synced.files
-                for file in files.indices where files[file] && failed == nil && fdatasync(descriptors[file]) != 0 {
-                    failed = .journalFailed(journalPath, "cannot sync its log \(paths[file]): \(Self.errorText())")
-                }
+            let round = writeForRound()
+            // Written: a posted command can be scheduled before the sync, which is for others.
+            for waiter in round.written { waiter.notify(.success(())) }
+            var failed = round.failure
+            for file in round.files.indices where round.files[file] && failed == nil && fdatasync(descriptors[file]) != 0 {
+                failed = .journalFailed(journalPath, "cannot sync its log \(paths[file]): \(Self.errorText())")
             }
             let (ready, result, done) = state.withLock { state -> ([Waiter], Result<Void, CommandBusError>, Bool) in
                 if let failed, state.failure == nil { state.failure = failed }
-                let ready: [Waiter]
                 if let failure = state.failure {
                     // After a failed sync the kernel may have dropped the pages: nothing since is trusted.
-                    ready = state.waiters
+                    let ready = state.waiters + state.writeWaiters
                     state.waiters = []
+                    state.writeWaiters = []
                     state.syncing = false
                     return (ready, .failure(failure), true)
                 }
-                if case .success(let synced) = outcome { state.synced = max(state.synced, synced.target) }
-                ready = state.waiters.filter { $0.position <= state.synced }
+                state.synced = max(state.synced, round.syncedThrough)
+                let ready = state.waiters.filter { $0.position <= state.synced }
                 state.waiters.removeAll { $0.position <= state.synced }
-                if state.waiters.isEmpty { state.syncing = false }
-                return (ready, .success(()), state.waiters.isEmpty)
+                let done = state.waiters.isEmpty && state.writeWaiters.isEmpty
+                if done { state.syncing = false }
+                return (ready, .success(()), done)
             }
             for waiter in ready { waiter.notify(result) }
             if done { return }
             if !onQueue {
                 queue.async { self.syncWhileWaitedFor(onQueue: true) }
                 return
+            }
+        }
+    }
+
+    /// One round's writing: writes what is held and takes the write waiters it covers, and, if
+    /// anyone waits for a sync, the files to sync and the position that makes durable.
+    private func writeForRound() -> (written: [Waiter], files: [Bool], syncedThrough: UInt64, failure: CommandBusError?) {
+        writing.withLock { _ in
+            do throws(CommandBusError) {
+                _ = try writeHeld(ifBefore: .max)
+            } catch {
+                return ([], [false, false], 0, error)
+            }
+            return state.withLock { state in
+                let written = state.writeWaiters.filter { $0.position <= state.written }
+                state.writeWaiters.removeAll { $0.position <= state.written }
+                guard state.waiters.contains(where: { $0.position > state.synced }) else { return (written, [false, false], 0, nil) }
+                defer { state.unsynced = [false, false] }
+                return (written, state.unsynced, state.written, nil)
             }
         }
     }

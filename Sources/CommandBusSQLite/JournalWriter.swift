@@ -165,11 +165,12 @@ final class JournalWriter: @unchecked Sendable {
     /// calls `whenDurable` once it is durable.
     func writeAhead(_ command: AcceptedCommand, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
         if let log {
-            // In the log, the write-ahead is as safe as a deferred one gets: the caller hears of it
-            // at once, on its own thread, without a hop to the delivery queue and a wake.
+            // Written to the log, the write-ahead is as safe as a deferred one gets. The caller hears
+            // of it at once, on its own thread, without a hop to the delivery queue; or, while the
+            // log syncs for others, from the syncing thread, whose next round writes it with every
+            // post's since (``JournalLog/write(through:then:)``).
             do throws(CommandBusError) {
-                try log.write(through: try appendToLog(.accept(command), log: log))
-                whenDurable(.success(()))
+                log.write(through: try appendToLog(.accept(command), log: log), then: whenDurable)
             } catch {
                 whenDurable(.failure(error))
             }

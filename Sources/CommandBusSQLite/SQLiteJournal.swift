@@ -206,7 +206,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// thread once it is durable, after the commit it joined. Such write-aheads (a posted
     /// command's) commit after the journal's other writes, a few thousand at a time, so that a
     /// burst of posts does not hold up a `send` behind all of them. A `.deferred` journal that
-    /// keeps a log (``JournalLog``) calls it before returning, once the log has the write.
+    /// keeps a log (``JournalLog``) calls it once the log has written it: before returning, or,
+    /// while the log syncs for others, from the syncing thread after its next write.
     public func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
         writer.writeAhead(AcceptedCommand(envelope, payload: payload), whenDurable: whenDurable)
     }

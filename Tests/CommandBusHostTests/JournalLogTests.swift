@@ -1,6 +1,7 @@
 @testable import CommandBusSQLite
 import CommandBus
 import Foundation
+import Synchronization
 import Testing
 
 /// The log in front of a `.deferred` SQLite journal (``JournalLog``): its records, its two files,
@@ -146,6 +147,53 @@ struct JournalLogTests {
         #expect(stored().count == 3)
         try await log.sync(through: position)
         #expect(stored().last == Self.describe(ending))
+    }
+
+    /// Posts' write-aheads and endings from many threads at once: every post hears once that its
+    /// write-ahead is written, and it is in the file by then (alone, or with a sync's round);
+    /// every ending hears once that it is synced.
+    @Test func writesAndSyncsFromManyThreadsEachHearOnceAndAreInTheFile() throws {
+        let directory = try TemporaryDirectory("cmdbus-log")
+        defer { directory.remove() }
+        let path = directory.file("journal.sqlite").path
+        let log = try #require(try JournalLog(journal: path))
+        try log.reset()
+        let rounds = 200
+        let heard = Mutex<(written: [UUID], synced: Int, missing: [UUID], failed: Int)>(([], 0, [], 0))
+        let group = DispatchGroup()
+        DispatchQueue.concurrentPerform(iterations: rounds * 2) { index in
+            let id = UUID()
+            group.enter()
+            do {
+                if index.isMultiple(of: 2) {
+                    let position = try log.append(JournalLogRecord.encode(.accept(Self.accept()), owner: Self.owner)).position
+                    log.sync(through: position) { result in
+                        heard.withLock { if case .success = result { $0.synced += 1 } else { $0.failed += 1 } }
+                        group.leave()
+                    }
+                } else {
+                    let position = try log.append(JournalLogRecord.encode(.discard(id), owner: Self.owner)).position
+                    log.write(through: position) { result in
+                        // What the file holds now, as a process started after a `kill -9` would read it.
+                        let inFile = log.storedEntries().contains { if case .discard(id) = $0.write { true } else { false } }
+                        heard.withLock {
+                            if case .success = result { $0.written.append(id) } else { $0.failed += 1 }
+                            if !inFile { $0.missing.append(id) }
+                        }
+                        group.leave()
+                    }
+                }
+            } catch {
+                heard.withLock { $0.failed += 1 }
+                group.leave()
+            }
+        }
+        #expect(group.wait(timeout: .now() + 60) == .success, "a caller was never told")
+        let outcome = heard.withLock { $0 }
+        #expect(outcome.failed == 0)
+        #expect(outcome.synced == rounds)
+        #expect(outcome.written.count == rounds && Set(outcome.written).count == rounds)
+        #expect(outcome.missing.count == 0, "\(outcome.missing.count) told written before they were in the file")
     }
 
     /// Records held in a file the log has switched away from reach that file, not the new one,
