@@ -169,8 +169,12 @@ struct JournalSweepTests {
             try await journal.update(JournalUpdate(id: envelope.id, state: .succeeded, attempts: 1), waitUntilDurable: true)
         }
         try await Self.endedTogether(journal, count: interval)
+        // The sweep runs at the commit whose endings reach the interval; which commands' accepts
+        // were in by then depends on the tasks' order, so its bound lies between passing the
+        // burst and lagging the newest command by 2,048.
         let newest = Int64(burst + 2 * interval)
-        #expect(try Self.integers(path, "SELECT through FROM sweep") == [newest - 2_048])
+        let through = try #require(try Self.integers(path, "SELECT through FROM sweep").first)
+        #expect(through >= Int64(burst) && through <= newest - 2_048, "swept through \(through)")
         #expect(try Self.integers(path, "SELECT count(*) FROM unended") == [0])
         #expect(try Self.recoverable(path).isEmpty)
     }
