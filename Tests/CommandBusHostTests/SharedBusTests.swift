@@ -124,8 +124,11 @@ struct SharedBusTests {
     func aHostThatLosesItsLeaseIsFencedAndItsLateResultDiscarded() async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
-        let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
-        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        // A 5 s lease, not 2: the host that takes the command over must keep its own lease for the
+        // 3 s run, and on a loaded machine a 2 s lease lapsed once, the woken host took the
+        // command back and it ended at attempt 3.
+        let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "5")
+        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "5")
         defer { Task { await first.stop(); await second.stop(); await database.drop() } }
         let runs = first.work.file("runs.txt")
         async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=3000")
@@ -133,7 +136,7 @@ struct SharedBusTests {
         let owner = Self.lines(runs)[0].split(separator: " ")[2]
         let zombie = owner.hasSuffix(":\(first.pid)") ? first : second
         zombie.signal(SIGSTOP)
-        // Past the lease (2 s), the other host takes the command over.
+        // Past the lease, the other host takes the command over.
         #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 2 })
         zombie.signal(SIGCONT)
         let finished = try await result
