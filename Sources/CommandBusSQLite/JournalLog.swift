@@ -4,25 +4,28 @@ import Glibc
 import Dispatch
 import Synchronization
 
-/// The log in front of a `.deferred` SQLite journal: each write is appended to a small file
-/// before SQLite sees it, and a write somebody waits for is made durable by syncing that file,
-/// a few hundred bytes, where a synced SQLite commit flushes every page the command touched
-/// (about 20 KiB: the command's row, its index entries and its ending, in the write-ahead log).
-/// SQLite then commits the same writes without syncing, off the caller's path; a later synced
-/// commit (a checkpoint of this log) makes them durable there.
+/// The log in front of a `.deferred` SQLite journal: each write is appended to a small file, and
+/// a write somebody waits for is made durable by syncing that file, a few hundred bytes, where a
+/// synced SQLite commit flushes every page the command touched (about 20 KiB: the command's row,
+/// its index entries and its ending, in the write-ahead log). SQLite then commits the same
+/// writes without syncing, off the caller's path; a later synced commit (a checkpoint of this
+/// log) makes them durable there. An appended record is held in memory until a write or a sync
+/// hands it to the file with every other held: a write-ahead is written before its command is
+/// scheduled, the rest wait for the next write or sync (``append(_:)``).
 ///
 /// Two files, `PATH-log.0` and `PATH-log.1`, take turns. Records are appended to the active one;
-/// past ``switchSize`` it is synced and the other becomes active, overwritten from its start in a
-/// new generation, once SQLite has synced every write of that other file (the writer tells the
-/// log so: ``checkpointed(_:)``). Opening the journal applies whatever both files hold
+/// past ``switchSize`` the other becomes active (the full one is written and synced with the
+/// next write or sync), overwritten from its start in a new generation, once SQLite has synced
+/// every write of that other file (the writer tells the log so: ``checkpointed(_:)``). Opening
+/// the journal applies whatever both files hold
 /// (``SQLiteJournalStatements/applyLogged(_:)``): a process that dies, or a power cut, loses
 /// nothing the log made durable.
 ///
 /// One process at a time keeps the log: it holds an exclusive `flock` on `PATH-log.0` while it
 /// lives. Another process that opens the journal meanwhile syncs through SQLite, as before.
 final class JournalLog: @unchecked Sendable {
-    /// Past this many bytes (1 MiB unless a test says otherwise), the active file is synced and
-    /// the other takes over (if SQLite has synced its writes).
+    /// Past this many bytes (1 MiB unless a test says otherwise), the other file takes over (if
+    /// SQLite has synced its writes).
     let switchSize: Int
     /// Each file's size, written through: the switch size and room for the record that passes it.
     var capacity: Int { switchSize + (64 << 10) }
@@ -209,7 +212,7 @@ final class JournalLog: @unchecked Sendable {
     /// it), with every record held before it and any after: one `pwrite` a file.
     func write(through position: UInt64) throws(CommandBusError) {
         try writing.withLock { _ throws(CommandBusError) in
-            _ = try writeHeld(ifBefore: position)
+            try writeHeld(ifBefore: position)
         }
     }
 
@@ -232,10 +235,10 @@ final class JournalLog: @unchecked Sendable {
         }
     }
 
-    /// Writes what is held, if anything up to `position` is; returns the files written to since
-    /// the last sync. Called holding `writing`, so writes reach each file in the order appended,
+    /// Writes what is held, if anything up to `position` is, and marks the files written to as
+    /// needing a sync. Called holding `writing`, so writes reach each file in the order appended,
     /// and a record counted as written has been.
-    private func writeHeld(ifBefore position: UInt64) throws(CommandBusError) -> [Bool] {
+    private func writeHeld(ifBefore position: UInt64) throws(CommandBusError) {
         let (runs, failure) = state.withLock { state -> ([(file: Int, start: Int, bytes: [UInt8])], CommandBusError?) in
             if let failure = state.failure { return ([], failure) }
             guard state.written < position else { return ([], nil) }
@@ -255,7 +258,6 @@ final class JournalLog: @unchecked Sendable {
                 throw state.withLock { fail(&$0, "cannot write its log \(paths[run.file]): \(cause); check the disk's free space") }
             }
         }
-        return state.withLock { $0.unsynced }
     }
 
     /// Writes `bytes` at `offset` of the file `descriptor` whole; the cause if it cannot.
@@ -350,7 +352,7 @@ final class JournalLog: @unchecked Sendable {
     private func writeForRound() -> (written: [Waiter], files: [Bool], syncedThrough: UInt64, failure: CommandBusError?) {
         writing.withLock { _ in
             do throws(CommandBusError) {
-                _ = try writeHeld(ifBefore: .max)
+                try writeHeld(ifBefore: .max)
             } catch {
                 return ([], [false, false], 0, error)
             }
