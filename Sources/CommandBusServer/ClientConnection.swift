@@ -50,6 +50,27 @@ package final class ClientConnection: Sendable {
         carry(out: next)
     }
 
+    /// Queues one line for the connection's writer thread, which takes every line queued by the
+    /// time it wakes and writes them in one `send`: for lines that come in bursts from another
+    /// thread (the acknowledgements of the posts a journal commit wrote ahead), one system call
+    /// and one wake for many, where ``send(line:)`` would make a call each. While the connection
+    /// is held, the line joins those gathered.
+    package func sendSoon(line: [UInt8]) {
+        let next = outgoing.withLock { state -> Next in
+            guard !state.closed else { return .done }
+            if state.held != nil {
+                state.held!.append(contentsOf: line)
+                return .done
+            }
+            let writerIdle = state.lines.isEmpty && !state.writing
+            state.lines.append(line)
+            state.bytes += line.count
+            if state.bytes > Self.maxQueuedBytes { return .drop }
+            return writerIdle ? .wakeWriter : .done
+        }
+        carry(out: next)
+    }
+
     /// Gathers the lines sent from now until ``release()`` into one write.
     package func hold() {
         outgoing.withLock { state in
@@ -118,10 +139,9 @@ package final class ClientConnection: Sendable {
                 return (state.lines, state.closed)
             }
             if closed { break }
-            for line in lines where !sendAll(descriptor, line) {
-                close()
-                break
-            }
+            // All in one call: a burst of acknowledgements queued together leaves together.
+            let bytes = lines.count == 1 ? lines[0] : Array(lines.joined())
+            if !bytes.isEmpty && !sendAll(descriptor, bytes) { close() }
             // Lines queued meanwhile are still ahead of any new one: take them before writing inline again.
             let more = outgoing.withLock { state -> Bool in
                 if state.lines.isEmpty { state.writing = false }

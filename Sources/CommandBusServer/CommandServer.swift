@@ -234,7 +234,15 @@ package final class CommandServer: Sendable {
             let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout, preferring: inline ? inlineSends.executor : nil)
             running.insert(ticket)
             if request.op == "post" {
-                connection.send(line: ReplyLine.accepted(request.id, commandID: ticket.id))
+                // Acknowledged once the journal has the write-ahead (at once without a journal),
+                // so a server that dies after an acknowledgement runs the command on recovery.
+                // A commit acknowledges many posts at once: they leave together (`sendSoon`).
+                ticket.whenWrittenAhead { written in
+                    switch written {
+                    case .success: connection.sendSoon(line: ReplyLine.accepted(request.id, commandID: ticket.id))
+                    case .failure(let error): connection.sendSoon(line: Self.reply(to: request.id, ticket: ticket.id, .failure(error)))
+                    }
+                }
                 // No task waits for the end: whoever ends the command takes it off the table.
                 ticket.whenFinished { [running] _ in running.remove(ticket.id) }
                 return

@@ -13,14 +13,15 @@ struct ServerTests {
         var socket: String { work.file(".cmdbus/cmdbus.sock").path }
         var journal: String { work.file(".cmdbus/journal.sqlite").path }
 
-        init(work: TemporaryDirectory? = nil, drain: String = "10") async throws {
+        /// - Parameter arguments: More for `cmdbus serve` (`--durability deferred`, say).
+        init(work: TemporaryDirectory? = nil, drain: String = "10", arguments: [String] = []) async throws {
             self.work = try work ?? TemporaryDirectory("cmdbus-serve")
             plugins = try self.work.subdirectory("plugins")
             if FileManager.default.fileExists(atPath: plugins.file("libGreeter.so").path) == false {
                 try plugins.install("libGreeter.so", "libCounter.so", "libFixturePlugin.so")
             }
             process = try LaunchedProcess(
-                try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--drain", drain],
+                try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--drain", drain] + arguments,
                 environment: ["CMDBUS_REGISTRY": self.work.file("registry.json").path], directory: self.work.path,
                 standardOutput: .discard, standardError: .discard
             )

@@ -64,6 +64,7 @@ extension CommandContext {
             let previous: CommandState
             let waiters: [UnsafeContinuation<Outcome, Never>]
             let callbacks: [@Sendable (Outcome) -> Void]
+            let writtenAheadCallbacks: [@Sendable (Result<Void, CommandBusError>) -> Void]
             let watchdog: Task<Void, Never>?
             let task: Task<Outcome, Never>?
             let runner: PostRunner?
@@ -77,11 +78,15 @@ extension CommandContext {
             }
             execution.outcome = outcome
             // Drop the task and watchdog: a finished task still holds its first allocation slab.
-            defer { execution.waiters = []; execution.callbacks = []; execution.task = nil; execution.runner = nil; execution.watchdog = nil }
+            defer {
+                execution.waiters = []; execution.callbacks = []; execution.writtenAheadCallbacks = []
+                execution.task = nil; execution.runner = nil; execution.watchdog = nil
+            }
             let abandoned = state == .cancelled || state == .timedOut
             if abandoned { execution.cancelRequested = true }
             return Ended(
-                previous: previous, waiters: execution.waiters, callbacks: execution.callbacks, watchdog: execution.watchdog,
+                previous: previous, waiters: execution.waiters, callbacks: execution.callbacks,
+                writtenAheadCallbacks: execution.writtenAheadCallbacks, watchdog: execution.watchdog,
                 task: abandoned ? execution.task : nil, runner: abandoned ? execution.runner : nil,
                 children: abandoned ? execution.children : []
             )
@@ -98,6 +103,8 @@ extension CommandContext {
         // Observers hear of the end before anyone waiting for the result wakes up.
         bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
         bus.commandDidFinish(self, outcome: outcome, state: state)
+        // Ended before its write-ahead was written (the journal refused it, or it was cancelled first).
+        for callback in ended.writtenAheadCallbacks { callback(outcome.map { _ in () }) }
         for waiter in ended.waiters { waiter.resume(returning: outcome) }
         for callback in ended.callbacks { callback(outcome) }
         parent?.childDidFinish()
@@ -115,6 +122,28 @@ extension CommandContext {
         for child in children { child.cancel() }
         // A command still waiting for a slot ends now; a running one ends when its handler returns.
         if wasPending { finish(.failure(.cancelled(envelope.commandName)), as: .cancelled) }
+    }
+
+    /// Calls `body` once the journal has the command's write-ahead (``CommandTicket/whenWrittenAhead(_:)``).
+    func whenWrittenAhead(_ body: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        guard journal != nil else { return body(.success(())) }
+        let now = execution.withLock { execution -> Result<Void, CommandBusError>? in
+            if execution.writtenAhead { return .success(()) }
+            if let outcome = execution.outcome { return outcome.map { _ in () } }
+            execution.writtenAheadCallbacks.append(body)
+            return nil
+        }
+        if let now { body(now) }
+    }
+
+    /// The journal has the command's write-ahead: tells whoever waits to hear so.
+    func markWrittenAhead() {
+        let callbacks = execution.withLock { execution -> [@Sendable (Result<Void, CommandBusError>) -> Void] in
+            execution.writtenAhead = true
+            defer { execution.writtenAheadCallbacks = [] }
+            return execution.writtenAheadCallbacks
+        }
+        for callback in callbacks { callback(.success(())) }
     }
 
     /// Calls `body` with the outcome when the command ends (at once if it has), on the thread

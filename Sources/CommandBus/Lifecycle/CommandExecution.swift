@@ -7,6 +7,9 @@ struct CommandExecution: Sendable {
     var waiters: [UnsafeContinuation<Outcome, Never>] = []
     /// Callers told of the end without a task waiting (``CommandTicket/whenFinished(_:)``).
     var callbacks: [@Sendable (Outcome) -> Void] = []
+    /// The journal has the command's write-ahead; and who waits to hear so (``CommandTicket/whenWrittenAhead(_:)``).
+    var writtenAhead = false
+    var writtenAheadCallbacks: [@Sendable (Result<Void, CommandBusError>) -> Void] = []
     var task: Task<Outcome, Never>?
     /// The runner a posted root command runs on (``PostRunners``), while it runs.
     var runner: PostRunner?

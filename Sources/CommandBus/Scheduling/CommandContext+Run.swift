@@ -24,6 +24,7 @@ extension CommandContext {
             do {
                 try await journal.accept(envelope, payload: try assignment.prepared.jsonData(commandName: name))
                 pool?.runnerWaitsForJournal(false)
+                markWrittenAhead()
             } catch {
                 pool?.runnerWaitsForJournal(false)
                 return finish(.failure(error), as: .failed, recorded: true)
@@ -86,7 +87,9 @@ extension CommandContext {
         }
         journal.accept(envelope, payload: payload) { [self] written in
             switch written {
-            case .success: runners.submit(self)
+            case .success:
+                markWrittenAhead()
+                runners.submit(self)
             case .failure(let error): finish(.failure(error), as: .failed, recorded: true)
             }
         }
