@@ -1,0 +1,101 @@
+import CommandBus
+import Foundation
+import Synchronization
+import Testing
+
+/// A posted command's ticket hears that the command is written ahead once the journal has it,
+/// before the command runs (``CommandTicket/whenWrittenAhead(_:)``): what a server waits for
+/// before it acknowledges a post.
+struct WrittenAheadTests {
+    /// A journal that queues write-aheads and takes them only when the test says so, or refuses them.
+    final class HeldWriteAheads: ForwardingJournal, @unchecked Sendable {
+        private let held = Mutex<[@Sendable () -> Void]>([])
+        private let refuses: Bool
+
+        init(refuses: Bool = false) { self.refuses = refuses }
+
+        var heldCount: Int { held.withLock { $0.count } }
+
+        /// Takes (or refuses) every held write-ahead.
+        func release() {
+            for take in held.withLock({ held -> [@Sendable () -> Void] in defer { held = [] }; return held }) { take() }
+        }
+
+        override var queuesWriteAheads: Bool { true }
+
+        override func accept(_ envelope: CommandEnvelope, payload: Data, whenDurable: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+            let inner = inner, refuses = refuses
+            held.withLock { $0.append({
+                if refuses { return whenDurable(.failure(.journalFailed("held.journal", "the disk is full"))) }
+                inner.accept(envelope, payload: payload, whenDurable: whenDurable)
+            }) }
+        }
+    }
+
+    /// What the ticket told, in order.
+    final class Heard: Sendable {
+        let outcomes = Mutex<[String]>([])
+        func record(_ result: Result<Void, CommandBusError>) {
+            outcomes.withLock { outcomes in
+                switch result {
+                case .success: outcomes.append("written")
+                case .failure(let error): outcomes.append(error.code.description)
+                }
+            }
+        }
+        var all: [String] { outcomes.withLock { $0 } }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPostHearsOnceTheJournalHasItsWriteAheadAndBeforeItRuns() async throws {
+        let journal = HeldWriteAheads()
+        let bus = CommandBus(configuration: .init(journal: journal))
+        let runs = Atomic<Int>(0)
+        bus.register(ClosureHandler<Work> { command, _ in
+            runs.add(1, ordering: .relaxed)
+            return command.value
+        })
+        let ticket = bus.post(Work(value: 7))
+        let heard = Heard()
+        ticket.whenWrittenAhead(heard.record)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(journal.heldCount == 1)
+        #expect(heard.all.isEmpty, "told before the journal had the write-ahead")
+        #expect(runs.load(ordering: .relaxed) == 0)
+        journal.release()
+        #expect(try await ticket.result == 7)
+        #expect(heard.all == ["written"])
+        #expect(try await journal.record(ticket.id) != nil)
+        // Asked after: told at once.
+        let later = Heard()
+        ticket.whenWrittenAhead(later.record)
+        #expect(later.all == ["written"])
+    }
+
+    @Test func withoutAJournalAPostIsWrittenAheadAtOnce() {
+        let bus = CommandBus()
+        bus.register(ClosureHandler<Work> { command, _ in command.value })
+        let ticket = bus.post(Work(value: 1))
+        let heard = Heard()
+        ticket.whenWrittenAhead(heard.record)
+        #expect(heard.all == ["written"])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWriteAheadTheJournalRefusesIsToldWithItsErrorAndNeverRuns() async throws {
+        let journal = HeldWriteAheads(refuses: true)
+        let bus = CommandBus(configuration: .init(journal: journal))
+        let runs = Atomic<Int>(0)
+        bus.register(ClosureHandler<Work> { command, _ in
+            runs.add(1, ordering: .relaxed)
+            return command.value
+        })
+        let ticket = bus.post(Work(value: 2))
+        let heard = Heard()
+        ticket.whenWrittenAhead(heard.record)
+        journal.release()
+        await #expect(throws: CommandBusError.self) { try await ticket.result }
+        #expect(heard.all == [CommandBusError.Code.journalFailed.description])
+        #expect(runs.load(ordering: .relaxed) == 0)
+    }
+}
