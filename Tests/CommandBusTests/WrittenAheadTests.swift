@@ -46,22 +46,33 @@ struct WrittenAheadTests {
         var all: [String] { outcomes.withLock { $0 } }
     }
 
+    /// How many times the handler of a bus it made ran.
+    final class Runs: Sendable {
+        private let runs = Atomic<Int>(0)
+        var count: Int { runs.load(ordering: .relaxed) }
+
+        /// A bus journaling to `journal`, whose `Work` handler counts its runs here.
+        func bus(journal: some Journal) -> CommandBus {
+            let bus = CommandBus(configuration: .init(journal: journal))
+            bus.register(ClosureHandler<Work> { [self] command, _ in
+                runs.add(1, ordering: .relaxed)
+                return command.value
+            })
+            return bus
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aPostHearsOnceTheJournalHasItsWriteAheadAndBeforeItRuns() async throws {
         let journal = HeldWriteAheads()
-        let bus = CommandBus(configuration: .init(journal: journal))
-        let runs = Atomic<Int>(0)
-        bus.register(ClosureHandler<Work> { command, _ in
-            runs.add(1, ordering: .relaxed)
-            return command.value
-        })
-        let ticket = bus.post(Work(value: 7))
+        let runs = Runs()
+        let ticket = runs.bus(journal: journal).post(Work(value: 7))
         let heard = Heard()
         ticket.whenWrittenAhead(heard.record)
         try await Task.sleep(for: .milliseconds(100))
         #expect(journal.heldCount == 1)
         #expect(heard.all.isEmpty, "told before the journal had the write-ahead")
-        #expect(runs.load(ordering: .relaxed) == 0)
+        #expect(runs.count == 0)
         journal.release()
         #expect(try await ticket.result == 7)
         #expect(heard.all == ["written"])
@@ -84,18 +95,13 @@ struct WrittenAheadTests {
     @Test(.timeLimit(.minutes(1)))
     func aWriteAheadTheJournalRefusesIsToldWithItsErrorAndNeverRuns() async throws {
         let journal = HeldWriteAheads(refuses: true)
-        let bus = CommandBus(configuration: .init(journal: journal))
-        let runs = Atomic<Int>(0)
-        bus.register(ClosureHandler<Work> { command, _ in
-            runs.add(1, ordering: .relaxed)
-            return command.value
-        })
-        let ticket = bus.post(Work(value: 2))
+        let runs = Runs()
+        let ticket = runs.bus(journal: journal).post(Work(value: 2))
         let heard = Heard()
         ticket.whenWrittenAhead(heard.record)
         journal.release()
         await #expect(throws: CommandBusError.self) { try await ticket.result }
         #expect(heard.all == [CommandBusError.Code.journalFailed.description])
-        #expect(runs.load(ordering: .relaxed) == 0)
+        #expect(runs.count == 0)
     }
 }
