@@ -63,10 +63,8 @@ package final class ClientConnection: Sendable {
                 return .done
             }
             let writerIdle = state.lines.isEmpty && !state.writing
-            state.lines.append(line)
-            state.bytes += line.count
-            if state.bytes > Self.maxQueuedBytes { return .drop }
-            return writerIdle ? .wakeWriter : .done
+            let queued = queue(line, &state)
+            return writerIdle || queued == .drop ? queued : .done
         }
         carry(out: next)
     }
@@ -104,6 +102,11 @@ package final class ClientConnection: Sendable {
             state.bytes += rest.count
             return .wakeWriter
         }
+        return queue(line, &state)
+    }
+
+    /// Queues `line` for the writer thread: the client is dropped once too much waits for it.
+    private func queue(_ line: [UInt8], _ state: inout Outgoing) -> Next {
         state.lines.append(line)
         state.bytes += line.count
         return state.bytes > Self.maxQueuedBytes ? .drop : .wakeWriter
