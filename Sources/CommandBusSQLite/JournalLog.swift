@@ -154,9 +154,8 @@ final class JournalLog: @unchecked Sendable {
             var info = stat()
             let size = fstat(descriptor, &info) == 0 ? Int(info.st_size) : 0
             let zeros = [UInt8](repeating: 0, count: size < capacity ? capacity : JournalLogRecord.headerSize)
-            let written = zeros.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
-            guard written == zeros.count, fdatasync(descriptor) == 0 else {
-                throw .journalFailed(journalPath, "cannot empty its log \(paths[index]): \(Self.errorText()); check the disk's free space")
+            if let cause = Self.write(zeros, at: 0, to: descriptor) ?? (fdatasync(descriptor) == 0 ? nil : Self.errorText()) {
+                throw .journalFailed(journalPath, "cannot empty its log \(paths[index]): \(cause); check the disk's free space")
             }
         }
         state.withLock { state in
