@@ -45,6 +45,13 @@ final class JournalLog: @unchecked Sendable {
     private struct Waiter {
         let position: UInt64
         let notify: @Sendable (Result<Void, CommandBusError>) -> Void
+
+        /// Takes out of `waiters` those whose records are all at or before `position`.
+        static func take(from waiters: inout [Waiter], through position: UInt64) -> [Waiter] {
+            let covered = waiters.filter { $0.position <= position }
+            waiters.removeAll { $0.position <= position }
+            return covered
+        }
     }
 
     private struct State {
@@ -331,8 +338,7 @@ final class JournalLog: @unchecked Sendable {
                     return (ready, .failure(failure), true)
                 }
                 state.synced = max(state.synced, round.syncedThrough)
-                let ready = state.waiters.filter { $0.position <= state.synced }
-                state.waiters.removeAll { $0.position <= state.synced }
+                let ready = Waiter.take(from: &state.waiters, through: state.synced)
                 let done = state.waiters.isEmpty && state.writeWaiters.isEmpty
                 if done { state.syncing = false }
                 return (ready, .success(()), done)
@@ -356,8 +362,7 @@ final class JournalLog: @unchecked Sendable {
                 return ([], [false, false], 0, error)
             }
             return state.withLock { state in
-                let written = state.writeWaiters.filter { $0.position <= state.written }
-                state.writeWaiters.removeAll { $0.position <= state.written }
+                let written = Waiter.take(from: &state.writeWaiters, through: state.written)
                 guard state.waiters.contains(where: { $0.position > state.synced }) else { return (written, [false, false], 0, nil) }
                 defer { state.unsynced = [false, false] }
                 return (written, state.unsynced, state.written, nil)
