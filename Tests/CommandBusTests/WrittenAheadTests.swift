@@ -104,4 +104,23 @@ struct WrittenAheadTests {
         #expect(heard.all == [CommandBusError.Code.journalFailed.description])
         #expect(runs.count == 0)
     }
+
+    /// A post no handler takes is told its refusal, not that it is written: a server answers it
+    /// with `noHandler` instead of acknowledging it. With a journal, once it is recorded as a
+    /// dead letter.
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func aPostNoHandlerTakesIsToldItsRefusal(journaled: Bool) async throws {
+        let journal = InMemoryJournal()
+        let bus = CommandBus(configuration: .init(journal: journaled ? journal : nil))
+        let ticket = bus.post(name: "nobody.takes", payload: Data(#"{"value": 3}"#.utf8))
+        let told = await withCheckedContinuation { continuation in
+            ticket.whenWrittenAhead { continuation.resume(returning: $0) }
+        }
+        guard case .failure(let error) = told else {
+            Issue.record("told that a post no handler takes is written ahead")
+            return
+        }
+        #expect(error.code == .noHandler)
+        if journaled { #expect(try await journal.record(ticket.id)?.state == .failed) }
+    }
 }

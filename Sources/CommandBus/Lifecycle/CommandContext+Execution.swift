@@ -126,7 +126,9 @@ extension CommandContext {
 
     /// Calls `body` once the journal has the command's write-ahead (``CommandTicket/whenWrittenAhead(_:)``).
     func whenWrittenAhead(_ body: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
-        guard journal != nil else { return body(.success(())) }
+        // A command refused before it was routed (no handler, a payload that does not decode) is
+        // not journaled but still fails: its caller hears the refusal, once it has been recorded.
+        guard journal != nil || assignment == nil else { return body(.success(())) }
         let now = execution.withLock { execution -> Result<Void, CommandBusError>? in
             if execution.writtenAhead { return .success(()) }
             if let outcome = execution.outcome { return outcome.map { _ in () } }
