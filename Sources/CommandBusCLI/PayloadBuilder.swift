@@ -48,15 +48,8 @@ enum PayloadBuilder {
         pairs.compactMap { pair in
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else { return nil }
             let text = String(pair[pair.index(after: equals)...])
-            let kind: String? = switch JSONValue.parse(text) {
-            case .integer?, .number?: "a number"
-            case .bool?: "a boolean"
-            case .array?: "an array"
-            case .object?: "an object"
-            case .null?: "null"
-            default: nil
-            }
-            return kind.map { (String(pair[..<equals]), text, $0) }
+            guard let value = JSONValue.parse(text), value.stringValue == nil else { return nil }
+            return (String(pair[..<equals]), text, value.kindName)
         }
     }
 

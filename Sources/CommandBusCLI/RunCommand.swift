@@ -16,13 +16,15 @@ enum RunCommand {
         .init(name: "verbose", short: "v", takesValue: false, help: "Print the command's id on stderr as soon as the bus accepts it."),
         .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
         .init(name: "delay", short: nil, takesValue: true, help: "Start no sooner than SECONDS from now (30, 30s, 5m)."),
+        .init(name: "no-wait", short: nil, takesValue: false, help: "Print the command's id once the bus has it; don't wait (with --connect or --bus)."),
         .connect, .bus, .json, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
     static let help = """
         Usage: cmdbus run <command> [<json>] [-p key=value ...] [options]
 
-        Sends one command on the bus and prints its JSON result on stdout.
+        Sends one command on the bus and prints its JSON result on stdout
+        (with --no-wait, its id once the bus has it).
         Events and logs go to stderr; a command with subcommands shows a
         progress line there when stderr is a terminal.
 
@@ -49,9 +51,21 @@ enum RunCommand {
         let request = CommandRequest(name: command, payload: payload, metadata: metadata, timeout: try arguments.seconds("timeout"),
             delay: try arguments.duration("delay")
         )
+        let connection = try ConnectionOptions(arguments)
+        if arguments.has("no-wait") {
+            guard connection.socket != nil || connection.bus != nil else {
+                throw .usage("--no-wait needs a bus that outlives this run: a server (--connect) or the shared bus (--bus); without one, run waits for its command")
+            }
+            if connection.socket != nil, request.delay != nil {
+                throw .usage("--delay with --connect is waited out by this run, so it cannot go with --no-wait; the shared bus (--bus) keeps a delay itself")
+            }
+        }
         let client = try await BusClientFactory.client(
-            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
+            connection: connection, plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )
+        if arguments.has("no-wait") {
+            return try await post(request, on: client, console: console, json: arguments.has("json"))
+        }
         let printer = EventPrinter(console: console, json: arguments.has("json"), verbose: arguments.has("verbose"))
         let result: Result<Data, HostFailure>
         do {
@@ -68,6 +82,16 @@ enum RunCommand {
             failure.commandID = failure.commandID ?? printer.commandID
             throw failure
         }
+    }
+
+    /// `--no-wait`: posts the command and prints its id once the bus has it (a server's journal,
+    /// or the shared bus's table).
+    private static func post(_ request: CommandRequest, on client: any BusClient, console: Console, json: Bool) async throws(HostFailure) {
+        let posted: Result<UUID, HostFailure>
+        do { posted = .success(try await client.post(request)) } catch { posted = .failure(error) }
+        await client.close()
+        let id = try posted.get().uuidString
+        console.out(json ? JSONValue.object(["commandId": .string(id)]).text : id)
     }
 
     /// A payload that did not decode, with a hint when a `-p` value was read as a non-string.

@@ -120,71 +120,6 @@ package final class CommandServer: Sendable {
 
     // MARK: Requests
 
-    private struct Request {
-        let id: JSONValue?
-        let op: String
-        let command: String?
-        let payload: JSONValue?
-        let metadata: [String: String]?
-        /// A W3C `traceparent`, kept in the command's metadata.
-        let traceparent: String?
-        let timeout: Double?
-        let commandId: String?
-        let correlationId: String?
-        let cancelOnDisconnect: Bool?
-        /// For `send`: stream the command tree's events before the response.
-        let events: Bool?
-
-        /// The request on a line, or `nil` unless it is a JSON object with a string `op` whose
-        /// other fields, where present and not `null`, have their types.
-        ///
-        /// The fields are read in one pass over the object, not looked up one by one: on a busy
-        /// server this runs on the request loop's one thread, for every request.
-        init?(line: [UInt8]) {
-            guard let members = JSONValue.members(ofObject: line) else { return nil }
-            var op: String?, id: JSONValue?, command: String?, payload: JSONValue?, metadata: [String: String]?
-            var traceparent: String?, timeout: Double?, commandId: String?, correlationId: String?
-            var cancelOnDisconnect: Bool?, events: Bool?
-            for (key, value) in members where value != .null {
-                switch key {
-                case "op": guard let text = value.stringValue else { return nil }; op = text
-                case "id": id = value
-                case "command": guard let text = value.stringValue else { return nil }; command = text
-                case "payload": payload = value
-                case "metadata":
-                    guard let object = value.objectValue else { return nil }
-                    let strings = object.compactMapValues(\.stringValue)
-                    guard strings.count == object.count else { return nil }
-                    metadata = strings
-                case "traceparent": guard let text = value.stringValue else { return nil }; traceparent = text
-                case "timeout":
-                    switch value {
-                    case .integer(let integer): timeout = Double(integer)
-                    case .number(let number): timeout = number
-                    default: return nil
-                    }
-                case "commandId": guard let text = value.stringValue else { return nil }; commandId = text
-                case "correlationId": guard let text = value.stringValue else { return nil }; correlationId = text
-                case "cancelOnDisconnect": guard case .bool(let flag) = value else { return nil }; cancelOnDisconnect = flag
-                case "events": guard case .bool(let flag) = value else { return nil }; events = flag
-                default: continue
-                }
-            }
-            guard let op else { return nil }
-            self.op = op
-            self.id = id
-            self.command = command
-            self.payload = payload
-            self.metadata = metadata
-            self.traceparent = traceparent
-            self.timeout = timeout
-            self.commandId = commandId
-            self.correlationId = correlationId
-            self.cancelOnDisconnect = cancelOnDisconnect
-            self.events = events
-        }
-    }
-
     /// The response to a `send`: its result, or its error.
     private static func reply(to id: JSONValue?, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> [UInt8] {
         switch outcome {
@@ -203,14 +138,15 @@ package final class CommandServer: Sendable {
             connection.send(Self.failure(nil, code: "payloadTooLarge", "request line of \(length) bytes is longer than the \(Self.maxLineBytes)-byte limit"))
         case .text(let bytes):
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
-            guard let request = Request(line: bytes) else {
-                return connection.send(Self.failure(nil, code: "usage", "request is not a JSON object with \"op\""))
+            do throws(ServerRequest.Malformed) {
+                handle(try ServerRequest(line: bytes), on: connection, owned: owned)
+            } catch {
+                connection.send(Self.failure(error.id, code: "usage", error.message))
             }
-            handle(request, on: connection, owned: owned)
         }
     }
 
-    private func handle(_ request: Request, on connection: ClientConnection, owned: TicketTable) {
+    private func handle(_ request: ServerRequest, on connection: ClientConnection, owned: TicketTable) {
         let bus = session.bus
         switch request.op {
         case "send", "post":
@@ -234,15 +170,7 @@ package final class CommandServer: Sendable {
             let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout, preferring: inline ? inlineSends.executor : nil)
             running.insert(ticket)
             if request.op == "post" {
-                // Acknowledged once the journal has the write-ahead (at once without a journal),
-                // so a server that dies after an acknowledgement runs the command on recovery.
-                // A commit acknowledges many posts at once: they leave together (`sendSoon`).
-                ticket.whenWrittenAhead { written in
-                    switch written {
-                    case .success: connection.sendSoon(line: ReplyLine.accepted(request.id, commandID: ticket.id))
-                    case .failure(let error): connection.sendSoon(line: Self.reply(to: request.id, ticket: ticket.id, .failure(error)))
-                    }
-                }
+                acknowledge(request, ticket: ticket, on: connection)
                 // No task waits for the end: whoever ends the command takes it off the table.
                 ticket.whenFinished { [running] _ in running.remove(ticket.id) }
                 return
@@ -284,7 +212,7 @@ package final class CommandServer: Sendable {
                 }
             }
         case "cancel":
-            guard let id = request.commandId.flatMap(UUID.init(uuidString:)) else {
+            guard let id = request.commandId else {
                 return connection.send(Self.failure(request.id, code: "usage", "cancel needs \"commandId\""))
             }
             let ticket = running.ticket(id)
@@ -297,8 +225,8 @@ package final class CommandServer: Sendable {
             connection.send(Self.success(request.id, ["plugins": .array(catalog.plugins.map(PluginCatalog.json)), "catalog": catalog.json]))
         case "subscribe":
             let filter: EventFilter
-            if let id = request.commandId.flatMap(UUID.init(uuidString:)) { filter = .command(id) }
-            else if let id = request.correlationId.flatMap(UUID.init(uuidString:)) { filter = .correlation(id) }
+            if let id = request.commandId { filter = .command(id) }
+            else if let id = request.correlationId { filter = .correlation(id) }
             else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
             let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
             connection.send(Self.success(request.id, ["subscribed": .bool(true)]))
@@ -309,7 +237,23 @@ package final class CommandServer: Sendable {
                 }
             }
         default:
-            connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are send, post, can, cancel, status, plugins, subscribe"))
+            connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are \(ServerRequest.ops.joined(separator: ", "))"))
+        }
+    }
+
+    /// Acknowledges a post once the journal has its write-ahead (at once without a journal), so
+    /// a server that dies after an acknowledgement runs the command on recovery; or, if the
+    /// client asked for `"ack": "received"`, at once, without that promise.
+    private func acknowledge(_ request: ServerRequest, ticket: CommandTicket<Data>, on connection: ClientConnection) {
+        if request.acknowledge == .received {
+            return connection.send(line: ReplyLine.accepted(request.id, commandID: ticket.id))
+        }
+        // A commit acknowledges many posts at once: they leave together (`sendSoon`).
+        ticket.whenWrittenAhead { written in
+            switch written {
+            case .success: connection.sendSoon(line: ReplyLine.accepted(request.id, commandID: ticket.id))
+            case .failure(let error): connection.sendSoon(line: Self.reply(to: request.id, ticket: ticket.id, .failure(error)))
+            }
         }
     }
 

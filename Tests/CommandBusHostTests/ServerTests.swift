@@ -94,35 +94,52 @@ struct ServerTests {
             """)
     }
 
-    /// A request's fields have their types or the request is refused whole; `null` counts as
-    /// absent, and a field the protocol does not know is ignored.
+    /// A request's fields have their types or the request is refused whole, with a message that
+    /// names the field and the request's id when it had one; `null` counts as absent, and a field
+    /// the protocol does not know is ignored.
     @Test func aRequestWithAFieldOfTheWrongTypeIsRefusedWhole() async throws {
         let server = try await Server()
         defer { server.work.remove() }
         let output = try await server.client("""
             s, f = connect()
-            def code(request):
-                reply = ask(f, request)
-                return reply["error"]["code"] if not reply["ok"] else "ok"
             for request in [
-                '[1]', '{"op": 5}', '{"op": null}', '{"id": 1}',
-                '{"op": "post", "command": 5}', '{"op": "post", "command": "greet", "timeout": "soon"}',
+                '[1]', '{"op": 5}', '{"op": null, "id": 9}', '{"id": 1}',
+                '{"op": "post", "command": 5, "id": "a"}', '{"op": "post", "command": "greet", "timeout": "soon"}',
                 '{"op": "post", "command": "greet", "metadata": {"a": 1}}', '{"op": "post", "command": "greet", "metadata": []}',
                 '{"op": "status", "events": "yes"}', '{"op": "status", "cancelOnDisconnect": 1}',
                 '{"op": "status", "traceparent": 7}', '{"op": "cancel", "commandId": 7}', '{"op": "subscribe", "correlationId": false}',
+                '{"op": "cancel", "commandId": "not-a-uuid", "id": [2]}', '{"op": "post", "command": "greet", "ack": "never"}',
             ]:
-                print(code(request))
+                reply = ask(f, request)
+                print(reply["ok"], reply["error"]["code"], json.dumps(reply["id"]), reply["error"]["message"])
             print(ask(f, '{"op": "status", "id": 7, "unknown": [1, 2], "events": null, "timeout": null}')["id"])
             print(ask(f, '{"op": "cancel", "commandId": null}')["error"]["message"])
             print(ask(f, '{"op": "post", "command": "greet", "timeout": 2, "metadata": {"a": "b"}, "payload": {"name": "Ada"}}')["ok"])
             print(ask(f, '{"op": "post", "command": "greet", "timeout": 0.5, "id": "x", "payload": {"name": "Ada"}}')["id"])
+            print(ask(f, '{"op": "cancel", "commandId": "00000000-0000-0000-0000-000000000000"}')["cancelled"])
             """)
         await server.stop()
-        #expect(output == String(repeating: "usage\n", count: 13) + """
+        #expect(output == """
+            False usage null request is not a JSON object; send one object per line, such as {"id": 1, "op": "status"}
+            False usage null request field 'op' must be a string, not a number; fix the field or leave it out
+            False usage 9 request has no 'op'; give one of send, post, can, cancel, status, plugins, subscribe
+            False usage 1 request has no 'op'; give one of send, post, can, cancel, status, plugins, subscribe
+            False usage "a" request field 'command' must be a string (the command's name), not a number; fix the field or leave it out
+            False usage null request field 'timeout' must be a number of seconds, not a string; fix the field or leave it out
+            False usage null request field 'metadata' must hold strings, but 'a' is a number; quote the value
+            False usage null request field 'metadata' must be an object of strings, not an array; fix the field or leave it out
+            False usage null request field 'events' must be true or false, not a string; fix the field or leave it out
+            False usage null request field 'cancelOnDisconnect' must be true or false, not a number; fix the field or leave it out
+            False usage null request field 'traceparent' must be a string, not a number; fix the field or leave it out
+            False usage null request field 'commandId' must be a command id (the UUID a send or post answered with), not a number
+            False usage null request field 'correlationId' must be a command id (the UUID a send or post answered with), not a boolean
+            False usage [2] request field 'commandId' must be a command id (the UUID a send or post answered with), not 'not-a-uuid'
+            False usage null request field 'ack' must be 'journaled' or 'received', not 'never'
             7
             cancel needs "commandId"
             True
             x
+            False
 
             """)
     }

@@ -20,8 +20,9 @@ struct SharedBusTests {
         let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
         let sent = try await Self.bus(database.url, "run", "greet-all", "-p", #"names=["Ada"]"#)
         #expect(sent.status == 0, "\(sent.stderr)")
-        // A command that waits: due in five minutes. Its sender is stopped; the command stays pending.
-        _ = try await runProcess(try TestPaths.product("cmdbus").path, ["run", "fixture.sleep", "-p", "milliseconds=1", "--delay", "300", "--bus", database.url], timeout: .seconds(3))
+        // A command that waits: due in five minutes, posted without waiting for it; it stays pending.
+        let waiting = try await Self.bus(database.url, "run", "fixture.sleep", "-p", "milliseconds=1", "--delay", "300", "--no-wait")
+        #expect(waiting.status == 0, "\(waiting.stderr)")
 
         let fetch = { (path: String) async throws -> String in
             try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url + path]).stdout

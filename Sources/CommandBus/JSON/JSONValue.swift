@@ -111,6 +111,18 @@ package enum JSONValue: Codable, Sendable, Equatable {
         }
     }
 
+    /// What kind of value this is, as a message names it: "a string", "a number", "null", ….
+    package var kindName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .integer, .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+
     /// The value as an integer, if it is one (or a number without a fraction).
     package var intValue: Int? {
         switch self {

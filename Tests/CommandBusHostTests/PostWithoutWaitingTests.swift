@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+
+extension ServerTests {
+    /// A post is acknowledged once the journal has it, unless it asks for `"ack": "received"`:
+    /// with the journal's file locked by another process, the post that asked is acknowledged at
+    /// once and the one that did not waits until the lock is let go; both run.
+    @Test func aPostThatAsksToBeAcknowledgedOnReceiptDoesNotWaitForTheJournal() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import select, sqlite3
+            s, f = connect()
+            print(ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Warm"}})["ok"])
+            lock = sqlite3.connect(sys.argv[2], timeout=30, isolation_level=None)
+            lock.execute("BEGIN IMMEDIATE")
+            print(ask(f, {"id": 2, "op": "post", "command": "greet", "payload": {"name": "Ada"}, "ack": "received"})["ok"])
+            f.write(json.dumps({"id": 3, "op": "post", "command": "greet", "payload": {"name": "Lin"}}) + '\\n'); f.flush()
+            ready, _, _ = select.select([s], [], [], 1.5)
+            print("acknowledged under the lock" if ready else "waits for the journal")
+            lock.execute("ROLLBACK")
+            reply = json.loads(f.readline())
+            print(reply["id"], reply["ok"])
+            """, server.journal)
+        await server.stop()
+        #expect(output == """
+            True
+            True
+            waits for the journal
+            3 True
+
+            """)
+        // Stopping drains: both posts ran.
+        let listing = try await cmdbus(["journal", "list", "--json", "--journal", server.journal], directory: server.work.url)
+        let entries = (try? JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]]) ?? []
+        #expect(entries.count == 3 && entries.allSatisfy { $0["state"] as? String == "succeeded" }, "\(listing.stdout)")
+    }
+
+    /// `cmdbus run --no-wait --connect` prints the command's id once the server has it and
+    /// returns while the command still runs; a command no handler takes is still refused.
+    @Test func runWithoutWaitingPrintsTheIdWhileTheServerRunsTheCommand() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let connect = "--connect=\(server.socket)"
+        let posted = try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=5000", "--no-wait", connect])
+        #expect(posted.status == 0, "\(posted.stderr)")
+        let id = try #require(UUID(uuidString: posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(posted.stdout)")
+        let status = try jsonObject(try await cmdbus(["status", "--json", connect]).stdout)
+        #expect(status["inFlight"] as? Int == 1, "\(status)")
+        let json = try await cmdbus(["run", "greet", "-p", "name=Ada", "--no-wait", "--json", connect])
+        let jsonID = try jsonObject(json.stdout)["commandId"] as? String
+        #expect(json.status == 0 && jsonID.flatMap(UUID.init(uuidString:)) != nil, "\(json.stdout)")
+        let nope = try await cmdbus(["run", "nope", "--no-wait", connect])
+        #expect(nope.status == 69 && nope.stderr.contains("nope"), "\(nope.stderr)")
+        await server.stop()
+        // Stopping drains: the posted command ran to its end.
+        let listing = try await cmdbus(["journal", "list", "--json", "--journal", server.journal], directory: server.work.url)
+        let entries = (try? JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]]) ?? []
+        #expect(entries.contains { $0["id"] as? String == id.uuidString && $0["state"] as? String == "succeeded" }, "\(listing.stdout)")
+    }
+
+    /// `--no-wait` needs a bus that outlives the run, and a delay the server cannot keep.
+    @Test func runWithoutWaitingIsRefusedWhereNothingWouldKeepTheCommand() async throws {
+        let local = try await cmdbus(["run", "greet", "-p", "name=Ada", "--no-wait", "--no-journal"])
+        #expect(local.status == 64 && local.stderr.contains("--no-wait needs a bus that outlives this run"), "\(local.stderr)")
+        let delayed = try await cmdbus(["run", "greet", "--no-wait", "--delay", "5", "--connect=/nonexistent.sock"])
+        #expect(delayed.status == 64 && delayed.stderr.contains("cannot go with --no-wait"), "\(delayed.stderr)")
+    }
+}
+
+extension SharedBusTests {
+    /// `cmdbus run --no-wait --bus` leaves the command pending in PostgreSQL with no host up, and
+    /// a host started later runs it, a delay kept.
+    @Test(.timeLimit(.minutes(3)))
+    func runWithoutWaitingLeavesTheCommandForAHostStartedLater() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let posted = try await Self.bus(database.url, "run", "fixture.whoami", "--delay", "1500ms", "--no-wait")
+        #expect(posted.status == 0, "\(posted.stderr)")
+        let id = try #require(UUID(uuidString: posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(posted.stdout)")
+        let pending = try await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(id.uuidString.lowercased())'")
+        #expect(pending == "pending\n")
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        let ran = await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(id.uuidString.lowercased())'")) == "succeeded\n"
+        }
+        #expect(ran)
+        let waited = try await database.sql("SELECT started_at - created_at >= interval '1.4 seconds' FROM cmdbus.commands WHERE id = '\(id.uuidString.lowercased())'")
+        #expect(waited == "t\n")
+        await host.stop()
+        await database.drop()
+    }
+}
