@@ -67,15 +67,16 @@ struct WrittenAheadTests {
         let journal = HeldWriteAheads()
         let runs = Runs()
         let ticket = runs.bus(journal: journal).post(Work(value: 7))
-        let heard = Heard()
+        let heard = Heard(), also = Heard()
         ticket.whenWrittenAhead(heard.record)
+        ticket.whenWrittenAhead(also.record)
         try await Task.sleep(for: .milliseconds(100))
         #expect(journal.heldCount == 1)
         #expect(heard.all.isEmpty, "told before the journal had the write-ahead")
         #expect(runs.count == 0)
         journal.release()
         #expect(try await ticket.result == 7)
-        #expect(heard.all == ["written"])
+        #expect(heard.all == ["written"] && also.all == ["written"])
         #expect(try await journal.record(ticket.id) != nil)
         // Asked after: told at once.
         let later = Heard()
@@ -122,5 +123,22 @@ struct WrittenAheadTests {
         }
         #expect(error.code == .noHandler)
         if journaled { #expect(try await journal.record(ticket.id)?.state == .failed) }
+    }
+
+    /// A post cancelled while its write-ahead waits for the journal is told once, that it was
+    /// cancelled; the write-ahead the journal then takes tells nobody again.
+    @Test(.timeLimit(.minutes(1)))
+    func aPostCancelledBeforeItsWriteAheadIsWrittenIsToldOnce() async throws {
+        let journal = HeldWriteAheads()
+        let runs = Runs()
+        let ticket = runs.bus(journal: journal).post(Work(value: 4))
+        let heard = Heard()
+        ticket.whenWrittenAhead(heard.record)
+        ticket.cancel()
+        #expect(heard.all == [CommandBusError.Code.cancelled.description])
+        journal.release()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(heard.all == [CommandBusError.Code.cancelled.description])
+        #expect(runs.count == 0)
     }
 }

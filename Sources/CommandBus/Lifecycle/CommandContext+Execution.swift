@@ -64,7 +64,7 @@ extension CommandContext {
             let previous: CommandState
             let waiters: [UnsafeContinuation<Outcome, Never>]
             let callbacks: [@Sendable (Outcome) -> Void]
-            let writtenAheadCallbacks: [@Sendable (Result<Void, CommandBusError>) -> Void]
+            let writeAhead: WriteAhead
             let watchdog: Task<Void, Never>?
             let task: Task<Outcome, Never>?
             let runner: PostRunner?
@@ -79,14 +79,15 @@ extension CommandContext {
             execution.outcome = outcome
             // Drop the task and watchdog: a finished task still holds its first allocation slab.
             defer {
-                execution.waiters = []; execution.callbacks = []; execution.writtenAheadCallbacks = []
+                execution.waiters = []; execution.callbacks = []
+                if case .awaited = execution.writeAhead { execution.writeAhead = .notWritten }
                 execution.task = nil; execution.runner = nil; execution.watchdog = nil
             }
             let abandoned = state == .cancelled || state == .timedOut
             if abandoned { execution.cancelRequested = true }
             return Ended(
                 previous: previous, waiters: execution.waiters, callbacks: execution.callbacks,
-                writtenAheadCallbacks: execution.writtenAheadCallbacks, watchdog: execution.watchdog,
+                writeAhead: execution.writeAhead, watchdog: execution.watchdog,
                 task: abandoned ? execution.task : nil, runner: abandoned ? execution.runner : nil,
                 children: abandoned ? execution.children : []
             )
@@ -104,7 +105,9 @@ extension CommandContext {
         bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
         bus.commandDidFinish(self, outcome: outcome, state: state)
         // Ended before its write-ahead was written (the journal refused it, or it was cancelled first).
-        for callback in ended.writtenAheadCallbacks { callback(outcome.map { _ in () }) }
+        if case .awaited(let callbacks) = ended.writeAhead {
+            for callback in callbacks { callback(outcome.map { _ in () }) }
+        }
         for waiter in ended.waiters { waiter.resume(returning: outcome) }
         for callback in ended.callbacks { callback(outcome) }
         parent?.childDidFinish()
@@ -130,9 +133,9 @@ extension CommandContext {
         // not journaled but still fails: its caller hears the refusal, once it has been recorded.
         guard journal != nil || assignment == nil else { return body(.success(())) }
         let now = execution.withLock { execution -> Result<Void, CommandBusError>? in
-            if execution.writtenAhead { return .success(()) }
+            if case .written = execution.writeAhead { return .success(()) }
             if let outcome = execution.outcome { return outcome.map { _ in () } }
-            execution.writtenAheadCallbacks.append(body)
+            execution.writeAhead.add(body)
             return nil
         }
         if let now { body(now) }
@@ -140,12 +143,13 @@ extension CommandContext {
 
     /// The journal has the command's write-ahead: tells whoever waits to hear so.
     func markWrittenAhead() {
-        let callbacks = execution.withLock { execution -> [@Sendable (Result<Void, CommandBusError>) -> Void] in
-            execution.writtenAhead = true
-            defer { execution.writtenAheadCallbacks = [] }
-            return execution.writtenAheadCallbacks
+        let before = execution.withLock { execution in
+            defer { execution.writeAhead = .written }
+            return execution.writeAhead
         }
-        for callback in callbacks { callback(.success(())) }
+        if case .awaited(let callbacks) = before {
+            for callback in callbacks { callback(.success(())) }
+        }
     }
 
     /// Calls `body` with the outcome when the command ends (at once if it has), on the thread

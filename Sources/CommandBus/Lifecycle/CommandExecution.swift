@@ -7,9 +7,9 @@ struct CommandExecution: Sendable {
     var waiters: [UnsafeContinuation<Outcome, Never>] = []
     /// Callers told of the end without a task waiting (``CommandTicket/whenFinished(_:)``).
     var callbacks: [@Sendable (Outcome) -> Void] = []
-    /// The journal has the command's write-ahead; and who waits to hear so (``CommandTicket/whenWrittenAhead(_:)``).
-    var writtenAhead = false
-    var writtenAheadCallbacks: [@Sendable (Result<Void, CommandBusError>) -> Void] = []
+    /// Whether the journal has the command's write-ahead, and who waits to hear so
+    /// (``CommandTicket/whenWrittenAhead(_:)``).
+    var writeAhead = WriteAhead.notWritten
     var task: Task<Outcome, Never>?
     /// The runner a posted root command runs on (``PostRunners``), while it runs.
     var runner: PostRunner?
@@ -22,4 +22,26 @@ struct CommandExecution: Sendable {
     /// Whether the handler reports its own progress, which then replaces the count of finished children.
     var reportsProgress = false
     var attempts = 0
+}
+
+/// Whether the journal has a command's write-ahead (``CommandExecution/writeAhead``). One field,
+/// not a flag and a list: only a server's posts ever wait here, and a command that nobody waits
+/// for pays nothing to start the list or to drop it when it ends.
+enum WriteAhead: Sendable {
+    case notWritten
+    /// Not written yet; these wait to hear.
+    case awaited([@Sendable (Result<Void, CommandBusError>) -> Void])
+    case written
+
+    /// Adds `body` to those who wait to hear (unless already written: then nothing).
+    mutating func add(_ body: @escaping @Sendable (Result<Void, CommandBusError>) -> Void) {
+        switch self {
+        case .notWritten: self = .awaited([body])
+        case .awaited(var callbacks):
+            self = .notWritten  // the list's one reference, so the append does not copy it
+            callbacks.append(body)
+            self = .awaited(callbacks)
+        case .written: break
+        }
+    }
 }
