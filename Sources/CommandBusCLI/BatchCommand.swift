@@ -14,6 +14,7 @@ enum BatchCommand {
     static let spec = ArgumentSpec(command: "batch", options: [
         .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64)."),
         .init(name: "timeout", short: "t", takesValue: true, help: "A deadline for each command, in seconds."),
+        .init(name: "no-wait", short: nil, takesValue: false, help: "Post each command and print its id once the bus has it (with --connect or --bus)."),
         .connect, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
@@ -27,6 +28,9 @@ enum BatchCommand {
           {"line": 2, "id": "...", "command": "greet", "state": "failed", "error": {"code": ..., "message": ...}}
         A command counts as acknowledged once its line is printed; by then its outcome
         is durable in the journal. A malformed input line gets a line with its error.
+        With --no-wait (through a server or the shared bus), each command is posted
+        and its line, {"line": 1, "id": "...", "command": "greet", "state": "pending"},
+        is printed once the bus has it; the commands run there.
 
         Exit codes: 0 every command succeeded, 1 some did not, 64 usage, 74 journal unusable.
 
@@ -45,8 +49,13 @@ enum BatchCommand {
         let reader = try LineReader(path: arguments.positionals.first ?? "-")
         let concurrency = try arguments.positiveInteger("concurrency") ?? 64
         let timeout = try arguments.seconds("timeout")
+        let connection = try ConnectionOptions(arguments)
+        let posting = arguments.has("no-wait")
+        if posting, connection.socket == nil, connection.bus == nil {
+            throw .usage("--no-wait needs a bus that outlives this batch: a server (--connect) or the shared bus (--bus); without one, batch waits for its commands")
+        }
         let client = try await BusClientFactory.client(
-            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
+            connection: connection, plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )
         var number = 0, failures = 0
         // Hands out the next well-formed line as a request; a malformed line gets its error line here.
@@ -68,13 +77,47 @@ enum BatchCommand {
             }
             return nil
         }
-        try await client.sendAll(concurrency: concurrency, next: next) { outcome in
-            if outcome.state != .succeeded { failures += 1 }
+        let report = { (outcome: CommandOutcome) in
+            if outcome.state != (posting ? .pending : .succeeded) { failures += 1 }
             console.out(outcome.json.text)
+        }
+        if posting {
+            await postAll(on: client, concurrency: concurrency, next: next, onOutcome: report)
+        } else {
+            try await client.sendAll(concurrency: concurrency, next: next, onOutcome: report)
         }
         await client.close()
         if failures > 0 {
-            throw HostFailure(.someFailed, "\(failures) of the batch's commands did not succeed")
+            throw HostFailure(.someFailed, "\(failures) of the batch's commands did not \(posting ? "post" : "succeed")")
+        }
+    }
+
+    /// `--no-wait`: posts the requests `next` hands out, at most `concurrency` unacknowledged at
+    /// once, and reports each as `pending` once the bus has it, or `failed` with why not.
+    private static func postAll(
+        on client: any BusClient, concurrency: Int, next: () -> CommandRequest?, onOutcome: (CommandOutcome) -> Void
+    ) async {
+        await withTaskGroup(of: CommandOutcome.self) { group in
+            var inFlight = 0
+            while let request = next() {
+                if inFlight >= concurrency, let outcome = await group.next() {
+                    inFlight -= 1
+                    onOutcome(outcome)
+                }
+                group.addTask {
+                    var outcome = CommandOutcome(tag: request.tag, command: request.name, state: .pending)
+                    do throws(HostFailure) {
+                        outcome.id = try await client.post(request)
+                    } catch {
+                        outcome.state = .failed
+                        outcome.id = error.commandID.flatMap(UUID.init(uuidString:))
+                        outcome.error = (error.code.name, error.message)
+                    }
+                    return outcome
+                }
+                inFlight += 1
+            }
+            for await outcome in group { onOutcome(outcome) }
         }
     }
 }

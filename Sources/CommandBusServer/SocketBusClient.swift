@@ -145,7 +145,8 @@ package struct SocketBusClient: BusClient {
         guard let error = fields["error"]?.objectValue, let code = error["code"]?.stringValue, let message = error["message"]?.stringValue else {
             return HostFailure(.badResponse, "the server answered something unexpected", command: command)
         }
-        return HostFailure(HostFailure.Code(name: code) ?? .handlerFailed, message, command: command)
+        // The command's id where the server gave it one, as a local run's error carries it.
+        return HostFailure(HostFailure.Code(name: code) ?? .handlerFailed, message, command: command, commandID: fields["commandId"]?.stringValue)
     }
 }
 

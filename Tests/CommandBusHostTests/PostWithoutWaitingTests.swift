@@ -59,18 +59,50 @@ extension ServerTests {
         #expect(entries.contains { $0["id"] as? String == id.uuidString && $0["state"] as? String == "succeeded" }, "\(listing.stdout)")
     }
 
+    /// `cmdbus batch --no-wait --connect` prints a `pending` line with each command's id once the
+    /// server has it, and a `failed` one for a line no handler takes or that is not a command;
+    /// the posted commands run on the server.
+    @Test func aBatchWithoutWaitingPostsEachLine() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let input = server.work.file("batch.ndjson")
+        try Data("""
+            {"command": "fixture.sleep", "payload": {"milliseconds": 5000}}
+            {"command": "nope"}
+            not a command
+            {"command": "fixture.sleep", "payload": {"milliseconds": 5000}}
+
+            """.utf8).write(to: input)
+        let posted = try await cmdbus(["batch", input.path, "--no-wait", "--connect=\(server.socket)"])
+        #expect(posted.status == 1 && posted.stderr.contains("2 of the batch's commands did not post"), "\(posted.stderr)")
+        let lines = try posted.stdout.split(separator: "\n").map { try jsonObject(String($0)) }.sorted { ($0["line"] as? Int ?? 0) < ($1["line"] as? Int ?? 0) }
+        #expect(lines.map { $0["line"] as? Int } == [1, 2, 3, 4])
+        #expect(lines.map { $0["state"] as? String } == ["pending", "failed", "failed", "pending"])
+        #expect((lines[1]["error"] as? [String: Any])?["code"] as? String == "noHandler")
+        let ids = [lines[0], lines[3]].compactMap { ($0["id"] as? String).flatMap(UUID.init(uuidString:)) }
+        #expect(ids.count == 2)
+        let status = try jsonObject(try await cmdbus(["status", "--json", "--connect=\(server.socket)"]).stdout)
+        #expect(status["inFlight"] as? Int == 2, "\(status)")
+        await server.stop()
+        let listing = try await cmdbus(["journal", "list", "--json", "--state", "succeeded", "--journal", server.journal], directory: server.work.url)
+        let succeeded = ((try? JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
+        #expect(Set(succeeded) == Set(ids.map(\.uuidString)), "\(listing.stdout)")
+    }
+
     /// `--no-wait` needs a bus that outlives the run, and a delay the server cannot keep.
     @Test func runWithoutWaitingIsRefusedWhereNothingWouldKeepTheCommand() async throws {
         let local = try await cmdbus(["run", "greet", "-p", "name=Ada", "--no-wait", "--no-journal"])
         #expect(local.status == 64 && local.stderr.contains("--no-wait needs a bus that outlives this run"), "\(local.stderr)")
+        let batch = try await cmdbus(["batch", "-", "--no-wait", "--no-journal"])
+        #expect(batch.status == 64 && batch.stderr.contains("--no-wait needs a bus that outlives this batch"), "\(batch.stderr)")
         let delayed = try await cmdbus(["run", "greet", "--no-wait", "--delay", "5", "--connect=/nonexistent.sock"])
         #expect(delayed.status == 64 && delayed.stderr.contains("cannot go with --no-wait"), "\(delayed.stderr)")
     }
 }
 
 extension SharedBusTests {
-    /// `cmdbus run --no-wait --bus` leaves the command pending in PostgreSQL with no host up, and
-    /// a host started later runs it, a delay kept.
+    /// `cmdbus run --no-wait --bus` and `batch --no-wait --bus` leave their commands pending in
+    /// PostgreSQL with no host up, and a host started later runs them, a delay kept.
     @Test(.timeLimit(.minutes(3)))
     func runWithoutWaitingLeavesTheCommandForAHostStartedLater() async throws {
         await BusHostProcess.stopAll()
@@ -80,9 +112,16 @@ extension SharedBusTests {
         let id = try #require(UUID(uuidString: posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(posted.stdout)")
         let pending = try await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(id.uuidString.lowercased())'")
         #expect(pending == "pending\n")
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let input = scratch.file("batch.ndjson")
+        try Data(String(repeating: #"{"command": "fixture.whoami"}"# + "\n", count: 3).utf8).write(to: input)
+        let batch = try await Self.bus(database.url, "batch", input.path, "--no-wait")
+        #expect(batch.status == 0 && batch.stdout.split(separator: "\n").count == 3, "\(batch.stderr)")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'pending'") == "4\n")
         let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
         let ran = await waitUntil(.seconds(60)) {
-            (try? await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(id.uuidString.lowercased())'")) == "succeeded\n"
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'succeeded'")) == "4\n"
         }
         #expect(ran)
         let waited = try await database.sql("SELECT started_at - created_at >= interval '1.4 seconds' FROM cmdbus.commands WHERE id = '\(id.uuidString.lowercased())'")
