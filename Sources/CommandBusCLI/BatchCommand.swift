@@ -82,42 +82,13 @@ enum BatchCommand {
             console.out(outcome.json.text)
         }
         if posting {
-            await postAll(on: client, concurrency: concurrency, next: next, onOutcome: report)
+            try await client.postAll(concurrency: concurrency, next: next, onOutcome: report)
         } else {
             try await client.sendAll(concurrency: concurrency, next: next, onOutcome: report)
         }
         await client.close()
         if failures > 0 {
             throw HostFailure(.someFailed, "\(failures) of the batch's commands did not \(posting ? "post" : "succeed")")
-        }
-    }
-
-    /// `--no-wait`: posts the requests `next` hands out, at most `concurrency` unacknowledged at
-    /// once, and reports each as `pending` once the bus has it, or `failed` with why not.
-    private static func postAll(
-        on client: any BusClient, concurrency: Int, next: () -> CommandRequest?, onOutcome: (CommandOutcome) -> Void
-    ) async {
-        await withTaskGroup(of: CommandOutcome.self) { group in
-            var inFlight = 0
-            while let request = next() {
-                if inFlight >= concurrency, let outcome = await group.next() {
-                    inFlight -= 1
-                    onOutcome(outcome)
-                }
-                group.addTask {
-                    var outcome = CommandOutcome(tag: request.tag, command: request.name, state: .pending)
-                    do throws(HostFailure) {
-                        outcome.id = try await client.post(request)
-                    } catch {
-                        outcome.state = .failed
-                        outcome.id = error.commandID.flatMap(UUID.init(uuidString:))
-                        outcome.error = (error.code.name, error.message)
-                    }
-                    return outcome
-                }
-                inFlight += 1
-            }
-            for await outcome in group { onOutcome(outcome) }
         }
     }
 }

@@ -45,15 +45,31 @@ package struct SocketBusClient: BusClient {
     package func sendAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
+        try pipeline(op: "send", concurrency: concurrency, next: next, onOutcome: onOutcome)
+    }
+
+    /// Posts are pipelined on one connection, at most `concurrency` unacknowledged.
+    package func postAll(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
+        try pipeline(op: "post", concurrency: concurrency, next: next, onOutcome: onOutcome)
+    }
+
+    /// Writes a `send` or `post` request for each of `next`'s requests on one connection, at
+    /// most `concurrency` unanswered, and reports each answer as it comes: a send's outcome, or
+    /// a post `pending` once the server has it.
+    private func pipeline(
+        op: String, concurrency: Int, next: () -> CommandRequest?, onOutcome: (CommandOutcome) -> Void
+    ) throws(HostFailure) {
         let connection = try ServerConnection(socket)
         var names: [Int64: String] = [:]
         func answer() throws(HostFailure) {
             let response = try connection.receive()
             guard case .integer(let tag)? = response["id"], let name = names.removeValue(forKey: tag) else { return }
-            var outcome = CommandOutcome(tag: Int(tag), command: name, state: .succeeded)
+            var outcome = CommandOutcome(tag: Int(tag), command: name, state: op == "post" ? .pending : .succeeded)
             outcome.id = response["commandId"]?.stringValue.flatMap(UUID.init(uuidString:))
             if response["ok"] == .bool(true) {
-                outcome.result = (response["result"] ?? .null).data
+                if op == "send" { outcome.result = (response["result"] ?? .null).data }
             } else {
                 let error = response["error"]?.objectValue ?? [:]
                 let code = error["code"]?.stringValue ?? "handlerFailed"
@@ -64,7 +80,7 @@ package struct SocketBusClient: BusClient {
         }
         while let request = next() {
             while names.count >= concurrency { try answer() }
-            var fields = Self.fields(of: request, op: "send")
+            var fields = Self.fields(of: request, op: op)
             fields["id"] = .integer(Int64(request.tag))
             names[Int64(request.tag)] = request.name
             try connection.send(.object(fields))
