@@ -29,7 +29,7 @@ package protocol BusClient: Sendable {
     ) async throws(HostFailure)
     /// Posts the requests `next` hands out, at most `concurrency` unacknowledged at once, and
     /// reports each as `pending` once the bus has it, or `failed` with why not. `next` returns
-    /// `nil` at the end. By default, ``post(_:)`` for each, concurrently.
+    /// `nil` at the end.
     func postAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure)
@@ -45,35 +45,6 @@ package protocol BusClient: Sendable {
     func status() async throws(HostFailure) -> JSONValue
     /// Waits until everything written is durable and lets go of the bus.
     func close() async
-}
-
-extension BusClient {
-    package func postAll(
-        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
-    ) async throws(HostFailure) {
-        await withTaskGroup(of: CommandOutcome.self) { group in
-            var inFlight = 0
-            while let request = next() {
-                if inFlight >= concurrency, let outcome = await group.next() {
-                    inFlight -= 1
-                    onOutcome(outcome)
-                }
-                group.addTask {
-                    var outcome = CommandOutcome(tag: request.tag, command: request.name, state: .pending)
-                    do throws(HostFailure) {
-                        outcome.id = try await post(request)
-                    } catch {
-                        outcome.state = .failed
-                        outcome.id = error.commandID.flatMap(UUID.init(uuidString:))
-                        outcome.error = (error.code.name, error.message)
-                    }
-                    return outcome
-                }
-                inFlight += 1
-            }
-            for await outcome in group { onOutcome(outcome) }
-        }
-    }
 }
 
 /// One command to run: its name, JSON payload, envelope metadata and deadline.

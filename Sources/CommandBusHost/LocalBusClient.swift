@@ -82,6 +82,15 @@ package struct LocalBusClient: BusClient {
         return ticket.id
     }
 
+    /// Posts each command as ``post(_:)`` does, which never waits: `concurrency` does not apply.
+    package func postAll(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
+        while let request = next() {
+            onOutcome(CommandOutcome(tag: request.tag, id: try await post(request), command: request.name, state: .pending))
+        }
+    }
+
     package func sendAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {

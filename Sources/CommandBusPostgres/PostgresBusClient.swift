@@ -112,6 +112,35 @@ package final class PostgresBusClient: BusClient {
         return try submit(submission)
     }
 
+    /// Posts on up to `concurrency` tasks at once, each inserting through the pool.
+    package func postAll(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
+        await withTaskGroup(of: CommandOutcome.self) { group in
+            var inFlight = 0
+            while let request = next() {
+                if inFlight >= concurrency, let outcome = await group.next() {
+                    inFlight -= 1
+                    onOutcome(outcome)
+                }
+                var submission = Self.submission(request)
+                submission.failIfUnhandled = false
+                group.addTask { [self] in
+                    var outcome = CommandOutcome(tag: request.tag, command: request.name, state: .pending)
+                    do throws(HostFailure) {
+                        outcome.id = try submit(submission)
+                    } catch {
+                        outcome.state = .failed
+                        outcome.error = (error.code.name, error.message)
+                    }
+                    return outcome
+                }
+                inFlight += 1
+            }
+            for await outcome in group { onOutcome(outcome) }
+        }
+    }
+
     package func sendAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
