@@ -115,13 +115,15 @@ extension SharedBusTests {
         let scratch = try TemporaryDirectory()
         defer { scratch.remove() }
         let input = scratch.file("batch.ndjson")
-        try Data(String(repeating: #"{"command": "fixture.whoami"}"# + "\n", count: 3).utf8).write(to: input)
-        let batch = try await Self.bus(database.url, "batch", input.path, "--no-wait")
-        #expect(batch.status == 0 && batch.stdout.split(separator: "\n").count == 3, "\(batch.stderr)")
-        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'pending'") == "4\n")
+        // Enough posts on many tasks at once to have crashed a release build that posted through a
+        // protocol extension's default (`92feb73`).
+        try Data(String(repeating: #"{"command": "fixture.whoami"}"# + "\n", count: 300).utf8).write(to: input)
+        let batch = try await Self.bus(database.url, "batch", input.path, "--no-wait", "-c", "16")
+        #expect(batch.status == 0 && batch.stdout.split(separator: "\n").count == 300, "\(batch.stderr)")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'pending'") == "301\n")
         let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
         let ran = await waitUntil(.seconds(60)) {
-            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'succeeded'")) == "4\n"
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'succeeded'")) == "301\n"
         }
         #expect(ran)
         let waited = try await database.sql("SELECT started_at - created_at >= interval '1.4 seconds' FROM cmdbus.commands WHERE id = '\(id.uuidString.lowercased())'")

@@ -16,6 +16,10 @@ enum TestPaths {
         return packageRoot.appendingPathComponent(".build/debug")
     }()
 
+    /// Whether the products are a release build (scripts/test.sh runs the end-to-end suites
+    /// against one after the debug run): the binary users run, optimized.
+    static var productsAreReleaseBuilds: Bool { binDirectory.lastPathComponent == "release" }
+
     static let headerDirectory = packageRoot.appendingPathComponent("Sources/CCommandBusABI/include")
     static let badPluginSources = packageRoot.appendingPathComponent("Tests/Fixtures/BadPlugins")
 
