@@ -53,43 +53,49 @@ struct ServerRequest {
         guard let members = JSONValue.members(ofObject: line) else {
             throw Malformed(id: nil, message: #"request is not a JSON object; send one object per line, such as {"id": 1, "op": "status"}"#)
         }
-        var id: JSONValue?
-        for (key, value) in members where key == "id" { id = value }
-        func wrong(_ key: String, _ expected: String, _ value: JSONValue) -> Malformed {
-            Malformed(id: id, message: "request field \(quoted(key)) must be \(expected), not \(value.kindName); fix the field or leave it out")
+        // The id is looked up again only for a refusal: a good request is read in one pass.
+        func refusal(_ message: String) -> Malformed {
+            Malformed(id: members.first { $0.key == "id" }?.value, message: message)
         }
-        var op: String?, command: String?, payload: JSONValue?, metadata: [String: String]?
+        func wrong(_ key: String, _ expected: String, _ value: JSONValue) -> Malformed {
+            refusal("request field \(quoted(key)) must be \(expected), not \(value.kindName); fix the field or leave it out")
+        }
+        var id: JSONValue?, op: String?, command: String?, payload: JSONValue?, metadata: [String: String]?
         var traceparent: String?, timeout: Double?, commandId: UUID?, correlationId: UUID?
         var cancelOnDisconnect: Bool?, events: Bool?, acknowledge: Acknowledgement?
         for (key, value) in members where value != .null {
             switch key {
+            case "id": id = value
             case "op": guard let text = value.stringValue else { throw wrong(key, "a string", value) }; op = text
             case "command": guard let text = value.stringValue else { throw wrong(key, "a string (the command's name)", value) }; command = text
             case "payload": payload = value
             case "metadata":
                 guard let object = value.objectValue else { throw wrong(key, "an object of strings", value) }
                 if let (name, field) = object.first(where: { $0.value.stringValue == nil }) {
-                    throw Malformed(id: id, message: "request field 'metadata' must hold strings, but \(quoted(name)) is \(field.kindName); quote the value")
+                    throw refusal("request field 'metadata' must hold strings, but \(quoted(name)) is \(field.kindName); quote the value")
                 }
                 metadata = object.compactMapValues(\.stringValue)
             case "traceparent": guard let text = value.stringValue else { throw wrong(key, "a string", value) }; traceparent = text
             case "timeout":
                 guard case let seconds? = value.doubleValue else { throw wrong(key, "a number of seconds", value) }
                 timeout = seconds
-            case "commandId": commandId = try Self.commandID(key, value, id: id)
-            case "correlationId": correlationId = try Self.commandID(key, value, id: id)
+            case "commandId", "correlationId":
+                guard let text = value.stringValue, let uuid = UUID(uuidString: text) else {
+                    throw refusal("request field \(quoted(key)) must be a command id (the UUID a send or post answered with), not \(Self.described(value))")
+                }
+                if key == "commandId" { commandId = uuid } else { correlationId = uuid }
             case "cancelOnDisconnect": guard case .bool(let flag) = value else { throw wrong(key, "true or false", value) }; cancelOnDisconnect = flag
             case "events": guard case .bool(let flag) = value else { throw wrong(key, "true or false", value) }; events = flag
             case "ack":
                 guard let text = value.stringValue, let choice = Acknowledgement(rawValue: text) else {
-                    throw Malformed(id: id, message: "request field 'ack' must be 'journaled' or 'received', not \(Self.described(value))")
+                    throw refusal("request field 'ack' must be 'journaled' or 'received', not \(Self.described(value))")
                 }
                 acknowledge = choice
             default: continue
             }
         }
         guard let op else {
-            throw Malformed(id: id, message: "request has no 'op'; give one of \(Self.ops.joined(separator: ", "))")
+            throw refusal("request has no 'op'; give one of \(Self.ops.joined(separator: ", "))")
         }
         self.op = op
         self.id = id
@@ -103,14 +109,6 @@ struct ServerRequest {
         self.cancelOnDisconnect = cancelOnDisconnect
         self.events = events
         self.acknowledge = acknowledge
-    }
-
-    /// A field that names a command by id: a UUID in a string.
-    private static func commandID(_ key: String, _ value: JSONValue, id: JSONValue?) throws(Malformed) -> UUID {
-        guard let text = value.stringValue, let uuid = UUID(uuidString: text) else {
-            throw Malformed(id: id, message: "request field \(quoted(key)) must be a command id (the UUID a send or post answered with), not \(described(value))")
-        }
-        return uuid
     }
 
     /// A wrong value for a message: a string quoted (its first 40 characters), anything else by kind.
