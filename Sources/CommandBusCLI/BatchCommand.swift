@@ -51,9 +51,7 @@ enum BatchCommand {
         let timeout = try arguments.seconds("timeout")
         let connection = try ConnectionOptions(arguments)
         let posting = arguments.has("no-wait")
-        if posting, connection.socket == nil, connection.bus == nil {
-            throw .usage("--no-wait needs a bus that outlives this batch: a server (--connect) or the shared bus (--bus); without one, batch waits for its commands")
-        }
+        if posting { try connection.requireLastingBus(forNoWaitOn: "batch") }
         let client = try await BusClientFactory.client(
             connection: connection, plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )

@@ -79,6 +79,13 @@ struct ConnectionOptions: Sendable {
         if socket != nil, arguments.value("bus") != nil { throw .usage("--connect and --bus name two different buses; give one") }
         if socket != nil { bus = nil }
     }
+
+    /// Refuses `--no-wait` on `verb` (`run`, `batch`) unless a bus outlives this process, a
+    /// server or the shared bus: a bus in this process would end, cancelling what was posted.
+    func requireLastingBus(forNoWaitOn verb: String) throws(HostFailure) {
+        guard socket == nil, bus == nil else { return }
+        throw .usage("--no-wait needs a bus that outlives this \(verb): a server (--connect) or the shared bus (--bus); without one, leave --no-wait out and \(verb) waits for its commands")
+    }
 }
 
 extension ArgumentSpec.Option {

@@ -53,9 +53,7 @@ enum RunCommand {
         )
         let connection = try ConnectionOptions(arguments)
         if arguments.has("no-wait") {
-            guard connection.socket != nil || connection.bus != nil else {
-                throw .usage("--no-wait needs a bus that outlives this run: a server (--connect) or the shared bus (--bus); without one, run waits for its command")
-            }
+            try connection.requireLastingBus(forNoWaitOn: "run")
             if connection.socket != nil, request.delay != nil {
                 throw .usage("--delay with --connect is waited out by this run, so it cannot go with --no-wait; the shared bus (--bus) keeps a delay itself")
             }
