@@ -112,37 +112,39 @@ package final class PostgresBusClient: BusClient {
         return try submit(submission)
     }
 
-    /// Posts on up to `concurrency` tasks at once, each inserting through the pool.
+    /// Posts on up to `concurrency` tasks at once, each inserting through the pool; stops at the
+    /// first failure, which is the bus's (unreachable, refusing writes), not a command's.
     package func postAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
-        await withTaskGroup(of: CommandOutcome.self) { group in
-            var inFlight = 0
-            while let request = next() {
-                if inFlight >= concurrency, let outcome = await group.next() {
-                    inFlight -= 1
-                    onOutcome(outcome)
-                }
-                var submission = Self.submission(request)
-                submission.failIfUnhandled = false
-                group.addTask { [self] in
-                    var outcome = CommandOutcome(tag: request.tag, command: request.name, state: .pending)
-                    do throws(HostFailure) {
-                        outcome.id = try submit(submission)
-                    } catch {
-                        outcome.state = .failed
-                        outcome.error = (error.code.name, error.message)
-                    }
-                    return outcome
-                }
-                inFlight += 1
-            }
-            for await outcome in group { onOutcome(outcome) }
+        try await forEach(concurrency: concurrency, next: next, onOutcome: onOutcome) { [self] request throws(HostFailure) in
+            var submission = Self.submission(request)
+            submission.failIfUnhandled = false
+            return CommandOutcome(tag: request.tag, id: try submit(submission), command: request.name, state: .pending)
         }
     }
 
     package func sendAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
+        try await forEach(concurrency: concurrency, next: next, onOutcome: onOutcome) { [self] request throws(HostFailure) in
+            let row = try await run(Self.submission(request), onEvent: nil)
+            var outcome = CommandOutcome(tag: request.tag, id: row.id, command: request.name, state: row.state)
+            if row.state == .succeeded {
+                outcome.result = row.result
+            } else {
+                outcome.error = (row.errorCode ?? "handlerFailed", row.errorMessage ?? "")
+            }
+            return outcome
+        }
+    }
+
+    /// Runs `work` for each request `next` hands out, on up to `concurrency` tasks at once, and
+    /// reports each outcome as it comes. A failure of `work` is the bus's, not its command's: no
+    /// more requests are taken, and it is thrown once the tasks in flight have ended.
+    private func forEach(
+        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void,
+        _ work: @escaping @Sendable (CommandRequest) async throws(HostFailure) -> CommandOutcome
     ) async throws(HostFailure) {
         let failure: HostFailure? = await withTaskGroup(of: Result<CommandOutcome, HostFailure>.self) { group in
             var inFlight = 0
@@ -158,20 +160,8 @@ package final class PostgresBusClient: BusClient {
                     inFlight -= 1
                     take(result)
                 }
-                let submission = Self.submission(request)
-                group.addTask { [self] in
-                    do throws(HostFailure) {
-                        let row = try await run(submission, onEvent: nil)
-                        var outcome = CommandOutcome(tag: request.tag, id: row.id, command: request.name, state: row.state)
-                        if row.state == .succeeded {
-                            outcome.result = row.result
-                        } else {
-                            outcome.error = (row.errorCode ?? "handlerFailed", row.errorMessage ?? "")
-                        }
-                        return .success(outcome)
-                    } catch {
-                        return .failure(error)
-                    }
+                group.addTask {
+                    do throws(HostFailure) { return .success(try await work(request)) } catch { return .failure(error) }
                 }
                 inFlight += 1
             }

@@ -131,4 +131,25 @@ extension SharedBusTests {
         await host.stop()
         await database.drop()
     }
+
+    /// A `batch --no-wait` through the shared bus while PostgreSQL stops for 3 s and starts again:
+    /// each post retries until the database is back, so every line is posted exactly once.
+    @Test(.timeLimit(.minutes(3)))
+    func aBatchPostedThroughARestartOfTheDatabasePostsEveryLineOnce() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let input = scratch.file("batch.ndjson")
+        try Data((1...6000).map { #"{"command": "fixture.whoami", "payload": {"n": \#($0)}}"# + "\n" }.joined().utf8).write(to: input)
+        async let batch = Self.bus(database.url, "batch", input.path, "--no-wait", "-c", "4")
+        try await Task.sleep(for: .milliseconds(300))
+        try await Self.restartPostgres(down: .seconds(3))
+        let posted = try await batch
+        #expect(posted.status == 0, "\(posted.stderr)")
+        let lines = posted.stdout.split(separator: "\n")
+        #expect(lines.count == 6000 && lines.allSatisfy { $0.contains(#""state":"pending""#) })
+        #expect(try await database.sql("SELECT count(*), count(DISTINCT payload) FROM cmdbus.commands") == "6000|6000\n")
+        await database.drop()
+    }
 }
