@@ -142,14 +142,23 @@ extension SharedBusTests {
         defer { scratch.remove() }
         let input = scratch.file("batch.ndjson")
         try Data((1...6000).map { #"{"command": "fixture.whoami", "payload": {"n": \#($0)}}"# + "\n" }.joined().utf8).write(to: input)
+        // The schema first, so the test can count what the batch has posted.
+        #expect(try await Self.bus(database.url, "bus", "status").status == 0)
         async let batch = Self.bus(database.url, "batch", input.path, "--no-wait", "-c", "4")
-        try await Task.sleep(for: .milliseconds(300))
+        // Stopped once the batch is posting (not while its client starts, which does not retry).
+        let posting = await waitUntil(.seconds(60), every: .milliseconds(20)) {
+            (try? await database.sql("SELECT count(*) >= 100 FROM cmdbus.commands")) == "t\n"
+        }
+        #expect(posting)
+        let before = try await database.sql("SELECT count(*) FROM cmdbus.commands")
         try await Self.restartPostgres(down: .seconds(3))
         let posted = try await batch
         #expect(posted.status == 0, "\(posted.stderr)")
         let lines = posted.stdout.split(separator: "\n")
         #expect(lines.count == 6000 && lines.allSatisfy { $0.contains(#""state":"pending""#) })
         #expect(try await database.sql("SELECT count(*), count(DISTINCT payload) FROM cmdbus.commands") == "6000|6000\n")
+        // The restart came while the batch was posting: not every line was in before it.
+        #expect((Int(before.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 6000) < 6000, "\(before)")
         await database.drop()
     }
 }
