@@ -72,8 +72,9 @@ public struct CommandTicket<Result: Sendable>: Sendable {
     /// is written (as durable as the journal makes one: synced by default), so that a process
     /// that dies after runs it again on recovery; without a journal, or for a command the journal
     /// does not keep, at once. A command that ended before its write-ahead was written (the
-    /// journal refused it, it was cancelled first, or no handler would take it) reports how it ended. Called once, on the
-    /// thread that wrote it (at once if it has been); keep `body` short, it must not block.
+    /// journal refused it, it was cancelled first, or no handler would take it) reports how it
+    /// ended. Called once, on the thread that wrote it (at once if it has been); keep `body`
+    /// short, it must not block.
     public func whenWrittenAhead(_ body: @escaping @Sendable (Swift.Result<Void, CommandBusError>) -> Void) {
         context.whenWrittenAhead(body)
     }

@@ -104,7 +104,8 @@ extension CommandContext {
         // Observers hear of the end before anyone waiting for the result wakes up.
         bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
         bus.commandDidFinish(self, outcome: outcome, state: state)
-        // Ended before its write-ahead was written (the journal refused it, or it was cancelled first).
+        // Ended before its write-ahead was written (the journal refused it, it was cancelled first,
+        // or no handler would take it).
         if case .awaited(let callbacks) = ended.writeAhead {
             for callback in callbacks { callback(outcome.map { _ in () }) }
         }
