@@ -9,14 +9,27 @@ import Glibc
 /// handlers off the bus.
 ///
 /// A file being copied in is loaded only at its close-after-write (or rename), never half-written.
-/// Plugins loaded into the process cannot be unloaded: a removed or replaced file's handlers
-/// are deregistered (and, for an isolated plugin, its worker stopped); a replacement loads anew.
+/// Plugins loaded into the process cannot be unloaded: a removed file's handlers are
+/// deregistered (and, for an isolated plugin, its worker stopped).
+///
+/// A replacement never leaves its commands without a handler: it is loaded beside the file it
+/// replaces, whose handlers come off only once the new ones are on, and if it cannot be loaded
+/// the old one keeps its commands. A file opened for writing and closed unchanged (as a
+/// process that inherited a writable descriptor to it does when it exits) is left as it is.
 package final class PluginWatcher: Sendable {
+    /// One loaded file: the plugin, the registrations that put its handlers on the bus, and
+    /// the file's status when it was loaded, to tell a real change from a write that changed nothing.
+    private struct LoadedFile {
+        let plugin: LoadedPlugin
+        let registrations: [HandlerRegistration]
+        let status: FileSystem.Status?
+    }
+
     private let loader: PluginLoader
     private let bus: CommandBus
     private let log: ServerLog
-    /// What is loaded, by file path, with the registrations that put its handlers on the bus.
-    private let loaded = Mutex<[String: (plugin: LoadedPlugin, registrations: [HandlerRegistration])]>([:])
+    /// What is loaded, by file path.
+    private let loaded = Mutex<[String: LoadedFile]>([:])
     private let descriptor: Int32
     private let watches: [Int32: String]
     /// The catalog loaded at start: its directories and skipped files.
@@ -38,7 +51,11 @@ package final class PluginWatcher: Sendable {
         self.watches = watches
         self.initial = catalog
         loaded.withLock { table in
-            for plugin in catalog.plugins { table[plugin.path] = (plugin, catalog.registrations[plugin.path] ?? []) }
+            for plugin in catalog.plugins {
+                table[plugin.path] = LoadedFile(
+                    plugin: plugin, registrations: catalog.registrations[plugin.path] ?? [], status: FileSystem.status(of: plugin.path)
+                )
+            }
         }
     }
 
@@ -75,18 +92,28 @@ package final class PluginWatcher: Sendable {
                 if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
                     unload(path, reason: "the file was removed")
                 } else {
-                    unload(path, reason: "the file was replaced")
                     load(path, in: directory)
                 }
             }
         }
     }
 
+    /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's
+    /// handlers come off once the new one's are on, or stay if the new one cannot be loaded.
     private func load(_ path: String, in directory: String) {
+        let status = FileSystem.status(of: path)
+        let previous = loaded.withLock { $0[path] }
+        if let previous, let status, previous.status == status {
+            log(.debug, "\(path) is unchanged since it was loaded; \(previous.plugin.name) stays loaded")
+            return
+        }
         switch loader.loadFile(path, in: directory, into: bus) {
-        case .success(let loaded):
-            self.loaded.withLock { $0[path] = loaded }
-            log(.info, "loaded \(path): \(loaded.plugin.name) \(loaded.plugin.version), commands \(loaded.plugin.commands.joined(separator: ", "))")
+        case .success(let new):
+            self.loaded.withLock { $0[path] = LoadedFile(plugin: new.plugin, registrations: new.registrations, status: status) }
+            log(.info, "loaded \(path): \(new.plugin.name) \(new.plugin.version), commands \(new.plugin.commands.joined(separator: ", "))")
+            if let previous { retire(previous, path: path, reason: "the file was replaced") }
+        case .failure(let skipped) where previous != nil:
+            log(.warning, "skipped the replacement of \(path): \(skipped.reason); the plugin loaded before keeps its commands")
         case .failure(let skipped):
             log(.warning, "skipped \(path): \(skipped.reason)")
         }
@@ -94,6 +121,11 @@ package final class PluginWatcher: Sendable {
 
     private func unload(_ path: String, reason: String) {
         guard let entry = loaded.withLock({ $0.removeValue(forKey: path) }) else { return }
+        retire(entry, path: path, reason: reason)
+    }
+
+    /// Takes a loaded file's handlers off the bus and stops its worker, if it has one.
+    private func retire(_ entry: LoadedFile, path: String, reason: String) {
         for registration in entry.registrations { registration.cancel() }
         entry.plugin.worker?.stop()
         let how = entry.plugin.worker == nil ? "its handlers were taken off the bus (a plugin loaded in-process stays in memory)" : "its worker was stopped"

@@ -12,6 +12,8 @@ struct ServerTests {
         let process: LaunchedProcess
         var socket: String { work.file(".cmdbus/cmdbus.sock").path }
         var journal: String { work.file(".cmdbus/journal.sqlite").path }
+        /// Where the server's standard error (its log) goes.
+        var log: String { work.file("server.log").path }
 
         /// - Parameter arguments: More for `cmdbus serve` (`--durability deferred`, say).
         init(work: TemporaryDirectory? = nil, drain: String = "10", arguments: [String] = []) async throws {
@@ -23,7 +25,7 @@ struct ServerTests {
             process = try LaunchedProcess(
                 try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--drain", drain] + arguments,
                 environment: ["CMDBUS_REGISTRY": self.work.file("registry.json").path], directory: self.work.path,
-                standardOutput: .discard, standardError: .discard
+                standardOutput: .discard, standardError: .file(self.work.file("server.log").path)
             )
             // Ready once it answers, not merely once its socket exists (it binds before loading plugins).
             var ready = false

@@ -1,0 +1,92 @@
+import Testing
+import Foundation
+
+/// A server's hot loading when a loaded plugin's file is written again: its commands always
+/// have a handler, whether the file changed, was replaced, or was replaced by one that does not load.
+@Suite(.timeLimit(.minutes(3)))
+struct PluginReplacementTests {
+    /// Sends `greet` one at a time while `writer` (Python, given the plugin's path, the built
+    /// plugin's and the server's log) writes to the plugin file; prints the sends that failed, then `done`.
+    static func greetWhile(_ writer: String, server: ServerTests.Server) async throws -> String {
+        try await server.client("""
+            import os, shutil, threading, time
+            path, built, log = sys.argv[2], sys.argv[3], sys.argv[4]
+            def write():
+            \(writer.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
+            writing = threading.Thread(target=write); writing.start()
+            s, f = connect()
+            sent = 0
+            while writing.is_alive() or sent < 200:
+                answer = ask(f, {"id": sent, "op": "send", "command": "greet", "payload": {"name": "n"}})
+                if not answer["ok"]: print(answer["error"]["message"])
+                sent += 1
+            writing.join()
+            print("done")
+            """, server.plugins.file("libGreeter.so").path, try TestPaths.product("libGreeter.so").path, server.log)
+    }
+
+    /// The server's log once `line` appears in it `count` times (or after a minute).
+    static func log(of server: ServerTests.Server, containing line: String, count: Int) async -> String {
+        let read: @Sendable () -> String = { (try? String(contentsOfFile: server.log, encoding: .utf8)) ?? "" }
+        _ = await waitUntil(.seconds(60)) { read().components(separatedBy: line).count - 1 >= count }
+        return read()
+    }
+
+    /// Opening a plugin for writing and closing it unchanged (as a process that inherited a
+    /// writable descriptor to it does when it exits) leaves it loaded: no moment without its handlers.
+    @Test func aFileClosedAfterWritingButUnchangedStaysLoaded() async throws {
+        let server = try await ServerTests.Server(arguments: ["--log-level", "debug"])
+        defer { server.work.remove() }
+        let output = try await Self.greetWhile("""
+            for _ in range(20):
+                open(path, 'ab').close(); time.sleep(0.02)
+            """, server: server)
+        #expect(output == "done\n")
+        let log = await Self.log(of: server, containing: "is unchanged since it was loaded", count: 20)
+        #expect(log.components(separatedBy: "is unchanged since it was loaded").count - 1 == 20, "\(log.suffix(2_000))")
+        #expect(!log.contains("the file was replaced"))
+        await server.stop()
+    }
+
+    /// A plugin replaced whole, again and again, while its command is sent: every send is
+    /// answered by the old handler or the new one, and each replacement is loaded (the
+    /// writer waits for the log to say so before the next).
+    @Test func aReplacedPluginTakesOverWithoutAGap() async throws {
+        let server = try await ServerTests.Server()
+        defer { server.work.remove() }
+        let output = try await Self.greetWhile("""
+            for n in range(1, 6):
+                shutil.copy(built, path + '.new'); os.rename(path + '.new', path)
+                deadline = time.time() + 60
+                while open(log).read().count('the file was replaced: ') < n and time.time() < deadline: time.sleep(0.01)
+            """, server: server)
+        #expect(output == "done\n")
+        let log = try String(contentsOfFile: server.log, encoding: .utf8)
+        #expect(log.components(separatedBy: "the file was replaced: ").count - 1 == 5, "\(log.suffix(2_000))")
+        await server.stop()
+    }
+
+    /// A replacement that cannot be loaded is logged and skipped; the plugin loaded before
+    /// keeps its commands, and a later good replacement loads.
+    @Test func aReplacementThatDoesNotLoadLeavesTheOldPluginServing() async throws {
+        let server = try await ServerTests.Server()
+        defer { server.work.remove() }
+        let path = server.plugins.file("libGreeter.so").path
+        try Data("not a shared library\n".utf8).write(to: URL(fileURLWithPath: path + ".new"))
+        #expect(rename(path + ".new", path) == 0)
+        let log = await Self.log(of: server, containing: "skipped the replacement of \(path): ", count: 1)
+        #expect(log.contains("the plugin loaded before keeps its commands"), "\(log.suffix(2_000))")
+        let output = try await server.client("""
+            s, f = connect()
+            print(ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["result"]["greeting"])
+            print(any(p["name"] == "greeter" for p in ask(f, {"id": 2, "op": "plugins"})["plugins"]))
+            """)
+        #expect(output == "Hello, Ada!\nTrue\n")
+
+        try FileManager.default.copyItem(atPath: try TestPaths.product("libGreeter.so").path, toPath: path + ".good")
+        #expect(rename(path + ".good", path) == 0)
+        let replaced = await Self.log(of: server, containing: "the file was replaced: \(path)", count: 1)
+        #expect(replaced.contains("loaded \(path): greeter"), "\(replaced.suffix(2_000))")
+        await server.stop()
+    }
+}
