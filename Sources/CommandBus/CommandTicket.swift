@@ -79,6 +79,10 @@ public struct CommandTicket<Result: Sendable>: Sendable {
         context.whenWrittenAhead(body)
     }
 
+    /// Whether the bus found a handler for the command when it was sent or posted; a command no
+    /// handler would take (or whose payload was refused) ends `failed` without running.
+    package var isRouted: Bool { context.assignment != nil }
+
     /// Asks the command to stop: a pending command ends `cancelled` at once, a running one sees task cancellation.
     public func cancel() {
         context.cancel()

@@ -243,9 +243,10 @@ package final class CommandServer: Sendable {
 
     /// Acknowledges a post once the journal has its write-ahead (at once without a journal), so
     /// a server that dies after an acknowledgement runs the command on recovery; or, if the
-    /// client asked for `"ack": "received"`, at once, without that promise.
+    /// client asked for `"ack": "received"`, at once, without that promise. A post no handler
+    /// takes is refused either way, once the journal has it as a dead letter.
     private func acknowledge(_ request: ServerRequest, ticket: CommandTicket<Data>, on connection: ClientConnection) {
-        if request.acknowledge == .received {
+        if request.acknowledge == .received && ticket.isRouted {
             return connection.send(line: ReplyLine.accepted(request.id, commandID: ticket.id))
         }
         // A commit acknowledges many posts at once: they leave together (`sendSoon`).

@@ -36,6 +36,24 @@ extension ServerTests {
         #expect(entries.count == 3 && entries.allSatisfy { $0["state"] as? String == "succeeded" }, "\(listing.stdout)")
     }
 
+    /// Asking to be acknowledged on receipt does not acknowledge a post no handler takes: it
+    /// is refused, as a post that waits for the journal is, and kept as a dead letter.
+    @Test(arguments: ["received", "journaled"])
+    func aPostNoHandlerTakesIsRefusedWhateverAcknowledgementItAsksFor(ack: String) async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            s, f = connect()
+            reply = ask(f, {"id": 1, "op": "post", "command": "nobody.takes", "payload": {}, "ack": sys.argv[2]})
+            print(reply["ok"], reply["error"]["code"], reply["commandId"] is not None)
+            """, ack)
+        await server.stop()
+        #expect(output == "False noHandler True\n")
+        let listing = try await cmdbus(["journal", "list", "--json", "--journal", server.journal], directory: server.work.url)
+        let entries = (try? JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]]) ?? []
+        #expect(entries.count == 1 && entries.first?["state"] as? String == "failed", "\(listing.stdout)")
+    }
+
     /// `cmdbus run --no-wait --connect` prints the command's id once the server has it and
     /// returns while the command still runs; a command no handler takes is still refused.
     @Test func runWithoutWaitingPrintsTheIdWhileTheServerRunsTheCommand() async throws {
