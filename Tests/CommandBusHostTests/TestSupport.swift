@@ -53,10 +53,17 @@ struct TemporaryDirectory {
 
     func remove() { try? FileManager.default.removeItem(at: url) }
 
-    /// Copies the named build products (e.g. `libGreeter.so`) in.
+    /// Copies the named build products (e.g. `libGreeter.so`) in, each under a temporary name
+    /// then renamed: Foundation opens the copy without `O_CLOEXEC`, so a process another test
+    /// starts meanwhile inherits it, and its exit closes a file written to, which a server's
+    /// hot loading hears; under the temporary name it is not a plugin's.
     func install(_ products: String...) throws {
         for product in products {
-            try FileManager.default.copyItem(at: try TestPaths.product(product), to: file(product))
+            let partial = file(product + ".partial")
+            try FileManager.default.copyItem(at: try TestPaths.product(product), to: partial)
+            guard rename(partial.path, file(product).path) == 0 else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file(product).path])
+            }
         }
     }
 }
