@@ -45,7 +45,7 @@ package final class CommandServer: Sendable {
         self.drain = drain
         self.log = log
         self.statistics = statistics
-        watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log)
+        watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain)
     }
 
     /// The catalog now, hot-loaded plugins included.

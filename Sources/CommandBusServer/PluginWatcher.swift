@@ -10,7 +10,7 @@ import Glibc
 ///
 /// A file being copied in is loaded only at its close-after-write (or rename), never half-written.
 /// Plugins loaded into the process cannot be unloaded: a removed file's handlers are
-/// deregistered (and, for an isolated plugin, its worker stopped).
+/// deregistered; an isolated plugin's worker finishes the calls it has, then stops.
 ///
 /// A replacement never leaves its commands without a handler: it is loaded beside the file it
 /// replaces, whose handlers come off only once the new ones are on, and if it cannot be loaded
@@ -28,6 +28,8 @@ package final class PluginWatcher: Sendable {
     private let loader: PluginLoader
     private let bus: CommandBus
     private let log: ServerLog
+    /// How long a retired worker may take to finish the calls it has.
+    private let drain: Duration
     /// What is loaded, by file path.
     private let loaded = Mutex<[String: LoadedFile]>([:])
     private let descriptor: Int32
@@ -35,7 +37,9 @@ package final class PluginWatcher: Sendable {
     /// The catalog loaded at start: its directories and skipped files.
     private let initial: PluginCatalog
 
-    package init?(loader: PluginLoader, bus: CommandBus, catalog: PluginCatalog, log: ServerLog) {
+    /// - Parameter drain: How long the worker of an isolated plugin that was removed or replaced
+    ///   may take to finish the calls it has before it is stopped.
+    package init?(loader: PluginLoader, bus: CommandBus, catalog: PluginCatalog, log: ServerLog, drain: Duration) {
         let descriptor = inotify_init1(Int32(IN_CLOEXEC))
         guard descriptor >= 0 else { return nil }
         var watches: [Int32: String] = [:]
@@ -47,6 +51,7 @@ package final class PluginWatcher: Sendable {
         self.loader = loader
         self.bus = bus
         self.log = log
+        self.drain = drain
         self.descriptor = descriptor
         self.watches = watches
         self.initial = catalog
@@ -127,8 +132,10 @@ package final class PluginWatcher: Sendable {
     /// Takes a loaded file's handlers off the bus and stops its worker, if it has one.
     private func retire(_ entry: LoadedFile, path: String, reason: String) {
         for registration in entry.registrations { registration.cancel() }
-        entry.plugin.worker?.stop()
-        let how = entry.plugin.worker == nil ? "its handlers were taken off the bus (a plugin loaded in-process stays in memory)" : "its worker was stopped"
+        entry.plugin.worker?.retire(drainingFor: drain)
+        let how = entry.plugin.worker == nil
+            ? "its handlers were taken off the bus (a plugin loaded in-process stays in memory)"
+            : "its worker stops once the calls it has end (within \(drain))"
         log(.info, "\(reason): \(path); \(how)")
     }
 }

@@ -47,6 +47,26 @@ struct WorkerLifecycleTests {
         #expect(request(&lifecycle, at: .seconds(1)) == "wait 1.2 seconds")
     }
 
+    /// A retired plugin's running worker is still used until it is stopped; then none starts,
+    /// and a crash after retirement does not start one either.
+    @Test func aRetiredPluginKeepsItsRunningWorkerButNeverStartsAnother() {
+        var lifecycle = Lifecycle()
+        _ = request(&lifecycle)
+        _ = lifecycle.started(pid: 42, worker: "w1")
+        lifecycle.retire()
+        #expect(request(&lifecycle) == "use w1")
+        lifecycle.killing(pid: 42)
+        #expect(lifecycle.ended(pid: 42, now: t0, how: "killed") == .killedOnPurpose)
+        #expect(request(&lifecycle) == "refuse its file was removed or replaced, so its worker is not started again")
+
+        var crashed = Lifecycle()
+        _ = request(&crashed)
+        _ = crashed.started(pid: 7, worker: "w")
+        crashed.retire()
+        #expect(crashed.ended(pid: 7, now: t0, how: "crashed with SIGSEGV") == .crashed(quarantine: nil))
+        #expect(request(&crashed, at: .seconds(10)).hasPrefix("refuse its file was removed"))
+    }
+
     @Test func aWorkerKilledOnPurposeIsNotACrashAndIsReplacedAtOnce() {
         var lifecycle = Lifecycle()
         _ = request(&lifecycle)

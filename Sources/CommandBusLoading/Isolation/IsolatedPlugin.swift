@@ -54,6 +54,8 @@ public final class IsolatedPlugin: Sendable {
         var lifecycle = WorkerLifecycle<RunningWorker>(crashLimit: IsolatedPlugin.crashLimit, crashWindow: IsolatedPlugin.crashWindow)
         var nextID: UInt64 = 1
         var pending: [UInt64: Pending] = [:]
+        /// Retired: the worker is stopped once no call is out.
+        var stopsWhenIdle = false
     }
 
     private let state = Mutex(State())
@@ -247,6 +249,22 @@ public final class IsolatedPlugin: Sendable {
         }
     }
 
+    /// Takes the plugin out of service (its file was removed or replaced): the running worker
+    /// finishes the calls it has, for up to `grace`, and is then stopped; none starts again.
+    package func retire(drainingFor grace: Duration) {
+        let idle = state.withLock { state in
+            state.lifecycle.retire()
+            state.stopsWhenIdle = true
+            return state.pending.isEmpty
+        }
+        if idle { stop() }
+        // Whatever is still out then (or a worker that was starting) is stopped at the end.
+        Task { [self] in
+            try? await Task.sleep(for: grace)
+            stop()
+        }
+    }
+
     /// Stops the worker, if one runs: calls in flight fail, and a later call starts another.
     public func stop() {
         if let pid = state.withLock({ $0.lifecycle.running?.pid }) { killWorker(pid) }
@@ -271,7 +289,12 @@ public final class IsolatedPlugin: Sendable {
         let channel = worker.channel
         switch frame.kind {
         case .complete, .canHandleAnswer:
-            state.withLock { $0.pending.removeValue(forKey: frame.id) }?.answer(frame.status, frame.body)
+            let (call, nowIdle) = state.withLock { state in
+                let call = state.pending.removeValue(forKey: frame.id)
+                return (call, state.stopsWhenIdle && state.pending.isEmpty)
+            }
+            call?.answer(frame.status, frame.body)
+            if nowIdle { stop() }
         case .send:
             forward(frame, channel: channel)
         case .envelope:

@@ -63,6 +63,9 @@ package struct WorkerLifecycle<Worker> {
     package private(set) var starts = 0
     /// Workers the host is killing on purpose, whose end is not a crash.
     private var killed: Set<pid_t> = []
+    /// Whether the plugin was taken off the bus (its file removed or replaced): the worker
+    /// that runs may finish its calls, and none starts again.
+    package private(set) var isRetired = false
 
     package let crashLimit: Int
     package let crashWindow: Duration
@@ -95,6 +98,8 @@ package struct WorkerLifecycle<Worker> {
             waiters.append(waiter)
             state = .starting(waiters: waiters)
             return .joined
+        case .idle where isRetired, .backingOff where isRetired:
+            return .refuse(PluginLoadFailure("its file was removed or replaced, so its worker is not started again"))
         case .backingOff(let until) where now < until:
             return .waitUntil(until)
         case .idle, .backingOff:
@@ -117,6 +122,12 @@ package struct WorkerLifecycle<Worker> {
         state = .idle
         _ = countCrash(now: now, how: failure.reason)
         return waiters
+    }
+
+    /// The plugin is taken off the bus: a running worker goes on until the host stops it, and
+    /// none starts again.
+    package mutating func retire() {
+        isRetired = true
     }
 
     /// The host is about to kill process `pid` on purpose; if it is the running worker, new calls start another.
