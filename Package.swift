@@ -86,7 +86,7 @@ let package = Package(
             name: "CommandBusHostTests",
             dependencies: [
                 "CommandBus", "CommandBusSupport", "CommandBusLoading", "CommandBusSQLite", "CommandBusHost", "CommandBusCLI",
-                "CommandBusHTTP", "CommandBusDashboard", "CommandBusServer",
+                "CommandBusHTTP", "CommandBusDashboard", "CommandBusServer", "CommandBusPostgres",
             ]
         ),
     ],

@@ -12,7 +12,7 @@ import Foundation
 /// `cmdbus batch [FILE|-]`: runs NDJSON commands with bounded concurrency, one result line each.
 enum BatchCommand {
     static let spec = ArgumentSpec(command: "batch", options: [
-        .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64)."),
+        .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64); posts to the shared bus, statements at once."),
         .init(name: "timeout", short: "t", takesValue: true, help: "A deadline for each command, in seconds."),
         .init(name: "no-wait", short: nil, takesValue: false, help: "Post each command and print its id once the bus has it (with --connect or --bus)."),
         .connect, .bus, .help,
@@ -80,7 +80,7 @@ enum BatchCommand {
             console.out(outcome.json.text)
         }
         if posting {
-            try await client.postAll(concurrency: concurrency, next: next, onOutcome: report)
+            try await client.postAll(concurrency: concurrency, next: next, isNextReady: { reader.hasInputReady }, onOutcome: report)
         } else {
             try await client.sendAll(concurrency: concurrency, next: next, onOutcome: report)
         }

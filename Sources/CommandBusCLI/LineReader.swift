@@ -27,6 +27,14 @@ final class LineReader {
         if ownsFile { fclose(file) }
     }
 
+    /// Whether ``next()`` would return without waiting for input: its buffer holds some, or the
+    /// file or pipe has some to read (or is at its end).
+    var hasInputReady: Bool {
+        if file.pointee._IO_read_ptr != file.pointee._IO_read_end { return true }
+        var descriptor = pollfd(fd: fileno(file), events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) > 0
+    }
+
     /// The next line without its line break, or `nil` at the end.
     func next() -> String? {
         let length = getline(&buffer, &capacity, file)

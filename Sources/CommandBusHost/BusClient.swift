@@ -29,9 +29,11 @@ package protocol BusClient: Sendable {
     ) async throws(HostFailure)
     /// Posts the requests `next` hands out, at most `concurrency` unacknowledged at once, and
     /// reports each as `pending` once the bus has it, or `failed` with why not. `next` returns
-    /// `nil` at the end.
+    /// `nil` at the end; `isNextReady` says whether it would return without waiting for input,
+    /// so that a client may post what is ready together.
     func postAll(
-        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+        concurrency: Int, next: @escaping () -> CommandRequest?, isNextReady: @escaping () -> Bool,
+        onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure)
     /// Whether some handler would take the command now; runs nothing.
     func canHandle(_ name: String, payload: Data) async throws(HostFailure) -> Bool

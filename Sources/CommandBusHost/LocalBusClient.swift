@@ -84,7 +84,8 @@ package struct LocalBusClient: BusClient {
 
     /// Posts each command as ``post(_:)`` does, which never waits: `concurrency` does not apply.
     package func postAll(
-        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+        concurrency: Int, next: @escaping () -> CommandRequest?, isNextReady: @escaping () -> Bool,
+        onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
         while let request = next() {
             onOutcome(CommandOutcome(tag: request.tag, id: try await post(request), command: request.name, state: .pending))

@@ -74,6 +74,45 @@ enum BusSQL {
         WHERE (c.id = $1 OR ($7::text IS NOT NULL AND c.idempotency_key = $7)) AND NOT EXISTS (SELECT 1 FROM inserted)
         """
 
+    /// Posts many root commands in one statement (one commit, one notification per name):
+    /// $1 ids, $2 names, $3 every payload end to end, $4 metadata (JSON text), $5 idempotency keys
+    /// ('' for none), $6 delays (ms), $7 timeouts (ms, NULL for none), $8 priorities, $9 max
+    /// attempts, $10 each payload's offset in $3, $11 its length. Posts wait for a host, so no
+    /// host check is made. Returns, for each input in order (`n`), the id it runs under (the
+    /// first one's, for a key seen before or earlier in the batch) and whether it is new.
+    static let submitPosts = """
+        WITH input AS (
+            SELECT * FROM unnest($1::uuid[], $2::text[], $4::text[], $5::text[], $6::int8[], $7::int8[], $8::int4[], $9::int4[],
+                $10::int8[], $11::int8[])
+                WITH ORDINALITY AS t(id, name, metadata, idempotency_key, delay_ms, timeout_ms, priority, max_attempts,
+                    payload_at, payload_length, n)
+        ), inserted AS (
+            INSERT INTO cmdbus.commands AS c (id, name, payload, metadata, correlation_id, idempotency_key, kind, priority,
+                state, run_at, timeout_ms, max_attempts)
+            SELECT i.id, i.name, substring($3::bytea FROM (i.payload_at + 1)::int4 FOR i.payload_length::int4), i.metadata::jsonb,
+                i.id, NULLIF(i.idempotency_key, ''), 'command', i.priority, 'pending',
+                now() + i.delay_ms * interval '1 millisecond', i.timeout_ms, i.max_attempts
+            FROM input i ORDER BY i.n
+            ON CONFLICT DO NOTHING
+            RETURNING c.id, c.name, c.idempotency_key, c.run_at
+        ), notified AS (
+            SELECT pg_notify('cmdbus_new', ready.name) FROM (SELECT DISTINCT name FROM inserted WHERE run_at <= now()) ready
+        )
+        SELECT i.n, COALESCE(mine.id, earlier.id, existing.id) AS id, mine.id IS NOT NULL AS created,
+            (SELECT count(*) FROM notified) AS notified
+        FROM input i
+        LEFT JOIN inserted mine ON mine.id = i.id
+        LEFT JOIN LATERAL (
+            SELECT e.id FROM inserted e
+            WHERE mine.id IS NULL AND i.idempotency_key <> '' AND e.idempotency_key = i.idempotency_key LIMIT 1
+        ) earlier ON true
+        LEFT JOIN LATERAL (
+            SELECT c.id FROM cmdbus.commands c
+            WHERE mine.id IS NULL AND (c.id = i.id OR (i.idempotency_key <> '' AND c.idempotency_key = i.idempotency_key)) LIMIT 1
+        ) existing ON true
+        ORDER BY i.n
+        """
+
     /// $1 names, $2 host, $3 how many, $4 host label. Claims pending commands this host handles and
     /// has not declined, highest priority first, then oldest; nothing once another host's rescue
     /// has removed this one (it would only run them to have its results refused).

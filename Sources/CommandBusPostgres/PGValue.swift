@@ -25,7 +25,16 @@ package struct PGValue: Sendable {
     package static func bool(_ value: Bool) -> PGValue { PGValue(bytes: Array((value ? "t" : "f").utf8), type: 16, isBinary: false) }
     /// String metadata as JSON text, for a `jsonb` column.
     package static func metadata(_ metadata: [String: String]) -> PGValue {
-        .text(String(decoding: (try? JSONEncoder().encode(metadata)) ?? Data("{}".utf8), as: UTF8.self))
+        .text(metadataText(metadata))
+    }
+    /// String metadata as JSON text.
+    package static func metadataText(_ metadata: [String: String]) -> String {
+        metadata.isEmpty ? "{}" : String(decoding: (try? JSONEncoder().encode(metadata)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+    /// An `int8[]` array (`int4[]` with `type` 1007); a `nil` element is NULL.
+    package static func integerArray<I: BinaryInteger>(_ values: [I?], type: Oid = 1016) -> PGValue {
+        let elements = values.map { $0.map { String($0) } ?? "NULL" }
+        return PGValue(bytes: Array("{\(elements.joined(separator: ","))}".utf8), type: type, isBinary: false)
     }
     /// A `text[]` array.
     package static func textArray(_ values: [String]) -> PGValue {

@@ -40,11 +40,16 @@ package final class PostgresBusClient: BusClient {
     /// Submits, retrying for up to 30 s while the server is unreachable (a restart): the same id
     /// inserts once however often it is sent.
     private func submit(_ submission: BusSubmission) throws(HostFailure) -> UUID {
+        try retrying { connection throws(PGError) in try submission.submit(on: connection).id }
+    }
+
+    /// Runs `body` on a pooled connection, again for up to 30 s while the server is unreachable.
+    private func retrying<T>(_ body: (PGConnection) throws(PGError) -> T) throws(HostFailure) -> T {
         let deadline = ContinuousClock.now + .seconds(30)
         var delay: Duration = .milliseconds(50)
         while true {
             do {
-                return try connections.with { connection throws(PGError) in try submission.submit(on: connection).id }
+                return try connections.with(body)
             } catch {
                 guard error.isConnectionProblem, ContinuousClock.now + delay < deadline else { throw Self.failure(error) }
                 WakeSignal().wait(upTo: delay)
@@ -112,16 +117,61 @@ package final class PostgresBusClient: BusClient {
         return try submit(submission)
     }
 
-    /// Posts on up to `concurrency` tasks at once, each inserting through the pool; stops at the
-    /// first failure, which is the bus's (unreachable, refusing writes), not a command's.
+    /// The most commands one statement posts.
+    static let postBatchLimit = 1_000
+
+    /// Posts what the input has ready together, in one statement of up to ``postBatchLimit``
+    /// commands (one commit, where a statement per command made one each), on up to
+    /// `concurrency` tasks at once through the pool; a line that comes alone is posted alone, at
+    /// once. Stops at the first failure, which is the bus's (unreachable, refusing writes), not a command's.
     package func postAll(
-        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+        concurrency: Int, next: @escaping () -> CommandRequest?, isNextReady: @escaping () -> Bool,
+        onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
-        try await forEach(concurrency: concurrency, next: next, onOutcome: onOutcome) { [self] request throws(HostFailure) in
+        let failure: HostFailure? = await withTaskGroup(of: Result<[CommandOutcome], HostFailure>.self) { group in
+            var inFlight = 0
+            var failure: HostFailure?
+            func take(_ result: Result<[CommandOutcome], HostFailure>) {
+                switch result {
+                case .success(let outcomes): outcomes.forEach(onOutcome)
+                case .failure(let error): failure = failure ?? error
+                }
+            }
+            while failure == nil, let first = next() {
+                var batch = [first]
+                var bytes = first.payload.count
+                while batch.count < Self.postBatchLimit, bytes < BusSubmission.batchPayloadBytes, isNextReady(), let request = next() {
+                    batch.append(request)
+                    bytes += request.payload.count
+                }
+                if inFlight >= concurrency, let result = await group.next() {
+                    inFlight -= 1
+                    take(result)
+                }
+                group.addTask { [self] in
+                    do throws(HostFailure) { return .success(try post(batch)) } catch { return .failure(error) }
+                }
+                inFlight += 1
+            }
+            for await result in group { take(result) }
+            return failure
+        }
+        if let failure { throw failure }
+    }
+
+    /// Posts a batch in one statement (a lone command as ``post(_:)`` does); each is `pending`.
+    private func post(_ batch: [CommandRequest]) throws(HostFailure) -> [CommandOutcome] {
+        let submissions = batch.map { request in
             var submission = Self.submission(request)
             submission.failIfUnhandled = false
-            return CommandOutcome(tag: request.tag, id: try submit(submission), command: request.name, state: .pending)
+            return submission
         }
+        let ids: [UUID] = if submissions.count == 1 {
+            [try submit(submissions[0])]
+        } else {
+            try retrying { connection throws(PGError) in try BusSubmission.submitPosts(submissions, on: connection).map(\.id) }
+        }
+        return zip(batch, ids).map { request, id in CommandOutcome(tag: request.tag, id: id, command: request.name, state: .pending) }
     }
 
     package func sendAll(

@@ -50,7 +50,8 @@ package struct SocketBusClient: BusClient {
 
     /// Posts are pipelined on one connection, at most `concurrency` unacknowledged.
     package func postAll(
-        concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+        concurrency: Int, next: @escaping () -> CommandRequest?, isNextReady: @escaping () -> Bool,
+        onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
         try pipeline(op: "post", concurrency: concurrency, next: next, onOutcome: onOutcome)
     }

@@ -151,17 +151,25 @@ extension SharedBusTests {
     }
 
     /// A `batch --no-wait` through the shared bus while PostgreSQL stops for 3 s and starts again:
-    /// each post retries until the database is back, so every line is posted exactly once.
+    /// each post retries until the database is back, so every line is posted exactly once. The
+    /// lines come through a pipe, 30 every 10 ms, so the batch is still posting at the restart.
     @Test(.timeLimit(.minutes(3)))
     func aBatchPostedThroughARestartOfTheDatabasePostsEveryLineOnce() async throws {
         await BusHostProcess.stopAll()
         let database = try await SharedBusDatabase()
         let scratch = try TemporaryDirectory()
         defer { scratch.remove() }
-        let input = scratch.file("batch.ndjson")
-        try Data((1...6000).map { #"{"command": "fixture.whoami", "payload": {"n": \#($0)}}"# + "\n" }.joined().utf8).write(to: input)
+        let input = scratch.file("batch.fifo")
+        #expect(mkfifo(input.path, 0o600) == 0)
         // The schema first, so the test can count what the batch has posted.
         #expect(try await Self.bus(database.url, "bus", "status").status == 0)
+        async let written = runProcess("/usr/bin/env", ["python3", "-c", """
+            import sys, time
+            with open(sys.argv[1], 'w') as out:
+                for start in range(1, 6001, 30):
+                    out.write(''.join('{"command": "fixture.whoami", "payload": {"n": %d}}\\n' % n for n in range(start, start + 30)))
+                    out.flush(); time.sleep(0.01)
+            """, input.path])
         async let batch = Self.bus(database.url, "batch", input.path, "--no-wait", "-c", "4")
         // Stopped once the batch is posting (not while its client starts, which does not retry).
         let posting = await waitUntil(.seconds(60), every: .milliseconds(20)) {
@@ -171,12 +179,44 @@ extension SharedBusTests {
         let before = try await database.sql("SELECT count(*) FROM cmdbus.commands")
         try await Self.restartPostgres(down: .seconds(3))
         let posted = try await batch
+        #expect(try await written.status == 0)
         #expect(posted.status == 0, "\(posted.stderr)")
         let lines = posted.stdout.split(separator: "\n")
         #expect(lines.count == 6000 && lines.allSatisfy { $0.contains(#""state":"pending""#) })
         #expect(try await database.sql("SELECT count(*), count(DISTINCT payload) FROM cmdbus.commands") == "6000|6000\n")
         // The restart came while the batch was posting: not every line was in before it.
         #expect((Int(before.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 6000) < 6000, "\(before)")
+        await database.drop()
+    }
+
+    /// A batch read from a file posts what is ready together: 20,000 lines in a few hundred
+    /// transactions at most (a statement per line made 20,000), every line once, and (one
+    /// statement at a time, `-c 1`) in the file's order.
+    @Test(.timeLimit(.minutes(3)))
+    func aBatchFromAFilePostsItsLinesTogetherInOrder() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let input = scratch.file("batch.ndjson")
+        try Data((1...20_000).map { #"{"command": "fixture.whoami", "payload": {"n": \#($0)}}"# + "\n" }.joined().utf8).write(to: input)
+        let posted = try await Self.bus(database.url, "batch", input.path, "--no-wait", "-c", "1")
+        #expect(posted.status == 0, "\(posted.stderr)")
+        let lines = try posted.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
+        #expect(lines.count == 20_000 && Set(lines.compactMap { $0["id"] as? String }).count == 20_000)
+        #expect(Set(lines.compactMap { $0["line"] as? Int }) == Set(1...20_000))
+        let counts = try await database.sql("""
+            SELECT count(*), count(DISTINCT payload), count(DISTINCT xmin::text) <= 200 FROM cmdbus.commands WHERE state = 'pending'
+            """)
+        #expect(counts == "20000|20000|t\n")
+        // Posted in the file's order: the bus's sequence follows the lines.
+        let ordered = try await database.sql("""
+            SELECT bool_and(n > previous) FROM (
+                SELECT (convert_from(payload, 'UTF8')::jsonb ->> 'n')::int AS n,
+                    lag((convert_from(payload, 'UTF8')::jsonb ->> 'n')::int, 1, 0) OVER (ORDER BY seq) AS previous
+                FROM cmdbus.commands) ordered
+            """)
+        #expect(ordered == "t\n")
         await database.drop()
     }
 }

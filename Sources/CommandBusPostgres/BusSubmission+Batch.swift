@@ -1,0 +1,41 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+extension BusSubmission {
+    /// The most payload bytes one batch statement carries; a batch stops short of it.
+    package static let batchPayloadBytes = 4 << 20
+
+    /// Posts root commands in one statement: one commit and one notification per name, where
+    /// ``submit(on:)`` makes one of each per command. Each is a post (it waits for a host that
+    /// handles it); an empty idempotency key counts as none.
+    /// - Returns: For each submission, in order, the id it runs under (the first command's, for
+    ///   a key seen before or earlier in the batch) and whether it is new.
+    package static func submitPosts(_ submissions: [BusSubmission], on connection: PGConnection) throws(PGError) -> [(id: UUID, created: Bool)] {
+        guard !submissions.isEmpty else { return [] }
+        var payloads = Data()
+        var offsets: [Int?] = [], lengths: [Int?] = []
+        for submission in submissions {
+            precondition(submission.parentID == nil && !submission.isProbe && !submission.failIfUnhandled, "submitPosts takes root posts")
+            offsets.append(payloads.count)
+            lengths.append(submission.payload.count)
+            payloads.append(submission.payload)
+        }
+        let rows = try connection.execute(BusSQL.submitPosts, [
+            .uuidArray(submissions.map(\.id)), .textArray(submissions.map(\.name)), .bytes(payloads),
+            .textArray(submissions.map { PGValue.metadataText($0.metadata) }), .textArray(submissions.map { $0.idempotencyKey ?? "" }),
+            .integerArray(submissions.map { $0.delay.milliseconds }), .integerArray(submissions.map { $0.timeout?.milliseconds }),
+            .integerArray(submissions.map(\.priority), type: 1007), .integerArray(submissions.map(\.maxAttempts), type: 1007),
+            .integerArray(offsets), .integerArray(lengths),
+        ])
+        guard rows.count == submissions.count else {
+            throw PGError(.statementFailed, "posting \(submissions.count) commands returned \(rows.count) rows")
+        }
+        return try rows.all.map { row throws(PGError) in
+            guard let id = row.uuid("id") else { throw PGError(.statementFailed, "posting '\(submissions[0].name)' and others returned no id") }
+            return (id, row.bool("created") ?? true)
+        }
+    }
+}

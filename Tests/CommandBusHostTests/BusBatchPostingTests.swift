@@ -1,0 +1,49 @@
+import CommandBusPostgres
+import Foundation
+import Testing
+
+extension SharedBusTests {
+    /// Posting a batch in one statement keeps what posting one by one promises: a key seen
+    /// before (in the bus or earlier in the batch) gives the first command's id and inserts
+    /// nothing, a batch sent again (a retry after a lost answer) inserts nothing, and what each
+    /// command carries goes in unchanged.
+    @Test(.timeLimit(.minutes(2)))
+    func aBatchOfPostsKeepsIdempotencyKeysAndRetries() async throws {
+        let database = try await SharedBusDatabase()
+        let connection = try PGConnection(url: database.url)
+        try BusSchema.migrate(connection)
+        var earlier = BusSubmission(name: "fixture.whoami", payload: Data(#"{"n":0}"#.utf8), metadata: ["idempotency-key": "k2"])
+        earlier.failIfUnhandled = false
+        let earlierID = try earlier.submit(on: connection).id
+
+        func post(_ n: Int, key: String?) -> BusSubmission {
+            var submission = BusSubmission(
+                name: "fixture.whoami", payload: Data(#"{"n":\#(n), "bytes": "\u{0}é"}"#.utf8), metadata: key.map { ["idempotency-key": $0, "a": "\"b\\"] } ?? [:]
+            )
+            submission.failIfUnhandled = false
+            submission.delay = n == 2 ? .seconds(60) : .zero
+            submission.timeout = n == 1 ? .seconds(5) : nil
+            return submission
+        }
+        let batch = [post(1, key: "k1"), post(2, key: nil), post(3, key: "k1"), post(4, key: "k2"), post(5, key: "")]
+        let first = try BusSubmission.submitPosts(batch, on: connection)
+        #expect(first.map(\.created) == [true, true, false, false, true])
+        #expect(first.map(\.id) == [batch[0].id, batch[1].id, batch[0].id, earlierID, batch[4].id])
+        let again = try BusSubmission.submitPosts(batch, on: connection)
+        #expect(again.map(\.id) == first.map(\.id) && again.allSatisfy { !$0.created })
+
+        let rows = try await database.sql("""
+            SELECT encode(payload, 'hex'), metadata ->> 'a', timeout_ms, run_at > now() + interval '30 seconds', idempotency_key IS NULL
+            FROM cmdbus.commands ORDER BY seq
+            """)
+        func hex(_ submission: BusSubmission) -> String { submission.payload.map { String(format: "%02x", $0) }.joined() }
+        let expected = [
+            "\(hex(earlier))|||f|f",
+            "\(hex(batch[0]))|\"b\\|5000|f|f",
+            "\(hex(batch[1]))|||t|t",
+            "\(hex(batch[4]))|\"b\\||f|t",
+        ]
+        #expect(rows.split(separator: "\n").map(String.init) == expected, "\(rows)")
+        await database.drop()
+    }
+}
