@@ -219,4 +219,30 @@ extension SharedBusTests {
         #expect(ordered == "t\n")
         await database.drop()
     }
+
+    /// A line that comes alone through a pipe is posted at once, not held for company: the
+    /// bus has the first line while the writer still holds the pipe open.
+    @Test(.timeLimit(.minutes(2)))
+    func aLineThatComesAloneIsPostedAtOnce() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let input = scratch.file("batch.fifo")
+        #expect(mkfifo(input.path, 0o600) == 0)
+        #expect(try await Self.bus(database.url, "bus", "status").status == 0)
+        async let batch = Self.bus(database.url, "batch", input.path, "--no-wait")
+        let writer = try #require(FileHandle(forWritingAtPath: input.path))  // once the batch has opened it
+        writer.write(Data((#"{"command": "fixture.whoami", "payload": {"n": 1}}"# + "\n").utf8))
+        let first = await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands")) == "1\n"
+        }
+        #expect(first, "the first line was not posted while the pipe stayed open")
+        writer.write(Data((#"{"command": "fixture.whoami", "payload": {"n": 2}}"# + "\n").utf8))
+        try writer.close()
+        let posted = try await batch
+        #expect(posted.status == 0 && posted.stdout.split(separator: "\n").count == 2, "\(posted.stderr)")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands") == "2\n")
+        await database.drop()
+    }
 }
