@@ -22,8 +22,9 @@ enum BatchCommand {
         Usage: cmdbus batch [FILE|-] [options]
 
         Reads one command per line, {"command": NAME, "payload": {...}}, from FILE or
-        standard input, runs them with bounded concurrency, and writes one NDJSON
-        line per command to stdout as it finishes:
+        standard input (a line may add envelope metadata, "metadata": {KEY: TEXT}, such
+        as "idempotency-key" on the shared bus), runs them with bounded concurrency, and
+        writes one NDJSON line per command to stdout as it finishes:
           {"line": 1, "id": "...", "command": "greet", "state": "succeeded", "result": {...}}
           {"line": 2, "id": "...", "command": "greet", "state": "failed", "error": {"code": ..., "message": ...}}
         A command counts as acknowledged once its line is printed; by then its outcome
@@ -38,10 +39,11 @@ enum BatchCommand {
         \(spec.optionsHelp)
         """
 
-    /// One input line: a command name and its payload.
+    /// One input line: a command name, its payload and, if it has any, envelope metadata.
     private struct Line: Decodable {
         let command: String
         let payload: JSONValue?
+        let metadata: [String: String]?
     }
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
@@ -66,12 +68,14 @@ enum BatchCommand {
                     console.out(JSONValue.object([
                         "line": .integer(Int64(number)), "state": .string(CommandState.failed.rawValue),
                         "error": .object([
-                            "code": .string("decodingFailed"), "message": .string("line \(number) is not {\"command\": NAME, \"payload\": {...}}"),
+                            "code": .string("decodingFailed"), "message": .string("line \(number) is not {\"command\": NAME, \"payload\": {...}} (with \"metadata\", if any, an object of strings)"),
                         ]),
                     ]).text)
                     continue
                 }
-                return CommandRequest(name: line.command, payload: (line.payload ?? .object([:])).data, timeout: timeout, tag: number)
+                return CommandRequest(
+                    name: line.command, payload: (line.payload ?? .object([:])).data, metadata: line.metadata ?? [:], timeout: timeout, tag: number
+                )
             }
             return nil
         }

@@ -245,4 +245,33 @@ extension SharedBusTests {
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands") == "2\n")
         await database.drop()
     }
+
+    /// A batch line's metadata reaches the bus: with an idempotency key on each line, posting
+    /// the same file again posts nothing new and prints the first run's ids.
+    @Test(.timeLimit(.minutes(2)))
+    func aBatchPostedAgainWithIdempotencyKeysPostsNothingNew() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let input = scratch.file("batch.ndjson")
+        try Data((1...500).map {
+            #"{"command": "fixture.whoami", "payload": {"n": \#($0)}, "metadata": {"idempotency-key": "order-\#($0 % 400)", "source": "feed"}}"# + "\n"
+        }.joined().utf8).write(to: input)
+        func ids(_ result: ProcessResult) throws -> [Int: String] {
+            try Dictionary(uniqueKeysWithValues: result.stdout.split(separator: "\n").map {
+                let line = try jsonObject(String($0))
+                return (line["line"] as? Int ?? 0, line["id"] as? String ?? "")
+            })
+        }
+        let first = try await Self.bus(database.url, "batch", input.path, "--no-wait")
+        let again = try await Self.bus(database.url, "batch", input.path, "--no-wait")
+        #expect(first.status == 0 && again.status == 0, "\(first.stderr) \(again.stderr)")
+        let (one, two) = (try ids(first), try ids(again))
+        #expect(one.count == 500 && one == two)
+        // Lines 400 to 500 repeat the keys of lines 0 to 100: each got the first line's id.
+        #expect((400...500).allSatisfy { one[$0] == one[$0 % 400 == 0 ? 400 : $0 % 400] })
+        #expect(try await database.sql("SELECT count(*), count(*) FILTER (WHERE metadata ->> 'source' = 'feed') FROM cmdbus.commands") == "400|400\n")
+        await database.drop()
+    }
 }
