@@ -30,6 +30,8 @@ final class LineReader {
     /// Whether ``next()`` would return without waiting for input: its buffer holds some, or the
     /// file or pipe has some to read (or is at its end).
     var hasInputReady: Bool {
+        // glibc's FILE keeps what it has read but not handed out between these two pointers
+        // (public fields of its `struct _IO_FILE`, which gnulib's `freadahead` reads the same way).
         if file.pointee._IO_read_ptr != file.pointee._IO_read_end { return true }
         var descriptor = pollfd(fd: fileno(file), events: Int16(POLLIN), revents: 0)
         return poll(&descriptor, 1, 0) > 0
