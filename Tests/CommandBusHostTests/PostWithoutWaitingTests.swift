@@ -232,7 +232,10 @@ extension SharedBusTests {
         #expect(mkfifo(input.path, 0o600) == 0)
         #expect(try await Self.bus(database.url, "bus", "status").status == 0)
         async let batch = Self.bus(database.url, "batch", input.path, "--no-wait")
-        let writer = try #require(FileHandle(forWritingAtPath: input.path))  // once the batch has opened it
+        // Read and write, so opening does not wait for the batch to open its end (Linux allows it).
+        let descriptor = open(input.path, O_RDWR | O_CLOEXEC)
+        try #require(descriptor >= 0)
+        let writer = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         writer.write(Data((#"{"command": "fixture.whoami", "payload": {"n": 1}}"# + "\n").utf8))
         let first = await waitUntil(.seconds(30)) {
             (try? await database.sql("SELECT count(*) FROM cmdbus.commands")) == "1\n"
