@@ -129,7 +129,8 @@ package final class PluginWatcher: Sendable {
         retire(entry, path: path, reason: reason)
     }
 
-    /// Takes a loaded file's handlers off the bus and stops its worker, if it has one.
+    /// Takes a loaded file's handlers off the bus and retires its worker, if it has one: the
+    /// worker finishes the calls it has, then stops.
     private func retire(_ entry: LoadedFile, path: String, reason: String) {
         for registration in entry.registrations { registration.cancel() }
         entry.plugin.worker?.retire(drainingFor: drain)
