@@ -58,7 +58,17 @@ package final class PostgresBusClient: BusClient {
         }
     }
 
-    private static func submission(_ request: CommandRequest) -> BusSubmission {
+    /// The request as a submission, refused if PostgreSQL could not keep it as it is: a `text`
+    /// column holds no NUL character, and a name or metadata with one would be cut short there.
+    private static func submission(_ request: CommandRequest) throws(HostFailure) -> BusSubmission {
+        let texts = [request.name] + request.metadata.keys + request.metadata.values
+        if texts.contains(where: { $0.utf8.contains(0) }) {
+            throw HostFailure(
+                .decodingFailed,
+                "command \(quoted(request.name)) has a NUL character (\\u0000) in its name or metadata, which the shared bus cannot keep; remove it",
+                command: request.name
+            )
+        }
         var submission = BusSubmission(name: request.name, payload: request.payload, metadata: request.metadata)
         submission.timeout = request.timeout
         submission.delay = request.delay ?? .zero
@@ -66,7 +76,7 @@ package final class PostgresBusClient: BusClient {
     }
 
     package func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data {
-        let submission = Self.submission(request)
+        let submission = try Self.submission(request)
         let row = try await run(submission, onEvent: onEvent)
         do {
             return try row.outcome()
@@ -77,7 +87,7 @@ package final class PostgresBusClient: BusClient {
 
     /// Runs one command and returns its id with its result (an undo links the two).
     package func sendReturningID(_ request: CommandRequest) async throws(HostFailure) -> (id: UUID, result: Data) {
-        let row = try await run(Self.submission(request), onEvent: nil)
+        let row = try await run(try Self.submission(request), onEvent: nil)
         do {
             return (row.id, try row.outcome())
         } catch {
@@ -112,7 +122,7 @@ package final class PostgresBusClient: BusClient {
     }
 
     package func post(_ request: CommandRequest) async throws(HostFailure) -> UUID {
-        var submission = Self.submission(request)
+        var submission = try Self.submission(request)
         submission.failIfUnhandled = false
         return try submit(submission)
     }
@@ -159,26 +169,47 @@ package final class PostgresBusClient: BusClient {
         if let failure { throw failure }
     }
 
-    /// Posts a batch in one statement (a lone command as ``post(_:)`` does); each is `pending`.
+    /// Posts a batch in one statement (a lone command as ``post(_:)`` does); each is `pending`,
+    /// or `failed` if the bus could not keep it as it is (its outcomes come in the batch's order).
     private func post(_ batch: [CommandRequest]) throws(HostFailure) -> [CommandOutcome] {
-        let submissions = batch.map { request in
-            var submission = Self.submission(request)
-            submission.failIfUnhandled = false
-            return submission
+        var outcomes: [CommandOutcome] = []
+        var submissions: [BusSubmission] = []
+        var positions: [Int] = []
+        for request in batch {
+            outcomes.append(CommandOutcome(tag: request.tag, command: request.name, state: .pending))
+            do throws(HostFailure) {
+                var submission = try Self.submission(request)
+                submission.failIfUnhandled = false
+                submissions.append(submission)
+                positions.append(outcomes.count - 1)
+            } catch {
+                outcomes[outcomes.count - 1].state = .failed
+                outcomes[outcomes.count - 1].error = (error.code.name, error.message)
+            }
         }
-        let ids: [UUID] = if submissions.count == 1 {
-            [try submit(submissions[0])]
-        } else {
-            try retrying { connection throws(PGError) in try BusSubmission.submitPosts(submissions, on: connection).map(\.id) }
+        let ids: [UUID] = switch submissions.count {
+        case 0: []
+        case 1: [try submit(submissions[0])]
+        default: try retrying { connection throws(PGError) in try BusSubmission.submitPosts(submissions, on: connection).map(\.id) }
         }
-        return zip(batch, ids).map { request, id in CommandOutcome(tag: request.tag, id: id, command: request.name, state: .pending) }
+        for (position, id) in zip(positions, ids) { outcomes[position].id = id }
+        return outcomes
     }
 
     package func sendAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
         try await forEach(concurrency: concurrency, next: next, onOutcome: onOutcome) { [self] request throws(HostFailure) in
-            let row = try await run(Self.submission(request), onEvent: nil)
+            let submission: BusSubmission
+            do throws(HostFailure) {
+                submission = try Self.submission(request)
+            } catch {
+                // The line's own fault, not the bus's: the batch goes on.
+                var outcome = CommandOutcome(tag: request.tag, command: request.name, state: .failed)
+                outcome.error = (error.code.name, error.message)
+                return outcome
+            }
+            let row = try await run(submission, onEvent: nil)
             var outcome = CommandOutcome(tag: request.tag, id: row.id, command: request.name, state: row.state)
             if row.state == .succeeded {
                 outcome.result = row.result

@@ -46,4 +46,37 @@ extension SharedBusTests {
         #expect(rows.split(separator: "\n").map(String.init) == expected, "\(rows)")
         await database.drop()
     }
+
+    /// A NUL character, which a PostgreSQL `text` column cannot hold, in a batch line's command
+    /// name or metadata fails that line alone, posting or sending; it was cut short at the NUL
+    /// (one by one) or failed its whole statement with "malformed array literal" (in one).
+    @Test(.timeLimit(.minutes(2)))
+    func aNulInANameOrMetadataFailsItsLineAlone() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let input = scratch.file("batch.ndjson")
+        try Data(#"""
+            {"command": "fixture.whoami", "payload": {"n": 1}}
+            {"command": "fixture\u0000whoami", "payload": {"n": 2}}
+            {"command": "fixture.whoami", "payload": {"n": 3}, "metadata": {"k": "a\u0000b"}}
+            {"command": "fixture.whoami", "payload": {"n": 4, "text": "\u0000 in a payload is kept"}}
+
+            """#.utf8).write(to: input)
+        let posted = try await Self.bus(database.url, "batch", input.path, "--no-wait")
+        let lines = try posted.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
+        let states = Dictionary(uniqueKeysWithValues: lines.map { ($0["line"] as? Int ?? 0, $0["state"] as? String ?? "") })
+        #expect(posted.status == 1 && states == [1: "pending", 2: "failed", 3: "failed", 4: "pending"], "\(posted.stdout) \(posted.stderr)")
+        let refusal = lines.first { $0["line"] as? Int == 2 }?["error"] as? [String: Any]
+        #expect(refusal?["code"] as? String == "decodingFailed" && (refusal?["message"] as? String ?? "").contains("NUL"), "\(refusal ?? [:])")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands") == "2\n")
+
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        let sent = try await Self.bus(database.url, "batch", input.path)
+        let sentStates = try sent.stdout.split(separator: "\n").map { try jsonObject(String($0))["state"] as? String ?? "" }
+        #expect(sent.status == 1 && sentStates.sorted() == ["failed", "failed", "succeeded", "succeeded"], "\(sent.stdout) \(sent.stderr)")
+        await host.stop()
+        await database.drop()
+    }
 }
