@@ -31,7 +31,11 @@ package enum JournalFileCheck {
         let pageSize = rawPageSize == 1 ? 65536 : rawPageSize
         let changeCounter = header[24..<28], validFor = header[92..<96]
         let pageCount = header[28..<32].reduce(0) { $0 << 8 | Int($1) }
-        if changeCounter.elementsEqual(validFor), pageSize > 0, pageCount * pageSize > size {
+        // A write-ahead log beside the file may hold the pages it lacks: a checkpoint cut short
+        // (the process killed) writes the first page, with the new size, before the pages that
+        // reach it, and SQLite reads them from the log until a checkpoint completes.
+        let logHoldsPages = if case .regularFile(let logSize) = FileSystem.kind(of: path + "-wal") { logSize > 0 } else { false }
+        if !logHoldsPages, changeCounter.elementsEqual(validFor), pageSize > 0, pageCount * pageSize > size {
             throw .journalFailed(path, "is truncated (\(size) bytes; its header says \(pageCount * pageSize)); it was left untouched")
         }
         return true
