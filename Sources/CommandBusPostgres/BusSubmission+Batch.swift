@@ -13,12 +13,14 @@ extension BusSubmission {
     /// handles it); an empty idempotency key counts as none.
     /// - Returns: For each submission, in order, the id it runs under (the first command's, for
     ///   a key seen before or earlier in the batch) and whether it is new.
+    /// - Throws: `statementFailed`, inserting nothing, if any submission has an ``unstorableReason``.
     package static func submitPosts(_ submissions: [BusSubmission], on connection: PGConnection) throws(PGError) -> [(id: UUID, created: Bool)] {
         guard !submissions.isEmpty else { return [] }
         var payloads = Data()
         var offsets: [Int?] = [], lengths: [Int?] = []
         for submission in submissions {
             precondition(submission.parentID == nil && !submission.isProbe && !submission.failIfUnhandled, "submitPosts takes root posts")
+            if let reason = submission.unstorableReason { throw PGError(.statementFailed, reason) }
             offsets.append(payloads.count)
             lengths.append(submission.payload.count)
             payloads.append(submission.payload)

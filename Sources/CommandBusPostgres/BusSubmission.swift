@@ -44,10 +44,21 @@ package struct BusSubmission: Sendable {
         correlationID = envelope.correlationID
     }
 
+    /// Why PostgreSQL could not keep this command as it is, if it could not: a `text` column
+    /// holds no NUL character, and a name, key or metadata with one would be cut short there
+    /// (a payload, which is `bytea`, takes any byte).
+    package var unstorableReason: String? {
+        let texts = [name] + metadata.keys + metadata.values + [idempotencyKey ?? ""]
+        guard texts.contains(where: { $0.utf8.contains(0) }) else { return nil }
+        return "command \(quoted(name)) has a NUL character (\\u0000) in its name or metadata, which the shared bus cannot keep; remove it"
+    }
+
     /// Inserts the command and notifies the hosts, in one transaction (one statement).
+    /// - Throws: `statementFailed` with ``unstorableReason``, inserting nothing, if the command cannot be kept as it is.
     /// - Returns: The id it runs under (the first command's, for a key seen before) and whether it is new.
     @discardableResult
     package func submit(on connection: PGConnection) throws(PGError) -> (id: UUID, created: Bool) {
+        if let reason = unstorableReason { throw PGError(.statementFailed, reason) }
         let rows = try connection.execute(BusSQL.submit, [
             .uuid(id), .text(name), .bytes(payload), .metadata(metadata), parentID.map(PGValue.uuid), .uuid(correlationID),
             idempotencyKey.map(PGValue.text), .text(isProbe ? "probe" : "command"), .integer(priority), .integer(delay.milliseconds),

@@ -58,18 +58,11 @@ package final class PostgresBusClient: BusClient {
         }
     }
 
-    /// The request as a submission, refused if PostgreSQL could not keep it as it is: a `text`
-    /// column holds no NUL character, and a name or metadata with one would be cut short there.
+    /// The request as a submission, refused (before it can fail a batch's statement) if
+    /// PostgreSQL could not keep it as it is (``BusSubmission/unstorableReason``).
     private static func submission(_ request: CommandRequest) throws(HostFailure) -> BusSubmission {
-        let texts = [request.name] + request.metadata.keys + request.metadata.values
-        if texts.contains(where: { $0.utf8.contains(0) }) {
-            throw HostFailure(
-                .decodingFailed,
-                "command \(quoted(request.name)) has a NUL character (\\u0000) in its name or metadata, which the shared bus cannot keep; remove it",
-                command: request.name
-            )
-        }
         var submission = BusSubmission(name: request.name, payload: request.payload, metadata: request.metadata)
+        if let reason = submission.unstorableReason { throw HostFailure(.decodingFailed, reason, command: request.name) }
         submission.timeout = request.timeout
         submission.delay = request.delay ?? .zero
         return submission

@@ -72,6 +72,14 @@ extension SharedBusTests {
         #expect(refusal?["code"] as? String == "decodingFailed" && (refusal?["message"] as? String ?? "").contains("NUL"), "\(refusal ?? [:])")
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands") == "2\n")
 
+        // Whatever submits, the bus itself never writes such a command cut short.
+        let connection = try PGConnection(url: database.url)
+        var unstorable = BusSubmission(name: "fixture.whoami", payload: Data("{}".utf8), metadata: ["k": "a\u{0}b"])
+        unstorable.failIfUnhandled = false
+        #expect(throws: PGError.self) { try unstorable.submit(on: connection) }
+        #expect(throws: PGError.self) { try BusSubmission.submitPosts([unstorable], on: connection) }
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands") == "2\n")
+
         let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
         let sent = try await Self.bus(database.url, "batch", input.path)
         let sentStates = try sent.stdout.split(separator: "\n").map { try jsonObject(String($0))["state"] as? String ?? "" }
