@@ -10,7 +10,9 @@ import Glibc
 ///
 /// A file being copied in is loaded only at its close-after-write (or rename), never half-written.
 /// Plugins loaded into the process cannot be unloaded: a removed file's handlers are
-/// deregistered; an isolated plugin's worker finishes the calls it has, then stops.
+/// deregistered; an isolated plugin's worker finishes the calls it has, then stops. A
+/// replacement loaded into the process is a new image running the new code
+/// (``SharedLibrary/init(openingPlugin:)``); the one it replaces stays in memory.
 ///
 /// A replacement never leaves its commands without a handler: it is loaded beside the file it
 /// replaces, whose handlers come off only once the new ones are on, and if it cannot be loaded

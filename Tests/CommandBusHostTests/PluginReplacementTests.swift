@@ -119,4 +119,32 @@ struct PluginReplacementTests {
         #expect(await waitUntil(.seconds(30)) { ((try? await workers()) ?? []).count == 1 }, "the old worker outlived its calls")
         await server.stop()
     }
+
+    /// A plugin loaded into the server's process and replaced at its path runs its new code:
+    /// the replacement is opened from a private copy, made in the temporary directory or, where
+    /// that cannot be made, in the plugin's own directory, and removed once open.
+    @Test(arguments: [false, true])
+    func anInProcessPluginReplacedAtItsPathRunsItsNewCode(withoutATemporaryDirectory: Bool) async throws {
+        let server = try await ServerTests.Server(environment: withoutATemporaryDirectory ? ["TMPDIR": "/nonexistent/cmdbus-tmp"] : [:])
+        defer { server.work.remove() }
+        let path = server.plugins.file("bonjour.so").path
+        var answers: [String] = []
+        for (round, greeting) in ["one", "two", "three"].enumerated() {
+            let built = try await compileFixture(
+                "shadowing_greeter", into: server.plugins, as: "build-\(greeting).tmp", defines: ["GREETING=\"\(greeting)\""]
+            )
+            #expect(rename(built.path, path) == 0)
+            _ = await Self.log(of: server, containing: "loaded \(path): bonjour", count: round + 1)
+            answers.append(try await server.client("""
+                s, f = connect()
+                print(ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["result"]["greeting"])
+                """))
+        }
+        let log = try String(contentsOfFile: server.log, encoding: .utf8)
+        #expect(answers == ["one\n", "two\n", "three\n"], "\(log.suffix(2_000))")
+        #expect(log.components(separatedBy: "the file was replaced: \(path)").count - 1 == 2)
+        let left = try FileManager.default.contentsOfDirectory(atPath: server.plugins.path).filter { !$0.hasSuffix(".so") }
+        #expect(left.isEmpty, "the private copies were left behind: \(left)")
+        await server.stop()
+    }
 }

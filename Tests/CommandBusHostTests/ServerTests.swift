@@ -15,8 +15,10 @@ struct ServerTests {
         /// Where the server's standard error (its log) goes.
         var log: String { work.file("server.log").path }
 
-        /// - Parameter arguments: More for `cmdbus serve` (`--durability deferred`, say).
-        init(work: TemporaryDirectory? = nil, drain: String = "10", arguments: [String] = []) async throws {
+        /// - Parameters:
+        ///   - arguments: More for `cmdbus serve` (`--durability deferred`, say).
+        ///   - environment: More for the server's environment.
+        init(work: TemporaryDirectory? = nil, drain: String = "10", arguments: [String] = [], environment: [String: String] = [:]) async throws {
             self.work = try work ?? TemporaryDirectory("cmdbus-serve")
             plugins = try self.work.subdirectory("plugins")
             if FileManager.default.fileExists(atPath: plugins.file("libGreeter.so").path) == false {
@@ -24,7 +26,8 @@ struct ServerTests {
             }
             process = try LaunchedProcess(
                 try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--drain", drain] + arguments,
-                environment: ["CMDBUS_REGISTRY": self.work.file("registry.json").path], directory: self.work.path,
+                environment: environment.merging(["CMDBUS_REGISTRY": self.work.file("registry.json").path]) { mine, _ in mine },
+                directory: self.work.path,
                 standardOutput: .discard, standardError: .file(self.work.file("server.log").path)
             )
             // Ready once it answers, not merely once its socket exists (it binds before loading plugins).

@@ -229,7 +229,7 @@ public struct PluginLoader: Sendable {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
-            let library = try SharedLibrary(opening: path)
+            let library = try SharedLibrary(openingPlugin: path)
             let descriptor = try readDescriptor(from: library)
             let state = try initialize(descriptor, hostTable: hostTable)
             let elapsed = ContinuousClock.now - start

@@ -1,11 +1,15 @@
-/* A C plugin that also handles "greet", at a higher priority than the Swift Greeter. */
+/* A C plugin that also handles "greet", at a higher priority than the Swift Greeter.
+   -DGREETING='"..."' changes its answer, to tell two builds apart. */
 #include <string.h>
 #include "cmdbus.h"
+#ifndef GREETING
+#define GREETING "Bonjour!"
+#endif
 static const cmdbus_host_api *host;
 static int32_t start(const cmdbus_host_api *api, void **state) { (void)state; host = api; return 0; }
 static void handle(void *s, uint32_t i, cmdbus_bytes p, cmdbus_call *c) {
     (void)s; (void)i; (void)p;
-    const char *body = "{\"greeting\":\"Bonjour!\"}";
+    const char *body = "{\"greeting\":\"" GREETING "\"}";
     cmdbus_bytes bytes = { (const uint8_t *)body, strlen(body) };
     host->complete(c, CMDBUS_OK, bytes);
 }

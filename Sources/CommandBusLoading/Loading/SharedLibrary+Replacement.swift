@@ -1,0 +1,130 @@
+import CommandBusSupport
+import Synchronization
+import Glibc
+
+extension SharedLibrary {
+    /// The status of each plugin file opened by its own path, as it was when opened.
+    ///
+    /// The dynamic linker keeps one image per name for the life of the process (`dlopen` of a
+    /// name it has hands back that image), and this record mirrors that table, which is as
+    /// process-wide as it is: it tells a file opened again unchanged from one replaced since.
+    private static let openedByPath = Mutex<[String: FileSystem.Status]>([:])
+    /// Counts the private copies made, so no two share a directory name in this process.
+    private static let copiesMade = Atomic<Int>(0)
+
+    /// Opens a plugin file so that its current code runs: by its path the first time, and
+    /// again by its path while it is unchanged; once it has changed (replaced, or rewritten
+    /// in place), from a private copy, which the linker takes as a new image.
+    ///
+    /// The image opened before stays in memory (nothing is unloaded); the copy is removed
+    /// once it is open, and the crash report still names the file.
+    /// - Throws: The linker's message, naming `path`, or why no copy could be made.
+    package init(openingPlugin path: String) throws(PluginLoadFailure) {
+        let status = FileSystem.status(of: path)
+        let openedBefore = Self.openedByPath.withLock { $0[path] }
+        guard let openedBefore, openedBefore != status else {
+            try self.init(opening: path)
+            if let status { Self.openedByPath.withLock { opened in opened[path] = opened[path] ?? status } }
+            return
+        }
+        try self.init(openingCopyOf: path)
+    }
+
+    /// Opens a copy of `path` made in a new directory of the temporary directory or, if that
+    /// cannot be made or mapped (a `noexec` mount), of the plugin's own directory.
+    /// - Throws: The linker's refusal of the file, or why neither place would do.
+    private init(openingCopyOf path: String) throws(PluginLoadFailure) {
+        var refusals: [String] = []
+        for place in [Self.temporaryDirectory, Self.directory(of: path)] {
+            let copy: PluginFileCopy
+            do {
+                copy = try PluginFileCopy(of: path, under: place, number: Self.copiesMade.add(1, ordering: .relaxed).newValue)
+            } catch {
+                refusals.append(error.reason)
+                continue
+            }
+            defer { copy.remove() }
+            do {
+                try self.init(opening: copy.path)
+                return
+            } catch {
+                // The linker names the copy; the user knows the file.
+                let reason = error.reason.replacing(copy.path, with: path)
+                guard reason.contains("failed to map segment") else { throw PluginLoadFailure(reason) }
+                refusals.append("in \(place): \(reason)")
+            }
+        }
+        throw .init(
+            "no private copy of it could be made to load as a new image (\(refusals.joined(separator: "; "))); "
+                + "set TMPDIR to a directory the server can write to and run code from"
+        )
+    }
+
+    private static var temporaryDirectory: String {
+        getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    }
+
+    private static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
+
+/// A plugin file copied, under its own name, into a directory made for it, to be opened as a
+/// new image and then removed (the mapping outlives the file).
+private struct PluginFileCopy {
+    /// The copy.
+    let path: String
+    /// The directory made for it.
+    let directory: String
+
+    /// Copies `source` into a new directory under `parent`.
+    /// - Parameter number: Makes the directory's name unique in this process.
+    init(of source: String, under parent: String, number: Int) throws(PluginLoadFailure) {
+        var template = Array(FileSystem.join(parent, "cmdbus-\(getpid())-\(number)-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw .init("in \(parent): cannot make a directory (\(Self.errorText()))")
+        }
+        directory = String(cString: made)
+        path = FileSystem.join(directory, FileSystem.lastComponent(source))
+        if let reason = Self.copy(source, to: path) {
+            rmdir(directory)
+            throw .init("in \(parent): cannot copy it (\(reason))")
+        }
+    }
+
+    /// Removes the copy and its directory.
+    func remove() {
+        unlink(path)
+        rmdir(directory)
+    }
+
+    /// Copies a file's bytes; `nil` on success, else why not.
+    private static func copy(_ source: String, to target: String) -> String? {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { return errorText() }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o500)
+        guard output >= 0 else { return errorText() }
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        var failure: String?
+        copying: while true {
+            let got = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            if got < 0 { failure = errorText(); break }
+            if got == 0 { break }
+            var written = 0
+            while written < got {
+                let put = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, got - written) }
+                if put < 0 && errno == EINTR { continue }
+                if put <= 0 { failure = errorText(); break copying }
+                written += put
+            }
+        }
+        if close(output) != 0, failure == nil { failure = errorText() }
+        if failure != nil { unlink(target) }
+        return failure
+    }
+
+    private static func errorText() -> String { String(cString: strerror(errno)) }
+}
