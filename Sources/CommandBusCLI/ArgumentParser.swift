@@ -53,7 +53,9 @@ struct ArgumentSpec: Sendable {
             }
             let (key, inlineValue) = Self.split(argument)
             guard let option = find(key) else {
-                throw .usage("unknown option \(quoted(key)) for 'cmdbus \(command)'; see 'cmdbus \(command) --help'")
+                let nearest = key.hasPrefix("--") ? HostSession.nearest(String(key.dropFirst(2)), among: options.map(\.name)) : nil
+                let hint = nearest.map { "did you mean \(quoted("--" + $0))? " } ?? ""
+                throw .usage("unknown option \(quoted(key)) for 'cmdbus \(command)'; \(hint)see 'cmdbus \(command) --help'")
             }
             if option.takesValue {
                 if let inlineValue {
