@@ -10,9 +10,15 @@ enum BusClientFactory {
         reportSkipped: Bool = true, usesAllowlist: Bool = true
     ) async throws(HostFailure) -> any BusClient {
         if let socket = connection.socket { return SocketBusClient(socket: socket) }
-        if let bus = connection.bus { return try PostgresBusClient(url: bus) }
+        if let bus = connection.bus { return try sharedBus(bus, console: console) }
         return try await LocalBusClient.start(
             plugins: plugins, journal: journal, console: console, reportSkipped: reportSkipped, usesAllowlist: usesAllowlist
         )
+    }
+
+    /// A client of the shared bus at `url`; while the server is away it says so on stderr,
+    /// once, and waits up to 10 s for it.
+    static func sharedBus(_ url: String, console: Console) throws(HostFailure) -> PostgresBusClient {
+        try PostgresBusClient(url: url) { reason in console.err("cmdbus: warning: \(quotedLine(reason))") }
     }
 }

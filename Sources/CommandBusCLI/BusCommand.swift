@@ -30,7 +30,7 @@ enum BusCommand {
         guard let url = try ConnectionOptions(arguments).bus else {
             throw .usage("'cmdbus bus status' needs the bus: --bus postgres://… or $CMDBUS_BUS")
         }
-        let client = try PostgresBusClient(url: url)
+        let client = try BusClientFactory.sharedBus(url, console: console)
         let status = try await client.status().objectValue ?? [:]
         await client.close()
         if arguments.has("json") { return console.out(JSONValue.object(status).text) }

@@ -217,7 +217,7 @@ enum JournalCommand {
             )
         }
         if onTheBus, let url = try ConnectionOptions(arguments).bus {
-            let client = try PostgresBusClient(url: url)
+            let client = try BusClientFactory.sharedBus(url, console: console)
             let (undoID, result) = try await client.sendReturningID(
                 CommandRequest(name: inverse.name, payload: inverse.payload, metadata: ["cmdbus.undo-of": id.uuidString])
             )

@@ -126,7 +126,7 @@ enum ServeCommand {
         )
         ledger.attach(host, bus: session.bus)
         do {
-            try host.start()
+            try await host.start()
         } catch {
             throw PostgresBusClient.failure(error)
         }

@@ -107,17 +107,39 @@ package final class BusHost: Sendable {
         label = "\(Self.hostname()):\(getpid())"
     }
 
-    /// Registers the host and starts its threads.
-    /// - Throws: ``PGError`` if the bus cannot be reached or its schema cannot be used.
-    package func start() throws(PGError) {
-        let connection = try PGConnection(url: settings.url, linkTimeout: settings.lease)
-        try BusSchema.migrate(connection)
-        try register(on: connection)
+    /// Registers the host and starts its threads, waiting for the bus while it is away.
+    /// - Throws: ``PGError`` if the bus refuses this host or its schema cannot be used.
+    package func start() async throws(PGError) {
+        let connection = try await join()
         forwardEvents()
         DetachedThread.start { [self] in claimLoop() }
         DetachedThread.start { [self] in finishLoop() }
         DetachedThread.start { [self] in heartbeatLoop() }
         log(.info, "joined the bus at \(connection.redactedURL) as host \(id) (\(label)); handles \(commands.joined(separator: ", "))")
+    }
+
+    /// Connects, makes sure of the schema and registers this host, waiting as long as it takes
+    /// while the server is away (``PGError/isServerAway``: a host started before its database,
+    /// or during a restart), as a worker of a job queue does; says so at once, then every 30 s.
+    /// A refused login, a missing database and the like fail at once.
+    private func join() async throws(PGError) -> PGConnection {
+        var delay: Duration = .milliseconds(100)
+        var lastSaid: ContinuousClock.Instant?
+        while true {
+            do {
+                let connection = try PGConnection(url: settings.url, linkTimeout: settings.lease)
+                try BusSchema.migrate(connection)
+                try register(on: connection)
+                return connection
+            } catch where error.isServerAway {
+                if lastSaid.map({ ContinuousClock.now - $0 >= .seconds(30) }) ?? true {
+                    log(.warning, "waiting for the bus: \(error.message); trying again until it answers (stop with SIGTERM)")
+                    lastSaid = .now
+                }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+        }
     }
 
     private func register(on connection: PGConnection) throws(PGError) {

@@ -41,6 +41,25 @@ package struct PGError: Error, Sendable, CustomStringConvertible {
 
     /// Whether reconnecting could help.
     package var isConnectionProblem: Bool { code == .connectionFailed || code == .connectionLost }
+
+    /// Whether the server is away for now rather than refusing us: nothing answers at the
+    /// address (not started yet, restarting), or what answers is starting up, shutting down
+    /// or full, or an open connection broke. Waiting outlasts these; it does not outlast a
+    /// refused login, a missing role or database, a TLS mismatch or a host name that does not
+    /// resolve, which fail at once.
+    ///
+    /// libpq's own messages and the system's are in English here (the process never calls
+    /// `setlocale`); a server that reports its state in another language is taken as refusing.
+    package var isServerAway: Bool {
+        code == .connectionLost || (code == .connectionFailed && Self.awayMarkers.contains { message.contains($0) })
+    }
+
+    private static let awayMarkers = [
+        "Connection refused", "No such file or directory", "timeout expired", "Network is unreachable", "No route to host",
+        "Connection reset", "server closed the connection unexpectedly", "the database system is starting up",
+        "the database system is shutting down", "the database system is not yet accepting connections",
+        "the database system is in recovery mode", "too many clients already", "remaining connection slots are reserved",
+    ]
 }
 
 /// PostgreSQL URLs as they may be shown.

@@ -17,15 +17,16 @@ package final class PostgresBusClient: BusClient {
     package let redactedURL: String
 
     /// Connects to the bus at `url` and makes sure its schema is there and not newer than this binary.
-    package init(url: String) throws(HostFailure) {
+    ///
+    /// While the server is away (``PGError/isServerAway``: a restart, a database started after
+    /// the client), it tries again for up to 10 s (nothing is accepted yet, so a caller can try
+    /// again, and a mistyped address costs no more); anything else fails at once.
+    /// - Parameter waiting: Told once, with the reason, if it has to wait.
+    package init(url: String, waiting: ((String) -> Void)? = nil) throws(HostFailure) {
         redactedURL = PGURL.redacted(url)
         connections = PGConnectionPool(url: url)
-        do {
-            try connections.with { connection throws(PGError) in try BusSchema.migrate(connection) }
-        } catch {
-            throw Self.failure(error)
-        }
         waiter = ResultWaiter(url: url)
+        try retrying(for: .seconds(10), when: \.isServerAway, waiting: waiting) { connection throws(PGError) in try BusSchema.migrate(connection) }
     }
 
     /// A bus error as the host's failure: a schema from a newer binary, a refused login, a database it may not write.
@@ -43,15 +44,25 @@ package final class PostgresBusClient: BusClient {
         try retrying { connection throws(PGError) in try submission.submit(on: connection).id }
     }
 
-    /// Runs `body` on a pooled connection, again for up to 30 s while the server is unreachable.
-    private func retrying<T>(_ body: (PGConnection) throws(PGError) -> T) throws(HostFailure) -> T {
-        let deadline = ContinuousClock.now + .seconds(30)
+    /// Runs `body` on a pooled connection, again for up to `window` (30 s) while `retryable`
+    /// says waiting may help (by default, while the server is unreachable).
+    /// - Parameter waiting: Told once, with the reason, before the first wait.
+    private func retrying<T>(
+        for window: Duration = .seconds(30), when retryable: (PGError) -> Bool = \.isConnectionProblem,
+        waiting: ((String) -> Void)? = nil, _ body: (PGConnection) throws(PGError) -> T
+    ) throws(HostFailure) -> T {
+        let deadline = ContinuousClock.now + window
         var delay: Duration = .milliseconds(50)
+        var told = false
         while true {
             do {
                 return try connections.with(body)
             } catch {
-                guard error.isConnectionProblem, ContinuousClock.now + delay < deadline else { throw Self.failure(error) }
+                guard retryable(error), ContinuousClock.now + delay < deadline else { throw Self.failure(error) }
+                if !told, let waiting {
+                    waiting("\(error.message); trying again for up to \(window.components.seconds) s")
+                    told = true
+                }
                 WakeSignal().wait(upTo: delay)
                 delay = min(delay * 2, .seconds(1))
             }
