@@ -22,8 +22,9 @@ BENCH_BINARY="$(swift build --show-bin-path)/CommandBusBenchmarks" check_instruc
 export CMDBUS_BIN_DIR="$(swift build --show-bin-path)"
 # A throwaway PostgreSQL for the shared-bus tests, stopped however the run ends.
 start_test_postgres
-# A dashboard test that failed half-way may leave its server running; none outlives the run.
-trap 'stop_test_postgres; remove_test_namespaces; pkill -f "cmdbus serve .*cmdbus-dashboard-" 2>/dev/null || true' EXIT
+# A test that failed half-way may leave its server running (a dashboard's, or one in a test's
+# scratch directory); none outlives the run.
+trap 'stop_test_postgres; remove_test_namespaces; pkill -f "cmdbus serve .*(cmdbus-dashboard-|cmdbus-serve-|cmdbus-test-)" 2>/dev/null || true' EXIT
 # Fixture plugins' deliberate stdout noise goes to a file, not the log.
 mkdir -p .build/test-artifacts
 export CMDBUS_FIXTURE_NOISE="$PWD/.build/test-artifacts/fixture-noise.log"
