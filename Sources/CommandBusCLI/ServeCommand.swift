@@ -77,7 +77,7 @@ enum ServeCommand {
         let session: HostSession
         do {
             session = try await HostSession.start(
-                plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true,
+                plugins: try PluginOptions(arguments).loadingPrivateCopies, journal: try JournalOptions(arguments), console: console, reportSkipped: true,
                 observers: [statistics, metrics], recovery: .run(await: false),
                 pluginLog: { level, message in log(level, "plugin: \(quotedLine(message))") }
             )
@@ -112,7 +112,7 @@ enum ServeCommand {
         let statistics = BusStatistics()
         let metrics = CommandMetrics()
         let session = try await HostSession.start(
-            plugins: try PluginOptions(arguments), journal: journal, console: console, reportSkipped: true,
+            plugins: try PluginOptions(arguments).loadingPrivateCopies, journal: journal, console: console, reportSkipped: true,
             observers: [statistics, metrics], fallback: remote, busJournal: ledger,
             pluginLog: { level, message in log(level, "plugin: \(quotedLine(message))") }
         )

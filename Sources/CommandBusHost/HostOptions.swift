@@ -18,9 +18,19 @@ package struct PluginOptions: Sendable, Equatable {
     /// Open a plugin file the registry knows only when a command first reaches it: set by the
     /// one-shot verbs (`run`, `can`, `batch`), which use few of the plugins they find.
     package var defersLoading = false
+    /// Open each plugin loaded into this process from a private copy of its file: set by
+    /// `serve`, whose plugin files may be written over in place while it runs.
+    package var loadsPrivateCopies = false
 
     /// The defaults: `./plugins` (or `$CMDBUS_PLUGINS`), probed, not isolated.
     package init() {}
+
+    /// These options, with each in-process plugin opened from a private copy of its file.
+    package var loadingPrivateCopies: Self {
+        var options = self
+        options.loadsPrivateCopies = true
+        return options
+    }
 
     /// These options, with known plugin files opened when a command first reaches them.
     package var deferringLoads: Self {

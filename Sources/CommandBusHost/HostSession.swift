@@ -65,7 +65,7 @@ package struct HostSession: Sendable {
         return PluginLoader(
             directories: directories, trust: trust, probe: options.probe ? PluginProbe(deadline: options.probeTimeout) : nil,
             registryPath: PluginRegistry.defaultPath(environment: environment), isolatingWith: isolation, isolatedFiles: isolatedFiles,
-            defersLoading: options.defersLoading
+            defersLoading: options.defersLoading, loadsPrivateCopies: options.loadsPrivateCopies
         )
     }
 

@@ -10,9 +10,11 @@ import Glibc
 ///
 /// A file being copied in is loaded only at its close-after-write (or rename), never half-written.
 /// Plugins loaded into the process cannot be unloaded: a removed file's handlers are
-/// deregistered; an isolated plugin's worker finishes the calls it has, then stops. A
-/// replacement loaded into the process is a new image running the new code
-/// (``SharedLibrary/init(openingPlugin:)``); the one it replaces stays in memory.
+/// deregistered; an isolated plugin's worker finishes the calls it has, then stops. The
+/// server's loader opens each plugin from a private copy of its file
+/// (``PluginLoader/loadsPrivateCopies``), so a replacement is a new image running the new
+/// code, and a file written over in place never changes the code running; the image a
+/// replacement takes over from stays in memory.
 ///
 /// A replacement never leaves its commands without a handler: it is loaded beside the file it
 /// replaces, whose handlers come off only once the new ones are on, and if it cannot be loaded

@@ -29,7 +29,8 @@ package enum PluginWorker {
         WorkerSession.channel.withLock { $0 = channel }
         exitWithHost()
         let plugin: LoadedPlugin
-        switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer, log: .standardError()) {
+        // From a private copy: the file may be written over while the worker finishes its calls.
+        switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer, log: .standardError(), privateCopy: true) {
         case .success(let loaded): plugin = loaded
         case .failure(let error):
             channel.send(WorkerFrame(kind: .loadFailed, body: Array(error.reason.utf8)))

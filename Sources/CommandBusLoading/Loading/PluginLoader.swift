@@ -32,6 +32,10 @@ public struct PluginLoader: Sendable {
     /// Puts a known file's handlers on the bus from its cached descriptor and opens the file only
     /// when a command first reaches one of them (``DeferredPlugin``): for one-shot commands.
     public let defersLoading: Bool
+    /// Opens each plugin loaded into this process from a private copy of its file
+    /// (``SharedLibrary/init(openingPrivateCopyOf:)``): for a long-running host, whose plugin
+    /// files may be written over in place while it runs.
+    public let loadsPrivateCopies: Bool
     /// Where this loader's plugins log outside a command, and where their misuse of the ABI is reported.
     package let log: PluginLog
 
@@ -40,10 +44,13 @@ public struct PluginLoader: Sendable {
     ///   - isolatingWith: A `cmdbus` executable: run plugins in worker processes of it.
     ///   - isolatedFiles: Isolate only these file names; `nil` isolates every plugin.
     ///   - defersLoading: Open each in-process plugin the registry knows only when a command reaches it.
+    ///   - loadsPrivateCopies: Open each in-process plugin from a private copy of its file.
     public init(
         directories: [String], trust: PluginTrustPolicy = .init(), probe: PluginProbe? = nil,
-        registryPath: String? = nil, isolatingWith: String? = nil, isolatedFiles: Set<String>? = nil, defersLoading: Bool = false
+        registryPath: String? = nil, isolatingWith: String? = nil, isolatedFiles: Set<String>? = nil, defersLoading: Bool = false,
+        loadsPrivateCopies: Bool = false
     ) {
+        self.loadsPrivateCopies = loadsPrivateCopies
         self.isolatedFiles = isolatedFiles
         self.defersLoading = defersLoading
         self.directories = directories
@@ -167,7 +174,7 @@ public struct PluginLoader: Sendable {
         if defersLoading, let (key, status) = identity, let summary = registry!.descriptor(for: key, status: status) {
             return .success(register(deferred(file, summary, allowlist: allowlist), on: bus))
         }
-        switch isolating.map({ Self.loadIsolated(file: file, executable: $0, log: log) }) ?? Self.load(file: file, hostTable: HostFunctionTable.pointer, log: log) {
+        switch isolating.map({ Self.loadIsolated(file: file, executable: $0, log: log) }) ?? Self.load(file: file, hostTable: HostFunctionTable.pointer, log: log, privateCopy: loadsPrivateCopies) {
         case .success(let plugin):
             if let (key, status) = identity { registry!.record(PluginDescriptorSummary(plugin, status: status), for: key) }
             return .success(register(plugin, on: bus))
@@ -223,13 +230,14 @@ public struct PluginLoader: Sendable {
     }
 
     /// Loads and initializes one plugin file, handing its `init()` the given host function table.
+    /// - Parameter privateCopy: Open a private copy of the file (``SharedLibrary/init(openingPrivateCopyOf:)``).
     package static func load(
-        file path: String, hostTable: UnsafePointer<cmdbus_host_api>, log: PluginLog
+        file path: String, hostTable: UnsafePointer<cmdbus_host_api>, log: PluginLog, privateCopy: Bool = false
     ) -> Result<LoadedPlugin, PluginLoadError> {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
-            let library = try SharedLibrary(openingPlugin: path)
+            let library = try privateCopy ? SharedLibrary(openingPrivateCopyOf: path) : SharedLibrary(openingPlugin: path)
             let descriptor = try readDescriptor(from: library)
             let state = try initialize(descriptor, hostTable: hostTable)
             let elapsed = ContinuousClock.now - start

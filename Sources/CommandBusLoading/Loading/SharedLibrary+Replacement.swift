@@ -27,13 +27,15 @@ extension SharedLibrary {
             if let status { Self.openedByPath.withLock { opened in opened[path] = opened[path] ?? status } }
             return
         }
-        try self.init(openingCopyOf: path)
+        try self.init(openingPrivateCopyOf: path)
     }
 
-    /// Opens a copy of `path` made in a new directory of the temporary directory or, if that
-    /// cannot be made or mapped (a `noexec` mount), of the plugin's own directory.
+    /// Opens a private copy of `path`, made in a new directory of the temporary directory or,
+    /// if that cannot be made or mapped (a `noexec` mount), of the plugin's own directory, and
+    /// removed once open: the image then owes nothing to the file, which may be written over
+    /// in place (`cp` a new build onto it) without changing or crashing the code running.
     /// - Throws: The linker's refusal of the file, or why neither place would do.
-    private init(openingCopyOf path: String) throws(PluginLoadFailure) {
+    package init(openingPrivateCopyOf path: String) throws(PluginLoadFailure) {
         var refusals: [String] = []
         for place in [Self.temporaryDirectory, Self.directory(of: path)] {
             let copy: PluginFileCopy
@@ -55,8 +57,8 @@ extension SharedLibrary {
             }
         }
         throw .init(
-            "no private copy of it could be made to load as a new image (\(refusals.joined(separator: "; "))); "
-                + "set TMPDIR to a directory the server can write to and run code from"
+            "no private copy of it could be made to load (\(refusals.joined(separator: "; "))); "
+                + "set TMPDIR to a directory this process can write to and run code from"
         )
     }
 
