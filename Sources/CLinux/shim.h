@@ -13,3 +13,6 @@ int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *actions, co
 // pipe2 (glibc 2.9), hidden for the same reason: a pipe created close-on-exec, with no moment in
 // which a child that another thread spawns could inherit it.
 int pipe2(int pipefd[2], int flags);
+// copy_file_range (glibc 2.27), hidden for the same reason: a file copied inside the kernel,
+// shared rather than copied where the file system can (btrfs, XFS).
+ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *poutoff, size_t length, unsigned int flags);

@@ -1,3 +1,4 @@
+import CLinux
 import CommandBusSupport
 import Synchronization
 import Glibc
@@ -101,31 +102,47 @@ private struct PluginFileCopy {
         rmdir(directory)
     }
 
-    /// Copies a file's bytes; `nil` on success, else why not.
+    /// Copies a file's bytes, inside the kernel (`copy_file_range`: shared, not copied, where
+    /// the file system can), else through a buffer; `nil` on success, else why not.
     private static func copy(_ source: String, to target: String) -> String? {
         let input = open(source, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { return errorText() }
         defer { close(input) }
         let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o500)
         guard output >= 0 else { return errorText() }
+        var failure = copyInKernel(input, output) ? nil : copyThroughBuffer(input, output)
+        if close(output) != 0, failure == nil { failure = errorText() }
+        if failure != nil { unlink(target) }
+        return failure
+    }
+
+    /// Whether `copy_file_range` copied the rest of `input`; `false` where the kernel or the
+    /// file systems cannot, with both files' offsets where it stopped.
+    private static func copyInKernel(_ input: Int32, _ output: Int32) -> Bool {
+        while true {
+            let copied = copy_file_range(input, nil, output, nil, 1 << 30, 0)
+            if copied == 0 { return true }
+            if copied < 0 && errno == EINTR { continue }
+            if copied < 0 { return false }
+        }
+    }
+
+    /// Copies the rest of `input` (from its offset) through a buffer; `nil` on success, else why not.
+    private static func copyThroughBuffer(_ input: Int32, _ output: Int32) -> String? {
         var buffer = [UInt8](repeating: 0, count: 256 * 1024)
-        var failure: String?
-        copying: while true {
+        while true {
             let got = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if got < 0 && errno == EINTR { continue }
-            if got < 0 { failure = errorText(); break }
-            if got == 0 { break }
+            if got < 0 { return errorText() }
+            if got == 0 { return nil }
             var written = 0
             while written < got {
                 let put = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, got - written) }
                 if put < 0 && errno == EINTR { continue }
-                if put <= 0 { failure = errorText(); break copying }
+                if put <= 0 { return errorText() }
                 written += put
             }
         }
-        if close(output) != 0, failure == nil { failure = errorText() }
-        if failure != nil { unlink(target) }
-        return failure
     }
 
     private static func errorText() -> String { String(cString: strerror(errno)) }
