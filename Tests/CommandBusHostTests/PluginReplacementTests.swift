@@ -188,4 +188,26 @@ struct PluginReplacementTests {
         #expect(after == "two\n")
         await server.stop()
     }
+
+    /// Where no private copy can be made (the temporary directory missing, the plugin
+    /// directory unwritable, as on a hardened host), the server still loads its plugins, from
+    /// their own files, and says once what that risks.
+    @Test func withNoPlaceForPrivateCopiesPluginsLoadFromTheirFiles() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so", "libCounter.so", "libFixturePlugin.so")
+        // Immutable: not even root can make a directory in it.
+        try #require(await shell("chattr +i \(plugins.path)") == 0, "this test needs a file system with the immutable flag (ext4, XFS, btrfs)")
+        defer { Task { await shell("chattr -i \(plugins.path)"); work.remove() } }
+        let server = try await ServerTests.Server(work: work, environment: ["TMPDIR": "/nonexistent/cmdbus-tmp"])
+        let output = try await server.client("""
+            s, f = connect()
+            print(ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["result"]["greeting"])
+            """)
+        #expect(output == "Hello, Ada!\n")
+        await server.stop()
+        let log = try String(contentsOfFile: server.log, encoding: .utf8)
+        #expect(log.components(separatedBy: "run from their own files").count - 1 == 1, "\(log)")
+        #expect(log.contains("in /nonexistent/cmdbus-tmp: cannot make a directory (No such file or directory)"), "\(log)")
+    }
 }

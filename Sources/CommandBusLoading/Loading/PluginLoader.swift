@@ -237,7 +237,7 @@ public struct PluginLoader: Sendable {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
-            let library = try privateCopy ? SharedLibrary(openingPrivateCopyOf: path) : SharedLibrary(openingPlugin: path)
+            let library = try privateCopy ? openPrivateCopy(of: path, log: log) : SharedLibrary(openingPlugin: path)
             let descriptor = try readDescriptor(from: library)
             let state = try initialize(descriptor, hostTable: hostTable)
             let elapsed = ContinuousClock.now - start
@@ -252,6 +252,19 @@ public struct PluginLoader: Sendable {
             ))
         } catch {
             return .failure(PluginLoadError(path: path, reason: error.reason))
+        }
+    }
+
+    /// Opens a private copy of `path`, or, where no copy can be made anywhere (a read-only
+    /// plugin directory and a `noexec` temporary one, as a hardened host has), the file itself,
+    /// saying once what that risks.
+    private static func openPrivateCopy(of path: String, log: PluginLog) throws(PluginLoadFailure) -> SharedLibrary {
+        do {
+            return try SharedLibrary(openingPrivateCopyOf: path)
+        } catch where error.foundNoPlaceForACopy {
+            log.once("no private copy", .warning, "\(FileSystem.lastComponent(path)) and the plugins after it run from their own files, "
+                + "so writing over one while it runs can crash this process and a replacement at the same path cannot load: \(error.reason)")
+            return try SharedLibrary(openingPlugin: path)
         }
     }
 

@@ -8,6 +8,8 @@ import Synchronization
 /// Each loader has its own, so two sessions in one process never write to each other's log.
 package final class PluginLog: Sendable {
     private let sink: Mutex<@Sendable (LogLevel, String) -> Void>
+    /// The topics ``once(_:_:_:)`` has written a line about.
+    private let topicsSaid = Mutex<Set<String>>([])
 
     /// A log that hands each line to `sink`.
     package init(_ sink: @escaping @Sendable (LogLevel, String) -> Void) {
@@ -31,5 +33,12 @@ package final class PluginLog: Sendable {
     /// Writes one line.
     package func callAsFunction(_ level: LogLevel, _ message: String) {
         sink.withLock { $0 }(level, message)
+    }
+
+    /// Writes one line about `topic`, unless this log has written one before: for a condition
+    /// that every plugin meets alike.
+    package func once(_ topic: String, _ level: LogLevel, _ message: String) {
+        guard topicsSaid.withLock({ $0.insert(topic).inserted }) else { return }
+        self(level, message)
     }
 }

@@ -57,10 +57,12 @@ extension SharedLibrary {
                 refusals.append("in \(place): \(reason)")
             }
         }
-        throw .init(
+        var failure = PluginLoadFailure(
             "no private copy of it could be made to load (\(refusals.joined(separator: "; "))); "
                 + "set TMPDIR to a directory this process can write to and run code from"
         )
+        failure.foundNoPlaceForACopy = true
+        throw failure
     }
 
     private static var temporaryDirectory: String {

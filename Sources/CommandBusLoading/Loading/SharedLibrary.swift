@@ -29,6 +29,9 @@ package struct SharedLibrary: @unchecked Sendable {
 /// Why one plugin file could not be loaded: a one-line reason.
 package struct PluginLoadFailure: Error, Sendable, CustomStringConvertible {
     package let reason: String
+    /// Whether nothing was wrong with the file: no private copy of it could be made
+    /// (``SharedLibrary/init(openingPrivateCopyOf:)``), so it was not opened at all.
+    package var foundNoPlaceForACopy = false
     package init(_ reason: String) { self.reason = reason }
     package var description: String { reason }
 }
