@@ -53,7 +53,7 @@ struct ArgumentSpec: Sendable {
             }
             let (key, inlineValue) = Self.split(argument)
             guard let option = find(key) else {
-                let nearest = key.hasPrefix("--") ? HostSession.nearest(String(key.dropFirst(2)), among: options.map(\.name)) : nil
+                let nearest = key.hasPrefix("--") ? nearestName(to: String(key.dropFirst(2)), among: options.map(\.name)) : nil
                 let hint = nearest.map { "did you mean \(quoted("--" + $0))? " } ?? ""
                 throw .usage("unknown option \(quoted(key)) for 'cmdbus \(command)'; \(hint)see 'cmdbus \(command) --help'")
             }

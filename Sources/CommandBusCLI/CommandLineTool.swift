@@ -88,7 +88,7 @@ public enum CommandLineTool {
             console.out(rest.first.flatMap { subcommands[$0]?.help() } ?? usage)
         default:
             guard let subcommand = subcommands[first] else {
-                let hint = HostSession.nearest(first, among: Array(subcommands.keys)).map { "did you mean \(quoted($0))? " } ?? ""
+                let hint = nearestName(to: first, among: Array(subcommands.keys)).map { "did you mean \(quoted($0))? " } ?? ""
                 throw .usage("unknown subcommand \(quoted(first)); \(hint)see 'cmdbus --help'")
             }
             let parsed = try subcommand.spec().parse(rest)

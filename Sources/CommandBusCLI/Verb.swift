@@ -15,7 +15,7 @@ struct Verb: Sendable {
             return try await missing.run(arguments, [], console)
         }
         guard let verb = verbs[name] else {
-            let hint = HostSession.nearest(name, among: Array(verbs.keys)).map { "did you mean \(quoted($0))? " } ?? ""
+            let hint = nearestName(to: name, among: Array(verbs.keys)).map { "did you mean \(quoted($0))? " } ?? ""
             throw .usage("unknown 'cmdbus \(command)' subcommand \(quoted(name)); \(hint)see 'cmdbus \(command) --help'")
         }
         try await verb.run(arguments, Array(arguments.positionals.dropFirst()), console)

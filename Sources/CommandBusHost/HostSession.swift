@@ -123,23 +123,6 @@ package struct HostSession: Sendable {
         try? await journal?.flush()
     }
 
-    /// The command name nearest `name` (at most two edits away, and not `name` itself), if any.
-    package static func nearest(_ name: String, among names: [String]) -> String? {
-        func distance(_ a: [Character], _ b: [Character]) -> Int {
-            var previous = Array(0...b.count)
-            for (i, x) in a.enumerated() {
-                var current = [i + 1] + Array(repeating: 0, count: b.count)
-                for (j, y) in b.enumerated() {
-                    current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
-                }
-                previous = current
-            }
-            return previous[b.count]
-        }
-        let target = Array(name)
-        return names.filter { $0 != name }.map { ($0, distance(target, Array($0))) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
-    }
-
     /// A bus error as a CLI failure, naming the plugin that handles the command where there is one.
     package func failure(_ error: CommandBusError, command: String) -> HostFailure {
         let route = catalog.routes.first { $0.command == command }?.plugins.first
@@ -149,7 +132,7 @@ package struct HostSession: Sendable {
         if [.timedOut, .cancelled].contains(error.code), let route, !message.contains("plugin '") {
             message += " in plugin \(quoted(route.name)) (\(FileSystem.lastComponent(route.path)))"
         }
-        if error.code == .noHandler, let nearest = Self.nearest(command, among: catalog.routes.map(\.command)) {
+        if error.code == .noHandler, let nearest = nearestName(to: command, among: catalog.routes.map(\.command)) {
             message += "; did you mean \(quoted(nearest))?"
         } else if error.code == .noHandler {
             // The plugins whose handlers are on the bus: a one-shot command opens a known file
