@@ -130,11 +130,16 @@ enum ServeCommand {
         } catch {
             throw PostgresBusClient.failure(error)
         }
+        // Hot loading, as a local server has it: what is loaded, replaced or removed is offered to the bus.
+        let watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain) { catalog in
+            host.offer(commands: catalog.routes.map(\.command), catalog: catalog.json)
+        }
+        watcher?.start()
         if let dashboard {
             let busJournal: BusJournal
             do { busJournal = try BusJournal(url: url) } catch { throw PostgresBusClient.failure(error) }
             var sources = DashboardSources(
-                bus: session.bus, journal: busJournal, catalog: { session.catalog }, statistics: statistics, metrics: metrics
+                bus: session.bus, journal: busJournal, catalog: { watcher?.catalog ?? session.catalog }, statistics: statistics, metrics: metrics
             )
             let statusConnections = PGConnectionPool(url: url)
             sources.busHost = { host.leaseCounts }
@@ -155,7 +160,7 @@ enum ServeCommand {
         }
         for await _ in stop.stream { break }
         await host.drain(for: drain)
-        session.catalog.stopWorkers()
+        (watcher?.catalog ?? session.catalog).stopWorkers()
         withExtendedLifetime(signals) {}
         fflush(nil)
         _exit(0)

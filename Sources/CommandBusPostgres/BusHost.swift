@@ -70,6 +70,17 @@ package final class BusHost: Sendable {
         var leaseLapses = 0
         /// Times the bus declared this host dead and it joined again.
         var declaredDead = 0
+        /// The command names this host's plugins handle, and its catalog: changed by hot loading.
+        var offer: Offer
+        /// Counts changes to `offer`, so the heartbeat knows whether the bus has the latest.
+        var offerVersion = 0
+    }
+
+    /// What a host offers the bus: the command names it claims, and its catalog as `bus status`
+    /// and the dashboard show it.
+    private struct Offer {
+        var commands: [String]
+        var catalog: JSONValue
     }
 
     /// What the finisher writes.
@@ -88,10 +99,8 @@ package final class BusHost: Sendable {
     private let hostID = Mutex(UUID())
     private let settings: Settings
     private let bus: CommandBus
-    private let commands: [String]
-    private let catalog: JSONValue
     private let log: @Sendable (LogLevel, String) -> Void
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let claimWake = WakeSignal()
     private let finishWake = WakeSignal()
     private let heartbeatWake = WakeSignal()
@@ -101,8 +110,7 @@ package final class BusHost: Sendable {
     package init(settings: Settings, bus: CommandBus, commands: [String], catalog: JSONValue, log: @escaping @Sendable (LogLevel, String) -> Void) {
         self.settings = settings
         self.bus = bus
-        self.commands = commands
-        self.catalog = catalog
+        state = Mutex(State(offer: Offer(commands: commands, catalog: catalog)))
         self.log = log
         label = "\(Self.hostname()):\(getpid())"
     }
@@ -116,6 +124,24 @@ package final class BusHost: Sendable {
         DetachedThread.start { [self] in finishLoop() }
         DetachedThread.start { [self] in heartbeatLoop() }
         log(.info, "joined the bus at \(connection.redactedURL) as host \(id) (\(label)); handles \(commands.joined(separator: ", "))")
+    }
+
+    /// The command names this host claims now.
+    private var commands: [String] { state.withLock { $0.offer.commands } }
+
+    /// Offers the bus a new set of commands (plugins were loaded, replaced or removed while the
+    /// host runs): claimed from now on, and on the bus within a moment, with the heartbeat.
+    package func offer(commands: [String], catalog: JSONValue) {
+        let changed = state.withLock { state -> Bool in
+            guard state.offer.commands != commands || state.offer.catalog != catalog else { return false }
+            state.offer = Offer(commands: commands, catalog: catalog)
+            state.offerVersion += 1
+            state.freed = true  // the claimer looks again at once
+            return true
+        }
+        guard changed else { return }
+        heartbeatWake.signal()
+        claimWake.signal()
     }
 
     /// Connects, makes sure of the schema and registers this host, waiting as long as it takes
@@ -143,8 +169,9 @@ package final class BusHost: Sendable {
     }
 
     private func register(on connection: PGConnection) throws(PGError) {
+        let offer = state.withLock { $0.offer }
         try connection.execute(BusSQL.registerHost, [
-            .uuid(id), .text(Self.hostname()), .integer(Int(getpid())), .textArray(commands), .text(catalog.text),
+            .uuid(id), .text(Self.hostname()), .integer(Int(getpid())), .textArray(offer.commands), .text(offer.catalog.text),
             .integer(settings.lease.milliseconds),
         ])
     }
@@ -505,12 +532,20 @@ package final class BusHost: Sendable {
         var beats = 0
         // When the database last renewed the lease, as this host saw it: no later than it was.
         var renewed = ContinuousClock.now
+        // The offer the bus has (joining registered the first).
+        var published = 0
         while !state.withLock({ $0.stopped }) {
             do {
+                let (offer, version) = state.withLock { ($0.offer, $0.offerVersion) }
                 let alive = try session.run { connection throws(PGError) -> Bool in
-                    try connection.execute(BusSQL.heartbeat, [.uuid(id)]).count > 0
+                    guard version != published else { return try connection.execute(BusSQL.heartbeat, [.uuid(id)]).count > 0 }
+                    return try connection.execute(
+                        BusSQL.heartbeatWithOffer, [.uuid(id), .textArray(offer.commands), .text(offer.catalog.text)]
+                    ).count > 0
                 }
                 if alive {
+                    if version != published { log(.info, "the bus has this host's new commands: \(offer.commands.joined(separator: ", "))") }
+                    published = version
                     renewed = .now
                     let wasFenced = state.withLock { state -> Bool in
                         defer { state.fenced = false; state.paused = false }

@@ -199,6 +199,12 @@ enum BusSQL {
     /// $1 host. Returns a row if the host is still registered (not declared dead).
     static let heartbeat = "UPDATE cmdbus.hosts SET heartbeat_at = now() WHERE id = $1 RETURNING id"
 
+    /// $1 host, $2 the command names it handles now, $3 its catalog: a heartbeat that also
+    /// publishes what hot loading changed. Returns a row if the host is still registered.
+    static let heartbeatWithOffer = """
+        UPDATE cmdbus.hosts SET heartbeat_at = now(), commands = $2::text[], catalog = $3::jsonb WHERE id = $1 RETURNING id
+        """
+
     /// Takes back the running commands of hosts whose lease ran out: pending again, the attempt
     /// counted, or failed (a dead letter) once the attempts are spent. Any host may run it.
     static let rescue = """

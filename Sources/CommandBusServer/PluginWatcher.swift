@@ -40,10 +40,18 @@ package final class PluginWatcher: Sendable {
     private let watches: [Int32: String]
     /// The catalog loaded at start: its directories and skipped files.
     private let initial: PluginCatalog
+    /// Told the catalog after each load, replacement or removal.
+    private let onChange: @Sendable (PluginCatalog) -> Void
 
-    /// - Parameter drain: How long the worker of an isolated plugin that was removed or replaced
-    ///   may take to finish the calls it has before it is stopped.
-    package init?(loader: PluginLoader, bus: CommandBus, catalog: PluginCatalog, log: ServerLog, drain: Duration) {
+    /// - Parameters:
+    ///   - drain: How long the worker of an isolated plugin that was removed or replaced may
+    ///     take to finish the calls it has before it is stopped.
+    ///   - onChange: Told the catalog after each load, replacement or removal (a host of the
+    ///     shared bus offers the bus its new commands).
+    package init?(
+        loader: PluginLoader, bus: CommandBus, catalog: PluginCatalog, log: ServerLog, drain: Duration,
+        onChange: @escaping @Sendable (PluginCatalog) -> Void = { _ in }
+    ) {
         let descriptor = inotify_init1(Int32(IN_CLOEXEC))
         guard descriptor >= 0 else { return nil }
         var watches: [Int32: String] = [:]
@@ -59,6 +67,7 @@ package final class PluginWatcher: Sendable {
         self.descriptor = descriptor
         self.watches = watches
         self.initial = catalog
+        self.onChange = onChange
         loaded.withLock { table in
             for plugin in catalog.plugins {
                 table[plugin.path] = LoadedFile(
@@ -121,6 +130,7 @@ package final class PluginWatcher: Sendable {
             self.loaded.withLock { $0[path] = LoadedFile(plugin: new.plugin, registrations: new.registrations, status: status) }
             log(.info, "loaded \(path): \(new.plugin.name) \(new.plugin.version), commands \(new.plugin.commands.joined(separator: ", "))")
             if let previous { retire(previous, path: path, reason: "the file was replaced") }
+            onChange(self.catalog)
         case .failure(let skipped) where previous != nil:
             log(.warning, "skipped the replacement of \(path): \(skipped.reason); the plugin loaded before keeps its commands")
         case .failure(let skipped):
@@ -131,6 +141,7 @@ package final class PluginWatcher: Sendable {
     private func unload(_ path: String, reason: String) {
         guard let entry = loaded.withLock({ $0.removeValue(forKey: path) }) else { return }
         retire(entry, path: path, reason: reason)
+        onChange(catalog)
     }
 
     /// Takes a loaded file's handlers off the bus and retires its worker, if it has one: the

@@ -232,6 +232,33 @@ struct SharedBusTests {
         try await SharedBusDatabase.psql(SharedBusDatabase.clusterURL, "DROP ROLE \(role)")
     }
 
+    /// A host of the shared bus hot-loads as a local server does: a plugin moved into its
+    /// directory is offered to the bus and its commands run there; once the file is removed its
+    /// commands are taken off, and fail at once as unhandled.
+    @Test(.timeLimit(.minutes(3)))
+    func aHostOffersTheBusThePluginsItHotLoads() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let offered = "the bus has this host's new commands"
+        let before = try await Self.bus(database.url, "run", "c.echo", "-p", "x=1")
+        #expect(before.status == 69, "\(before.stderr)")
+
+        let plugins = try host.work.subdirectory("plugins")
+        try plugins.install("libCEcho.so")
+        #expect(await waitUntil(.seconds(60)) { host.output.components(separatedBy: offered).count - 1 == 1 }, "\(host.output)")
+        let echoed = try await Self.bus(database.url, "run", "c.echo", "-p", "x=1")
+        #expect(echoed.status == 0 && echoed.stdout == "{\"x\":1}\n", "\(echoed.stderr)")
+        #expect(try await database.sql("SELECT 'c.echo' = ANY(commands) AND 'greet' = ANY(commands) FROM cmdbus.hosts") == "t\n")
+
+        try FileManager.default.removeItem(atPath: plugins.file("libCEcho.so").path)
+        #expect(await waitUntil(.seconds(60)) { host.output.components(separatedBy: offered).count - 1 == 2 }, "\(host.output)")
+        let after = try await Self.bus(database.url, "run", "c.echo", "-p", "x=1")
+        #expect(after.status == 69 && after.stderr.contains("no live host on the bus handles it"), "\(after.stderr)")
+        #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Ada").stdout == "{\"greeting\":\"Hello, Ada!\"}\n")
+    }
+
     /// A host and a client started while the database is down wait for it, and say so, instead
     /// of exiting: the host joins and the command runs once it is up. A login the server
     /// refuses fails at once, host and client alike.
