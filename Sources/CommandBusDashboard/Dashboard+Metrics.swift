@@ -28,6 +28,14 @@ extension Dashboard {
         out.sample("cmdbus_plugins", [("state", "loaded")], Double(catalog.plugins.count))
         out.sample("cmdbus_plugins", [("state", "quarantined")], Double(quarantined))
         out.sample("cmdbus_plugins", [("state", "skipped")], Double(catalog.skipped.count - quarantined))
+        let images = SharedLibrary.imagesMapped
+        out.family(
+            "cmdbus_plugin_images", type: "gauge",
+            help: "Plugin images mapped into this process: the loaded ones and those hot loading replaced, which stay until a restart."
+        )
+        out.sample("cmdbus_plugin_images", [], Double(images.count))
+        out.family("cmdbus_plugin_image_bytes", type: "gauge", help: "The total size of the files of the plugin images mapped into this process.")
+        out.sample("cmdbus_plugin_image_bytes", [], Double(images.bytes))
         out.family("cmdbus_worker_restarts_total", type: "counter", help: "Times an isolated plugin's worker was started again, by plugin.")
         for plugin in catalog.plugins {
             guard let worker = plugin.worker else { continue }

@@ -210,4 +210,33 @@ struct PluginReplacementTests {
         #expect(log.components(separatedBy: "run from their own files").count - 1 == 1, "\(log)")
         #expect(log.contains("in /nonexistent/cmdbus-tmp: cannot make a directory (No such file or directory)"), "\(log)")
     }
+
+    /// The metrics count every plugin image the server mapped, replaced ones included (they
+    /// stay in memory), so an operator can see what a server that reloads often has grown by.
+    @Test func theMetricsCountTheImagesReplacementsLeaveInMemory() async throws {
+        let server = try await ServerTests.Server(arguments: ["--http", "127.0.0.1:0"])
+        defer { server.work.remove() }
+        let started = await Self.log(of: server, containing: "dashboard on ", count: 1)
+        let line = try #require(started.split(separator: "\n").first { $0.contains("dashboard on ") })
+        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast()) + "/metrics"
+        let images = { @Sendable () async throws -> [String] in
+            let scrape = try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url])
+            return scrape.stdout.split(separator: "\n").filter { $0.hasPrefix("cmdbus_plugin_image") }.map(String.init)
+        }
+        let before = try await images()
+        #expect(before.first == "cmdbus_plugin_images 3", "\(before)")  // greeter, counter, fixture
+        let path = server.plugins.file("bonjour.so").path
+        for (round, greeting) in ["one", "two", "three"].enumerated() {
+            let built = try await compileFixture(
+                "shadowing_greeter", into: server.plugins, as: "build-\(greeting).tmp", defines: ["GREETING=\"\(greeting)\""]
+            )
+            #expect(rename(built.path, path) == 0)
+            _ = await Self.log(of: server, containing: "loaded \(path): bonjour", count: round + 1)
+        }
+        let after = try await images()
+        #expect(after.first == "cmdbus_plugin_images 6", "\(after)")
+        let bytes = { (lines: [String]) in lines.last.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0 }
+        #expect(bytes(after) > bytes(before), "\(before) \(after)")
+        await server.stop()
+    }
 }

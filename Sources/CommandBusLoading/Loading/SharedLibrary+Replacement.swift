@@ -12,6 +12,18 @@ extension SharedLibrary {
     private static let openedByPath = Mutex<[String: FileSystem.Status]>([:])
     /// Counts the private copies made, so no two share a directory name in this process.
     private static let copiesMade = Atomic<Int>(0)
+    /// The plugin images this process has mapped, and their files' sizes in bytes.
+    private static let mapped = Mutex<(count: Int, bytes: Int)>((0, 0))
+
+    /// The plugin images this process has mapped, the loaded ones and those replaced since
+    /// (nothing is unloaded, so they stay until the process ends), and their files' total size:
+    /// what hot loading has cost in memory, for the metrics.
+    package static var imagesMapped: (count: Int, bytes: Int) { mapped.withLock { $0 } }
+
+    /// Counts a new image of `size` bytes.
+    private static func countImage(size: Int?) {
+        mapped.withLock { $0.count += 1; $0.bytes += size ?? 0 }
+    }
 
     /// Opens a plugin file so that its current code runs: by its path the first time, and
     /// again by its path while it is unchanged; once it has changed (replaced, or rewritten
@@ -25,6 +37,7 @@ extension SharedLibrary {
         let openedBefore = Self.openedByPath.withLock { $0[path] }
         guard let openedBefore, openedBefore != status else {
             try self.init(opening: path)
+            if openedBefore == nil { Self.countImage(size: status?.size) }
             if let status { Self.openedByPath.withLock { opened in opened[path] = opened[path] ?? status } }
             return
         }
@@ -49,6 +62,7 @@ extension SharedLibrary {
             defer { copy.remove() }
             do {
                 try self.init(opening: copy.path)
+                Self.countImage(size: FileSystem.status(of: copy.path)?.size)
                 return
             } catch {
                 // The linker names the copy; the user knows the file.
