@@ -25,8 +25,11 @@ package final class PostgresBusClient: BusClient {
     package init(url: String, waiting: ((String) -> Void)? = nil) throws(HostFailure) {
         redactedURL = PGURL.redacted(url)
         connections = PGConnectionPool(url: url)
+        try Self.retrying(on: connections, for: .seconds(10), when: \.isServerAway, waiting: waiting) { connection throws(PGError) in
+            try BusSchema.migrate(connection)
+        }
+        // Its thread listens from now on: only once the bus is there.
         waiter = ResultWaiter(url: url)
-        try retrying(for: .seconds(10), when: \.isServerAway, waiting: waiting) { connection throws(PGError) in try BusSchema.migrate(connection) }
     }
 
     /// A bus error as the host's failure: a schema from a newer binary, a refused login, a database it may not write.
@@ -44,11 +47,16 @@ package final class PostgresBusClient: BusClient {
         try retrying { connection throws(PGError) in try submission.submit(on: connection).id }
     }
 
-    /// Runs `body` on a pooled connection, again for up to `window` (30 s) while `retryable`
+    /// Runs `body` on a pooled connection, again for up to 30 s while the server is unreachable.
+    private func retrying<T>(_ body: (PGConnection) throws(PGError) -> T) throws(HostFailure) -> T {
+        try Self.retrying(on: connections, body)
+    }
+
+    /// Runs `body` on a connection of `connections`, again for up to `window` while `retryable`
     /// says waiting may help (by default, while the server is unreachable).
     /// - Parameter waiting: Told once, with the reason, before the first wait.
-    private func retrying<T>(
-        for window: Duration = .seconds(30), when retryable: (PGError) -> Bool = \.isConnectionProblem,
+    private static func retrying<T>(
+        on connections: PGConnectionPool, for window: Duration = .seconds(30), when retryable: (PGError) -> Bool = \.isConnectionProblem,
         waiting: ((String) -> Void)? = nil, _ body: (PGConnection) throws(PGError) -> T
     ) throws(HostFailure) -> T {
         let deadline = ContinuousClock.now + window
