@@ -37,11 +37,25 @@ package final class PluginWatcher: Sendable {
     /// What is loaded, by file path.
     private let loaded = Mutex<[String: LoadedFile]>([:])
     private let descriptor: Int32
-    private let watches: [Int32: String]
+    private let watches: Mutex<Watches>
     /// The catalog loaded at start: its directories and skipped files.
     private let initial: PluginCatalog
     /// Told the catalog after each load, replacement or removal.
     private let onChange: @Sendable (PluginCatalog) -> Void
+
+    /// What inotify watches, by watch descriptor.
+    private struct Watches {
+        /// The plugin directories.
+        var directories: [Int32: String] = [:]
+        /// For a plugin directory that did not exist at start, its parent, until it appears:
+        /// the awaited directories' paths by name, by the parent's watch.
+        var awaited: [Int32: [String: String]] = [:]
+        /// The plugin directories that appeared after the start.
+        var appeared: Set<String> = []
+    }
+
+    /// What a plugin directory is watched for.
+    private static let fileEvents = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)
 
     /// - Parameters:
     ///   - drain: How long the worker of an isolated plugin that was removed or replaced may
@@ -54,20 +68,31 @@ package final class PluginWatcher: Sendable {
     ) {
         let descriptor = inotify_init1(Int32(IN_CLOEXEC))
         guard descriptor >= 0 else { return nil }
-        var watches: [Int32: String] = [:]
-        let events = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)
+        var watches = Watches()
+        var awaited: [String] = []
         for directory in loader.directories {
-            let watch = inotify_add_watch(descriptor, directory, events)
-            if watch >= 0 { watches[watch] = directory }
+            let watch = inotify_add_watch(descriptor, directory, Self.fileEvents)
+            if watch >= 0 {
+                watches.directories[watch] = directory
+                continue
+            }
+            // Not there yet: watch its parent for it (adding to the parent's mask, which may be
+            // a plugin directory's too).
+            guard errno == ENOENT else { continue }
+            let parent = inotify_add_watch(descriptor, Self.parent(of: directory), UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD))
+            guard parent >= 0 else { continue }
+            watches.awaited[parent, default: [:]][FileSystem.lastComponent(directory)] = directory
+            awaited.append(directory)
         }
         self.loader = loader
         self.bus = bus
         self.log = log
         self.drain = drain
         self.descriptor = descriptor
-        self.watches = watches
+        self.watches = Mutex(watches)
         self.initial = catalog
         self.onChange = onChange
+        for directory in awaited { log(.info, "plugin directory \(directory) does not exist yet; its plugins load once it is created") }
         loaded.withLock { table in
             for plugin in catalog.plugins {
                 table[plugin.path] = LoadedFile(
@@ -80,9 +105,11 @@ package final class PluginWatcher: Sendable {
     /// The plugins loaded now, initial and hot-loaded.
     package var plugins: [LoadedPlugin] { loaded.withLock { $0.values.map(\.plugin) }.sorted { $0.path < $1.path } }
 
-    /// The catalog now: the plugins loaded at start and since, and the files skipped at start.
+    /// The catalog now: the plugins loaded at start and since, and the files skipped at start
+    /// (but a missing directory that has appeared since).
     package var catalog: PluginCatalog {
-        PluginCatalog(directories: initial.directories, plugins: plugins, skipped: initial.skipped)
+        let appeared = watches.withLock { $0.appeared }
+        return PluginCatalog(directories: initial.directories, plugins: plugins, skipped: initial.skipped.filter { !appeared.contains($0.path) })
     }
 
     /// Starts watching on a thread of its own.
@@ -105,15 +132,44 @@ package final class PluginWatcher: Sendable {
                 let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + nameLength)].prefix { $0 != 0 }
                 offset += 16 + nameLength
                 let name = String(decoding: nameBytes, as: UTF8.self)
-                guard name.hasSuffix(PluginFileInspector.pluginExtension), let directory = watches[watch] else { continue }
+                if mask & UInt32(IN_ISDIR) != 0 {
+                    if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { appeared(name, watchedBy: watch) }
+                    continue
+                }
+                guard name.hasSuffix(PluginFileInspector.pluginExtension), let directory = watches.withLock({ $0.directories[watch] }) else { continue }
                 let path = FileSystem.join(directory, name)
                 if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
                     unload(path, reason: "the file was removed")
-                } else {
+                } else if mask & Self.fileEvents != 0 {
+                    // Not at IN_CREATE (a plugin directory that is also an awaited one's parent
+                    // hears it): a file is loaded once written and closed, never half-written.
                     load(path, in: directory)
                 }
             }
         }
+    }
+
+    /// A directory `name` appeared in a directory watched for it: if it is an awaited plugin
+    /// directory, watches it and loads what it holds.
+    private func appeared(_ name: String, watchedBy parent: Int32) {
+        guard let directory = watches.withLock({ $0.awaited[parent]?[name] }) else { return }
+        let watch = inotify_add_watch(descriptor, directory, Self.fileEvents)
+        guard watch >= 0 else { return }
+        watches.withLock { watches in
+            watches.directories[watch] = directory
+            watches.awaited[parent]?[name] = nil
+            watches.appeared.insert(directory)
+        }
+        log(.info, "plugin directory \(directory) was created; loading its plugins")
+        // Files copied in before the watch began are loaded here; later ones by their events.
+        for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
+    }
+
+    /// The directory that holds `path` (`.` for a bare name).
+    private static func parent(of path: String) -> String {
+        let trimmed = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
     /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's

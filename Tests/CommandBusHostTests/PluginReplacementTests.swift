@@ -239,4 +239,26 @@ struct PluginReplacementTests {
         #expect(bytes(after) > bytes(before), "\(before) \(after)")
         await server.stop()
     }
+
+    /// A plugin directory that does not exist when the server starts is watched for: once it
+    /// is created, the plugins in it load, and so do those copied in later.
+    @Test func aPluginDirectoryCreatedAfterTheStartIsLoadedAndWatched() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        let late = work.file("late").path
+        let server = try await ServerTests.Server(work: work, arguments: ["--plugins", late])
+        defer { server.work.remove() }
+        let waiting = await Self.log(of: server, containing: "plugin directory \(late) does not exist yet", count: 1)
+        #expect(waiting.contains("its plugins load once it is created"), "\(waiting.suffix(2_000))")
+        let directory = try work.subdirectory("late")
+        try directory.install("libCEcho.so")
+        let created = await Self.log(of: server, containing: "loaded \(directory.file("libCEcho.so").path)", count: 1)
+        #expect(created.contains("plugin directory \(late) was created; loading its plugins"), "\(created.suffix(2_000))")
+        let output = try await server.client("""
+            s, f = connect()
+            print(json.dumps(ask(f, {"id": 1, "op": "send", "command": "c.echo", "payload": {"x": 1}})["result"]))
+            print([s["path"] for s in ask(f, {"id": 2, "op": "plugins"})["catalog"]["skipped"]])
+            """)
+        #expect(output == "{\"x\": 1}\n[]\n", "\(output)")
+        await server.stop()
+    }
 }
