@@ -165,7 +165,7 @@ struct PluginReplacementTests {
             def overwrite():
                 with open(built, 'rb') as b: data = b.read()
                 with open(path, 'r+b') as f:
-                    f.truncate(0); f.flush(); time.sleep(0.3)
+                    f.truncate(0); f.flush(); time.sleep(1)
                     for i in range(0, len(data), 1024):
                         f.write(data[i:i + 1024]); f.flush(); time.sleep(0.002)
             writing = threading.Thread(target=overwrite); writing.start()
@@ -175,7 +175,7 @@ struct PluginReplacementTests {
                 answer = ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "n"}})
                 answers.append(answer["result"]["greeting"] if answer["ok"] else answer["error"]["message"])
             writing.join()
-            print(len(answers) > 10, sorted(set(answers)))
+            print(len(answers) > 3, sorted(set(answers)))
             """, path, second.path)
         // The last sends may meet the new build, loaded at the close.
         #expect(output == "True ['one']\n" || output == "True ['one', 'two']\n", "\(output)")

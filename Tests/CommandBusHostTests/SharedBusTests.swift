@@ -272,7 +272,8 @@ struct SharedBusTests {
         try await Self.pgctl("stop")
         async let second = BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
         async let sent = Self.bus(database.url, "run", "greet", "-p", "name=Ada")
-        try await Task.sleep(for: .seconds(3))
+        // Down for 2 s: the client waits 10 s, which leaves a loaded machine time to start PostgreSQL.
+        try await Task.sleep(for: .seconds(2))
         try await Self.pgctl("start")
         let host = try await second
         let result = try await sent
