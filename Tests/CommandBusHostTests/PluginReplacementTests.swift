@@ -5,6 +5,14 @@ import Foundation
 /// have a handler, whether the file changed, was replaced, or was replaced by one that does not load.
 @Suite(.timeLimit(.minutes(3)))
 struct PluginReplacementTests {
+    /// Whether a directory in the temporary directory can be made immutable (`chattr +i`): as
+    /// root, on ext4, XFS, btrfs or a recent tmpfs.
+    static let canMakeDirectoriesImmutable: Bool = {
+        guard let probe = try? TemporaryDirectory() else { return false }
+        defer { probe.remove() }
+        return system("chattr +i '\(probe.path)' >/dev/null 2>&1 && chattr -i '\(probe.path)' >/dev/null 2>&1") == 0
+    }()
+
     /// Sends `greet` one at a time while `writer` (Python, given the plugin's path, the built
     /// plugin's and the server's log) writes to the plugin file; prints the sends that failed, then `done`.
     static func greetWhile(_ writer: String, server: ServerTests.Server) async throws -> String {
@@ -192,7 +200,8 @@ struct PluginReplacementTests {
     /// Where no private copy can be made (the temporary directory missing, the plugin
     /// directory unwritable, as on a hardened host), the server still loads its plugins, from
     /// their own files, and says once what that risks.
-    @Test func withNoPlaceForPrivateCopiesPluginsLoadFromTheirFiles() async throws {
+    @Test(.enabled(if: Self.canMakeDirectoriesImmutable, "needs root and a temporary directory whose file system takes chattr +i"))
+    func withNoPlaceForPrivateCopiesPluginsLoadFromTheirFiles() async throws {
         let work = try TemporaryDirectory("cmdbus-serve")
         let plugins = try work.subdirectory("plugins")
         try plugins.install("libGreeter.so", "libCounter.so", "libFixturePlugin.so")
