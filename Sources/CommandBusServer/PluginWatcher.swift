@@ -79,7 +79,7 @@ package final class PluginWatcher: Sendable {
             // Not there yet: watch its parent for it (adding to the parent's mask, which may be
             // a plugin directory's too).
             guard errno == ENOENT else { continue }
-            let parent = inotify_add_watch(descriptor, Self.parent(of: directory), UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD))
+            let parent = inotify_add_watch(descriptor, FileSystem.parentDirectory(of: directory), UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD))
             guard parent >= 0 else { continue }
             watches.awaited[parent, default: [:]][FileSystem.lastComponent(directory)] = directory
             awaited.append(directory)
@@ -163,13 +163,6 @@ package final class PluginWatcher: Sendable {
         log(.info, "plugin directory \(directory) was created; loading its plugins")
         // Files copied in before the watch began are loaded here; later ones by their events.
         for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
-    }
-
-    /// The directory that holds `path` (`.` for a bare name).
-    private static func parent(of path: String) -> String {
-        let trimmed = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
-        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
-        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
     /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's

@@ -114,6 +114,14 @@ package enum FileSystem {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 
+    /// The directory that holds `path`: `.` for a bare name, `/` for a name at the root; a
+    /// trailing slash is not a component.
+    package static func parentDirectory(of path: String) -> String {
+        let trimmed = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+    }
+
     /// The last component of a path.
     package static func lastComponent(_ path: String) -> String {
         path.split(separator: "/").last.map(String.init) ?? path

@@ -171,7 +171,8 @@ extension SharedBusTests {
                     out.flush(); time.sleep(0.01)
             """, input.path])
         async let batch = Self.bus(database.url, "batch", input.path, "--no-wait", "-c", "4")
-        // Stopped once the batch is posting (not while its client starts, which does not retry).
+        // Stopped once the batch is posting, so the restart meets its posts (its client's start
+        // would wait out a restart on its own).
         let posting = await waitUntil(.seconds(60), every: .milliseconds(20)) {
             (try? await database.sql("SELECT count(*) >= 100 FROM cmdbus.commands")) == "t\n"
         }

@@ -50,7 +50,7 @@ extension SharedLibrary {
     /// - Throws: The linker's refusal of the file, or why neither place would do.
     package init(openingPrivateCopyOf path: String) throws(PluginLoadFailure) {
         var refusals: [String] = []
-        for place in [Self.temporaryDirectory, Self.directory(of: path)] {
+        for place in [Self.temporaryDirectory, FileSystem.parentDirectory(of: path)] {
             let copy: PluginFileCopy
             do {
                 copy = try PluginFileCopy(of: path, under: place, number: Self.copiesMade.add(1, ordering: .relaxed).newValue)
@@ -80,10 +80,5 @@ extension SharedLibrary {
 
     private static var temporaryDirectory: String {
         getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-    }
-
-    private static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 }
