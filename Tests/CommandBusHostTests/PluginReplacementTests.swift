@@ -91,7 +91,7 @@ struct PluginReplacementTests {
             """)
         #expect(output == "Hello, Ada!\nTrue\n")
 
-        try FileManager.default.copyItem(atPath: try TestPaths.product("libGreeter.so").path, toPath: path + ".good")
+        try copyClosingOnExec(try TestPaths.product("libGreeter.so"), to: URL(fileURLWithPath: path + ".good"))
         #expect(rename(path + ".good", path) == 0)
         let replaced = await Self.log(of: server, containing: "the file was replaced: \(path)", count: 1)
         #expect(replaced.contains("loaded \(path): greeter"), "\(replaced.suffix(2_000))")
