@@ -5,22 +5,24 @@ import Glibc
 /// whether it is safe (the probe), or serve one isolated plugin's calls (the worker).
 ///
 /// `cmdbus`'s `main` checks for them before the command line is parsed, so loading never
-/// goes through the CLI: the host starts `cmdbus --cmdbus-probe FILE` or `cmdbus --cmdbus-worker FILE`.
+/// goes through the CLI: the host starts `cmdbus --cmdbus-probe FILE` or
+/// `cmdbus --cmdbus-worker FILE [SHA256]`.
 package enum ChildProcessRole {
     /// The probe: loads the file here and prints its verdict as one JSON line.
     case probe(file: String)
-    /// The worker: loads the file and serves the host's calls on descriptor 3.
-    case worker(file: String)
+    /// The worker: loads the file and serves the host's calls on descriptor 3; `hash` is the
+    /// SHA-256 `plugins.lock` lists for it, which the worker checks on the copy it opens.
+    case worker(file: String, hash: String? = nil)
 
     private static let probeFlag = "--cmdbus-probe"
     private static let workerFlag = "--cmdbus-worker"
 
     /// The role `arguments` (without the program name) ask for, or `nil` for the command line.
     package init?(arguments: [String]) {
-        guard arguments.count == 2 else { return nil }
-        switch arguments[0] {
-        case Self.probeFlag: self = .probe(file: arguments[1])
-        case Self.workerFlag: self = .worker(file: arguments[1])
+        switch (arguments.first, arguments.count) {
+        case (Self.probeFlag, 2): self = .probe(file: arguments[1])
+        case (Self.workerFlag, 2): self = .worker(file: arguments[1])
+        case (Self.workerFlag, 3): self = .worker(file: arguments[1], hash: arguments[2])
         default: return nil
         }
     }
@@ -29,7 +31,7 @@ package enum ChildProcessRole {
     package var arguments: [String] {
         switch self {
         case .probe(let file): [Self.probeFlag, file]
-        case .worker(let file): [Self.workerFlag, file]
+        case .worker(let file, let hash): [Self.workerFlag, file] + (hash.map { [$0] } ?? [])
         }
     }
 
@@ -40,8 +42,8 @@ package enum ChildProcessRole {
             Console().out(PluginProbe.answer(for: file))
             fflush(nil)
             _exit(0)
-        case .worker(let file):
-            PluginWorker.run(file: file)
+        case .worker(let file, let hash):
+            PluginWorker.run(file: file, hash: hash)
         }
     }
 }

@@ -23,6 +23,8 @@ public final class IsolatedPlugin: Sendable {
     package let executable: String
     /// Where the worker's command-less log lines go.
     private let log: PluginLog
+    /// The SHA-256 `plugins.lock` lists for the file, which each worker checks on its copy.
+    private let hash: String?
     package static let crashLimit = 3
     package static let crashWindow: Duration = .seconds(60)
     package static let startDeadline: Duration = .seconds(10)
@@ -60,8 +62,9 @@ public final class IsolatedPlugin: Sendable {
 
     private let state = Mutex(State())
 
-    package init(path: String, executable: String, log: PluginLog) {
+    package init(path: String, executable: String, log: PluginLog, hash: String? = nil) {
         self.log = log
+        self.hash = hash
         self.path = path
         self.executable = executable
     }
@@ -145,7 +148,7 @@ public final class IsolatedPlugin: Sendable {
             return .failure(.init("cannot make a socketpair for its worker"))
         }
         guard let pid = ChildProcess.spawn(
-            executable, ChildProcessRole.worker(file: path).arguments, passing: sockets[1], as: PluginWorker.channelDescriptor,
+            executable, ChildProcessRole.worker(file: path, hash: hash).arguments, passing: sockets[1], as: PluginWorker.channelDescriptor,
             closing: sockets[0], extraEnvironment: ["SWIFT_BACKTRACE=enable=no"]
         ) else {
             close(sockets[0]); close(sockets[1])

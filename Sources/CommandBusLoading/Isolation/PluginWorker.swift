@@ -20,7 +20,8 @@ package enum PluginWorker {
     package static let addressSpaceLimit: rlim_t = 4 << 30
 
     /// Runs the worker; returns only if it cannot start.
-    package static func run(file: String) -> Never {
+    /// - Parameter hash: The SHA-256 `plugins.lock` lists for `file`, checked on the private copy.
+    package static func run(file: String, hash: String? = nil) -> Never {
         // Anything the plugin prints goes to stderr: stdout carries nothing the host reads.
         dup2(STDERR_FILENO, STDOUT_FILENO)
         var limit = rlimit(rlim_cur: addressSpaceLimit, rlim_max: addressSpaceLimit)
@@ -30,7 +31,7 @@ package enum PluginWorker {
         exitWithHost()
         let plugin: LoadedPlugin
         // From a private copy: the file may be written over while the worker finishes its calls.
-        switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer, log: .standardError(), privateCopy: true) {
+        switch PluginLoader.load(file: file, hostTable: WorkerHostTable.pointer, log: .standardError(), privateCopy: true, hash: hash) {
         case .success(let loaded): plugin = loaded
         case .failure(let error):
             channel.send(WorkerFrame(kind: .loadFailed, body: Array(error.reason.utf8)))

@@ -174,7 +174,9 @@ public struct PluginLoader: Sendable {
         if defersLoading, let (key, status) = identity, let summary = registry!.descriptor(for: key, status: status) {
             return .success(register(deferred(file, summary, allowlist: allowlist), on: bus))
         }
-        switch isolating.map({ Self.loadIsolated(file: file, executable: $0, log: log) }) ?? Self.load(file: file, hostTable: HostFunctionTable.pointer, log: log, privateCopy: loadsPrivateCopies) {
+        let hash = allowlist?.hash(of: file)
+        switch isolating.map({ Self.loadIsolated(file: file, executable: $0, log: log, hash: hash) })
+            ?? Self.load(file: file, hostTable: HostFunctionTable.pointer, log: log, privateCopy: loadsPrivateCopies, hash: hash) {
         case .success(let plugin):
             if let (key, status) = identity { registry!.record(PluginDescriptorSummary(plugin, status: status), for: key) }
             return .success(register(plugin, on: bus))
@@ -230,14 +232,17 @@ public struct PluginLoader: Sendable {
     }
 
     /// Loads and initializes one plugin file, handing its `init()` the given host function table.
-    /// - Parameter privateCopy: Open a private copy of the file (``SharedLibrary/init(openingPrivateCopyOf:)``).
+    /// - Parameters:
+    ///   - privateCopy: Open a private copy of the file (``SharedLibrary/init(openingPrivateCopyOf:hash:)``).
+    ///   - hash: The SHA-256 the directory's `plugins.lock` lists for it, checked on the copy
+    ///     where one is made, so a file changed since the trust rules' check cannot slip in.
     package static func load(
-        file path: String, hostTable: UnsafePointer<cmdbus_host_api>, log: PluginLog, privateCopy: Bool = false
+        file path: String, hostTable: UnsafePointer<cmdbus_host_api>, log: PluginLog, privateCopy: Bool = false, hash: String? = nil
     ) -> Result<LoadedPlugin, PluginLoadError> {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
-            let library = try privateCopy ? openPrivateCopy(of: path, log: log) : SharedLibrary(openingPlugin: path)
+            let library = try privateCopy ? openPrivateCopy(of: path, log: log, hash: hash) : SharedLibrary(openingPlugin: path, hash: hash)
             let descriptor = try readDescriptor(from: library)
             let state = try initialize(descriptor, hostTable: hostTable)
             let elapsed = ContinuousClock.now - start
@@ -258,22 +263,28 @@ public struct PluginLoader: Sendable {
     /// Opens a private copy of `path`, or, where no copy can be made anywhere (a read-only
     /// plugin directory and a `noexec` temporary one, as a hardened host has), the file itself,
     /// saying once what that risks.
-    private static func openPrivateCopy(of path: String, log: PluginLog) throws(PluginLoadFailure) -> SharedLibrary {
+    private static func openPrivateCopy(of path: String, log: PluginLog, hash: String?) throws(PluginLoadFailure) -> SharedLibrary {
         do {
-            return try SharedLibrary(openingPrivateCopyOf: path)
+            return try SharedLibrary(openingPrivateCopyOf: path, hash: hash)
         } catch where error.foundNoPlaceForACopy {
             log.once("no private copy", .warning, "\(FileSystem.lastComponent(path)) and the plugins after it run from their own files, "
                 + "so writing over one while it runs can crash this process and a replacement at the same path cannot load: \(error.reason)")
+            // No copy to check: the file itself, once more, as close to its opening as can be.
+            if let hash { try PluginAllowlist.verify(path, hash: hash) }
             return try SharedLibrary(openingPlugin: path)
         }
     }
 
     /// Starts a worker process for one plugin file and describes what it loaded.
-    package static func loadIsolated(file path: String, executable: String, log: PluginLog) -> Result<LoadedPlugin, PluginLoadError> {
+    /// - Parameter hash: The SHA-256 `plugins.lock` lists for the file, which the worker checks
+    ///   on its private copy each time it starts.
+    package static func loadIsolated(
+        file path: String, executable: String, log: PluginLog, hash: String? = nil
+    ) -> Result<LoadedPlugin, PluginLoadError> {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
-            let worker = IsolatedPlugin(path: path, executable: executable, log: log)
+            let worker = IsolatedPlugin(path: path, executable: executable, log: log, hash: hash)
             let description = try worker.start()
             let elapsed = ContinuousClock.now - start
             return .success(LoadedPlugin(

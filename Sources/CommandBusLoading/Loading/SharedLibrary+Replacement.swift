@@ -30,8 +30,10 @@ extension SharedLibrary {
     ///
     /// The image opened before stays in memory (nothing is unloaded); the copy is removed
     /// once it is open, and the crash report still names the file.
+    /// - Parameter hash: The SHA-256 `plugins.lock` lists for the file, checked on the copy
+    ///   where one is made (see ``init(openingPrivateCopyOf:hash:)``).
     /// - Throws: The linker's message, naming `path`, or why no copy could be made.
-    package init(openingPlugin path: String) throws(PluginLoadFailure) {
+    package init(openingPlugin path: String, hash: String? = nil) throws(PluginLoadFailure) {
         let status = FileSystem.status(of: path)
         let openedBefore = Self.openedByPath.withLock { $0[path] }
         guard let openedBefore, openedBefore != status else {
@@ -40,15 +42,19 @@ extension SharedLibrary {
             if let status { Self.openedByPath.withLock { opened in opened[path] = opened[path] ?? status } }
             return
         }
-        try self.init(openingPrivateCopyOf: path)
+        try self.init(openingPrivateCopyOf: path, hash: hash)
     }
 
     /// Opens a private copy of `path`, made in a new directory of the temporary directory or,
     /// if that cannot be made or mapped (a `noexec` mount), of the plugin's own directory, and
     /// removed once open: the image then owes nothing to the file, which may be written over
     /// in place (`cp` a new build onto it) without changing or crashing the code running.
-    /// - Throws: The linker's refusal of the file, or why neither place would do.
-    package init(openingPrivateCopyOf path: String) throws(PluginLoadFailure) {
+    ///
+    /// - Parameter hash: The SHA-256 `plugins.lock` lists for the file. The copy is checked
+    ///   against it before it is opened, so what runs is what the lock admitted, even if the
+    ///   file changed between the trust rules' check and the copy.
+    /// - Throws: The linker's refusal of the file, a copy whose hash differs, or why neither place would do.
+    package init(openingPrivateCopyOf path: String, hash: String? = nil) throws(PluginLoadFailure) {
         var refusals: [String] = []
         for place in [Self.temporaryDirectory, FileSystem.parentDirectory(of: path)] {
             let copy: PluginFileCopy
@@ -59,6 +65,7 @@ extension SharedLibrary {
                 continue
             }
             defer { copy.remove() }
+            if let hash { try PluginAllowlist.verify(copy.path, hash: hash) }
             do {
                 try self.init(opening: copy.path)
                 Self.countImage(size: FileSystem.status(of: copy.path)?.size)

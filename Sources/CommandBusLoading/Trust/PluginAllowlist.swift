@@ -41,10 +41,24 @@ package struct PluginAllowlist: Sendable, Equatable {
         guard let expected = hashes[name] else {
             throw .init("is not listed in \(Self.fileName) (rule: allowlist; run 'cmdbus plugins lock' to list it)")
         }
+        try Self.verify(path, hash: expected)
+    }
+
+    /// Throws unless the file at `path` (a plugin, or the private copy about to be opened in
+    /// its place) has the SHA-256 `expected`, as `plugins.lock` lists it.
+    package static func verify(_ path: String, hash expected: String) throws(PluginLoadFailure) {
         guard let actual = SHA256.ofFile(path) else { throw .init("cannot be read to check its SHA-256") }
         guard actual == expected else {
-            throw .init("SHA-256 \(actual.prefix(12))… differs from \(Self.fileName)'s \(expected.prefix(12))… (rule: allowlist; the file changed since it was locked)")
+            throw .init(
+                "SHA-256 \(actual.prefix(12))… differs from \(fileName)'s \(expected.prefix(12))… "
+                    + "(rule: allowlist; the file changed since it was locked: run 'cmdbus plugins lock' if the new build is trusted)"
+            )
         }
+    }
+
+    /// The SHA-256 `plugins.lock` lists for the file at `path`, if it lists one.
+    package func hash(of path: String) -> String? {
+        hashes[FileSystem.lastComponent(path)]
     }
 
     /// The lock file's text.
