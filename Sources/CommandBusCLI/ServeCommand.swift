@@ -125,10 +125,24 @@ enum ServeCommand {
             log: { level, message in log(level, message) }
         )
         ledger.attach(host, bus: session.bus)
+        // Listening from before the wait for the bus, so a stop while it is away ends the wait.
+        let stop = AsyncStream<Void>.makeStream()
+        let signals = ShutdownSignals(first: { host.stopWaiting(); stop.continuation.yield() }) {
+            log(.warning, "second signal: leaving now; the bus gives this host's commands to another when its lease runs out")
+            fflush(nil)
+            _exit(1)
+        }
+        let joined: Bool
         do {
-            try await host.start()
+            joined = try await host.start()
         } catch {
             throw PostgresBusClient.failure(error)
+        }
+        guard joined else {
+            log(.info, "stopped while waiting for the bus; this host never joined, so it held nothing")
+            session.catalog.stopWorkers()
+            fflush(nil)
+            _exit(0)
         }
         // Hot loading, as a local server has it: what is loaded, replaced or removed is offered to the bus.
         let watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain) { catalog in
@@ -151,12 +165,6 @@ enum ServeCommand {
                 return .object(fields)
             }
             dashboard.start(sources, log: log)
-        }
-        let stop = AsyncStream<Void>.makeStream()
-        let signals = ShutdownSignals(first: { stop.continuation.yield() }) {
-            log(.warning, "second signal: leaving now; the bus gives this host's commands to another when its lease runs out")
-            fflush(nil)
-            _exit(1)
         }
         for await _ in stop.stream { break }
         await host.drain(for: drain)

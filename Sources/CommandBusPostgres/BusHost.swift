@@ -104,6 +104,8 @@ package final class BusHost: Sendable {
     private let claimWake = WakeSignal()
     private let finishWake = WakeSignal()
     private let heartbeatWake = WakeSignal()
+    /// Set by ``stopWaiting()``.
+    private let waitAbandoned = Atomic<Bool>(false)
     private let label: String
 
     /// A host that runs, on `bus`, the `commands` its plugins handle.
@@ -116,14 +118,23 @@ package final class BusHost: Sendable {
     }
 
     /// Registers the host and starts its threads, waiting for the bus while it is away.
+    /// - Returns: `false` if ``stopWaiting()`` ended the wait first: the host never joined.
     /// - Throws: ``PGError`` if the bus refuses this host or its schema cannot be used.
-    package func start() async throws(PGError) {
-        let connection = try await join()
+    package func start() async throws(PGError) -> Bool {
+        guard let connection = try await join() else { return false }
         forwardEvents()
         DetachedThread.start { [self] in claimLoop() }
         DetachedThread.start { [self] in finishLoop() }
         DetachedThread.start { [self] in heartbeatLoop() }
         log(.info, "joined the bus at \(connection.redactedURL) as host \(id) (\(label)); handles \(commands.joined(separator: ", "))")
+        return true
+    }
+
+    /// Ends a wait for the bus (the host was told to stop before it answered): ``start()``
+    /// returns `false` within a tenth of a second, or once an attempt under way ends, having
+    /// joined nothing. Once the host has joined it changes nothing.
+    package func stopWaiting() {
+        waitAbandoned.store(true, ordering: .relaxed)
     }
 
     /// The command names this host claims now.
@@ -148,10 +159,11 @@ package final class BusHost: Sendable {
     /// while the server is away (``PGError/isServerAway``: a host started before its database,
     /// or during a restart), as a worker of a job queue does; says so at once, then every 30 s.
     /// A refused login, a missing database and the like fail at once.
-    private func join() async throws(PGError) -> PGConnection {
+    /// - Returns: `nil` if ``stopWaiting()`` ended the wait.
+    private func join() async throws(PGError) -> PGConnection? {
         var delay: Duration = .milliseconds(100)
         var lastSaid: ContinuousClock.Instant?
-        while true {
+        while !waitAbandoned.load(ordering: .relaxed) {
             do {
                 let connection = try PGConnection(url: settings.url, linkTimeout: settings.lease)
                 try BusSchema.migrate(connection)
@@ -162,10 +174,14 @@ package final class BusHost: Sendable {
                     log(.warning, "waiting for the bus: \(error.message); trying again until it answers (stop with SIGTERM)")
                     lastSaid = .now
                 }
-                try? await Task.sleep(for: delay)
+                let retry = ContinuousClock.now + delay
+                while ContinuousClock.now < retry, !waitAbandoned.load(ordering: .relaxed) {
+                    try? await Task.sleep(for: min(.milliseconds(100), retry - .now))
+                }
                 delay = min(delay * 2, .seconds(5))
             }
         }
+        return nil
     }
 
     private func register(on connection: PGConnection) throws(PGError) {

@@ -1,4 +1,5 @@
 import Foundation
+import CommandBusSupport
 import Testing
 
 /// The shared bus: real `cmdbus serve --bus` processes and a real PostgreSQL (the throwaway
@@ -293,6 +294,30 @@ struct SharedBusTests {
             #expect(!refused.stderr.contains("trying again"), "\(refused.stderr)")
         }
         #expect(ContinuousClock.now - started < .seconds(20), "a refused login was waited on")
+    }
+
+    /// A host told to stop while it waits for a database that is not there leaves at once and
+    /// cleanly (status 0, saying it never joined), where SIGTERM used to end it by the signal.
+    @Test(.timeLimit(.minutes(2)))
+    func aHostStoppedWhileWaitingForTheBusLeavesCleanly() async throws {
+        let work = try TemporaryDirectory("cmdbus-bus-host")
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so")
+        let log = work.file("host.log")
+        let output: @Sendable () -> String = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+        let host = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path,
+            ["serve", "--bus", "postgres://127.0.0.1:1/nothing?connect_timeout=2", "--plugins", plugins.path],
+            environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
+            standardOutput: .discard, standardError: .file(log.path)
+        )
+        #expect(await waitUntil(.seconds(60)) { output().contains("waiting for the bus: ") }, "\(output())")
+        let stopped = ContinuousClock.now
+        host.send(SIGTERM)
+        #expect(await host.wait() == .exited(0), "\(output())")
+        #expect(ContinuousClock.now - stopped < .seconds(10), "the wait outlived the signal by \(ContinuousClock.now - stopped)")
+        #expect(output().contains("stopped while waiting for the bus; this host never joined"), "\(output())")
     }
 
     /// Just after the database restarted, no host has heartbeated yet and each looks stale: a command
