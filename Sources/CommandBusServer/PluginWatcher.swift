@@ -54,8 +54,10 @@ package final class PluginWatcher: Sendable {
         var appeared: Set<String> = []
     }
 
-    /// What a plugin directory is watched for.
-    private static let fileEvents = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)
+    /// What a plugin directory is watched for: its files' events, and its own removal or move.
+    private static let directoryEvents = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    /// The events that say a plugin directory is gone from its path (`IN_IGNORED`: its watch ended).
+    private static let directoryGone = UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)
 
     /// - Parameters:
     ///   - drain: How long the worker of an isolated plugin that was removed or replaced may
@@ -71,18 +73,12 @@ package final class PluginWatcher: Sendable {
         var watches = Watches()
         var awaited: [String] = []
         for directory in loader.directories {
-            let watch = inotify_add_watch(descriptor, directory, Self.fileEvents)
+            let watch = inotify_add_watch(descriptor, directory, Self.directoryEvents)
             if watch >= 0 {
                 watches.directories[watch] = directory
-                continue
+            } else if errno == ENOENT, Self.watchForCreation(of: directory, descriptor: descriptor, in: &watches) != nil {
+                awaited.append(directory)
             }
-            // Not there yet: watch its parent for it (adding to the parent's mask, which may be
-            // a plugin directory's too).
-            guard errno == ENOENT else { continue }
-            let parent = inotify_add_watch(descriptor, FileSystem.parentDirectory(of: directory), UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD))
-            guard parent >= 0 else { continue }
-            watches.awaited[parent, default: [:]][FileSystem.lastComponent(directory)] = directory
-            awaited.append(directory)
         }
         self.loader = loader
         self.bus = bus
@@ -114,7 +110,23 @@ package final class PluginWatcher: Sendable {
 
     /// Starts watching on a thread of its own.
     package func start() {
-        DetachedThread.start { [self] in self.watch() }
+        DetachedThread.start { [self] in
+            // Created between the start's failed watch and its parent's: loaded now.
+            for (parent, names) in watches.withLock({ $0.awaited }) {
+                for (name, directory) in names where FileSystem.kind(of: directory) == .directory { appeared(name, watchedBy: parent) }
+            }
+            self.watch()
+        }
+    }
+
+    /// Watches `directory`'s parent for it to be created or moved in (adding to the parent's
+    /// mask, which may be a plugin directory's too); the parent's watch, or `nil` if the parent
+    /// cannot be watched either.
+    private static func watchForCreation(of directory: String, descriptor: Int32, in watches: inout Watches) -> Int32? {
+        let parent = inotify_add_watch(descriptor, FileSystem.parentDirectory(of: directory), UInt32(IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_MASK_ADD))
+        guard parent >= 0 else { return nil }
+        watches.awaited[parent, default: [:]][FileSystem.lastComponent(directory)] = directory
+        return parent
     }
 
     private func watch() {
@@ -132,6 +144,10 @@ package final class PluginWatcher: Sendable {
                 let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + nameLength)].prefix { $0 != 0 }
                 offset += 16 + nameLength
                 let name = String(decoding: nameBytes, as: UTF8.self)
+                if mask & Self.directoryGone != 0 {
+                    vanished(watch)
+                    continue
+                }
                 if mask & UInt32(IN_ISDIR) != 0 {
                     if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { appeared(name, watchedBy: watch) }
                     continue
@@ -140,7 +156,7 @@ package final class PluginWatcher: Sendable {
                 let path = FileSystem.join(directory, name)
                 if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
                     unload(path, reason: "the file was removed")
-                } else if mask & Self.fileEvents != 0 {
+                } else if mask & UInt32(IN_CLOSE_WRITE | IN_MOVED_TO) != 0 {
                     // Not at IN_CREATE (a plugin directory that is also an awaited one's parent
                     // hears it): a file is loaded once written and closed, never half-written.
                     load(path, in: directory)
@@ -153,7 +169,7 @@ package final class PluginWatcher: Sendable {
     /// directory, watches it and loads what it holds.
     private func appeared(_ name: String, watchedBy parent: Int32) {
         guard let directory = watches.withLock({ $0.awaited[parent]?[name] }) else { return }
-        let watch = inotify_add_watch(descriptor, directory, Self.fileEvents)
+        let watch = inotify_add_watch(descriptor, directory, Self.directoryEvents)
         guard watch >= 0 else { return }
         watches.withLock { watches in
             watches.directories[watch] = directory
@@ -163,6 +179,29 @@ package final class PluginWatcher: Sendable {
         log(.info, "plugin directory \(directory) was created; loading its plugins")
         // Files copied in before the watch began are loaded here; later ones by their events.
         for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
+    }
+
+    /// A plugin directory was removed or moved away (`watch` was its watch, if it is one): its
+    /// plugins come off the bus, and it is awaited at its path again, as one missing at start is.
+    private func vanished(_ watch: Int32) {
+        guard let directory = watches.withLock({ $0.directories.removeValue(forKey: watch) }) else { return }
+        inotify_rm_watch(descriptor, watch)  // a moved directory's watch would follow it
+        let removed = loaded.withLock { table in
+            table.keys.filter { FileSystem.join(directory, FileSystem.lastComponent($0)) == $0 }.compactMap { path in
+                table.removeValue(forKey: path).map { (path, $0) }
+            }
+        }
+        for (path, entry) in removed { retire(entry, path: path, reason: "its directory was removed") }
+        let parent = watches.withLock { watches in
+            watches.appeared.remove(directory)
+            return Self.watchForCreation(of: directory, descriptor: descriptor, in: &watches)
+        }
+        log(.warning, "plugin directory \(directory) was removed or moved away"
+            + (removed.isEmpty ? "" : "; \(removed.count) plugin(s) taken off the bus")
+            + (parent == nil ? "; its parent cannot be watched, so it is not loaded again until a restart" : "; its plugins load again once it is created"))
+        if !removed.isEmpty { onChange(catalog) }
+        // Back before its parent's watch began: loaded now.
+        if let parent, FileSystem.kind(of: directory) == .directory { appeared(FileSystem.lastComponent(directory), watchedBy: parent) }
     }
 
     /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's

@@ -270,4 +270,42 @@ struct PluginReplacementTests {
         #expect(output == "{\"x\": 1}\n[]\n", "\(output)")
         await server.stop()
     }
+
+    /// A plugin directory moved away or removed while the server runs: its plugins come off
+    /// the bus (their commands have no handler), and it is watched for again, so its plugins
+    /// load when it is moved back or created anew.
+    @Test func aPluginDirectoryRemovedOrMovedAwayIsWatchedForAgain() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        let directory = try work.subdirectory("more")
+        try directory.install("libCEcho.so")
+        let server = try await ServerTests.Server(work: work, arguments: ["--plugins", directory.path])
+        defer { server.work.remove() }
+        let echo = """
+            s, f = connect()
+            answer = ask(f, {"id": 1, "op": "send", "command": "c.echo", "payload": {"x": 1}})
+            print(json.dumps(answer["result"]) if answer["ok"] else answer["error"]["code"])
+            """
+        #expect(try await server.client(echo) == "{\"x\": 1}\n")
+        let gone = "plugin directory \(directory.path) was removed or moved away"
+        let loaded = "loaded \(directory.file("libCEcho.so").path)"
+
+        // Moved away: nothing of it runs, and moving it back loads it again.
+        #expect(rename(directory.path, work.file("more.old").path) == 0)
+        let moved = await Self.log(of: server, containing: gone, count: 1)
+        #expect(moved.contains(gone + "; 1 plugin(s) taken off the bus; its plugins load again once it is created"), "\(moved.suffix(2_000))")
+        #expect(try await server.client(echo) == "noHandler\n")
+        #expect(rename(work.file("more.old").path, directory.path) == 0)
+        _ = await Self.log(of: server, containing: loaded, count: 1)
+        #expect(try await server.client(echo) == "{\"x\": 1}\n")
+
+        // Removed with its files, then made again.
+        try FileManager.default.removeItem(atPath: directory.path)
+        let log = await Self.log(of: server, containing: gone, count: 2)
+        #expect(log.components(separatedBy: gone).count - 1 == 2, "\(log.suffix(2_000))")
+        #expect(try await server.client(echo) == "noHandler\n")
+        try work.subdirectory("more").install("libCEcho.so")
+        _ = await Self.log(of: server, containing: loaded, count: 2)
+        #expect(try await server.client(echo) == "{\"x\": 1}\n")
+        await server.stop()
+    }
 }
