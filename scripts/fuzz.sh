@@ -43,7 +43,12 @@ library CommandBusHost "$repo/Sources/CommandBusHost/HostFailure.swift"
 build arguments CommandBusCLI -I "$out" -L "$out" -lCommandBusHost -lCommandBusSupport -lCommandBus \
     "${cli[@]}" "$repo/Tests/Fuzz/ArgumentsFuzz.swift"
 
-for target in dynamic-path sdk-decoder arguments; do
+build http-request CommandBusHTTP "$repo/Sources/CommandBusHTTP/HTTPRequestParser.swift" "$repo/Sources/CommandBusHTTP/HTTPRequest.swift" \
+    "$repo/Sources/CommandBusHTTP/HTTPLimits.swift" "$repo/Tests/Fuzz/HTTPRequestFuzz.swift"
+build server-request CommandBusServer -I "$out" -L "$out" -lCommandBusSupport -lCommandBus \
+    "$repo/Sources/CommandBusServer/ServerRequest.swift" "$repo/Tests/Fuzz/ServerRequestFuzz.swift"
+
+for target in dynamic-path sdk-decoder arguments http-request server-request; do
     corpus="$out/corpus-$target"
     mkdir -p "$corpus"
     cp -n "$repo/Tests/Fuzz/Corpus/$target/"* "$corpus/" 2>/dev/null || true
