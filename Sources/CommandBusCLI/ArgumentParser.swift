@@ -6,15 +6,29 @@ import CommandBusHost
 /// repeatable options, and `--` to end options. Anything else is a usage error
 /// that names the offending argument.
 struct ArgumentSpec: Sendable {
-    /// One option: its long name, an optional one-letter alias, and whether it takes a value.
+    /// One option: its long name, an optional one-letter alias, and the value it takes, if any.
     struct Option: Sendable {
         let name: String
         let short: Character?
-        let takesValue: Bool
+        /// What the value is, as `--help` shows it (`PATH`, `SECONDS`); `nil` for a flag.
+        let valueName: String?
         let help: String
         /// A flag that may also carry a value: as `--name=VALUE`, or as `--name VALUE` when the
         /// next argument is a path (it holds a `/` or ends in `.sock`), never a command name.
         var inlineValueAllowed = false
+
+        /// An option named `--name` (and `-short`) that takes a value described as `value`,
+        /// or a flag without one.
+        init(name: String, short: Character?, value: String? = nil, help: String, inlineValueAllowed: Bool = false) {
+            self.name = name
+            self.short = short
+            self.valueName = value
+            self.help = help
+            self.inlineValueAllowed = inlineValueAllowed
+        }
+
+        /// Whether the option takes a value.
+        var takesValue: Bool { valueName != nil }
     }
 
     /// Whether `argument` reads as a socket path rather than a command name or operand.
@@ -99,27 +113,33 @@ struct ArgumentSpec: Sendable {
         argument.count > 1 && Double(argument) != nil
     }
 
-    /// The options' lines for `--help`.
+    /// The options' lines for `--help`: names and values in one column, as wide as the
+    /// longest needs up to 30 characters; an option longer than that has its help on the next line.
     var optionsHelp: String {
-        options.map { option in
-            let names = (option.short.map { "-\($0), " } ?? "    ") + "--\(option.name)" + (option.takesValue ? " VALUE" : "")
-            return "  " + names + String(repeating: " ", count: max(1, 26 - names.count)) + option.help
+        let names = options.map { option in
+            (option.short.map { "-\($0), " } ?? "    ") + "--\(option.name)" + (option.valueName.map { " " + $0 } ?? "")
+        }
+        let column = min(30, (names.map(\.count).max() ?? 0) + 2)
+        return zip(names, options).map { names, option in
+            names.count + 2 <= column
+                ? "  " + names + String(repeating: " ", count: column - names.count) + option.help
+                : "  " + names + "\n" + String(repeating: " ", count: column + 2) + option.help
         }.joined(separator: "\n")
     }
 }
 
 extension ArgumentSpec.Option {
-    static let help = Self(name: "help", short: "h", takesValue: false, help: "Show this help.")
-    static let plugins = Self(name: "plugins", short: nil, takesValue: true, help: "A plugin directory (repeatable).")
-    static let json = Self(name: "json", short: nil, takesValue: false, help: "Machine-readable output and errors.")
-    static let quiet = Self(name: "quiet", short: "q", takesValue: false, help: "Don't report skipped plugin files.")
+    static let help = Self(name: "help", short: "h", help: "Show this help.")
+    static let plugins = Self(name: "plugins", short: nil, value: "DIR", help: "A plugin directory (repeatable).")
+    static let json = Self(name: "json", short: nil, help: "Machine-readable output and errors.")
+    static let quiet = Self(name: "quiet", short: "q", help: "Don't report skipped plugin files.")
     static let connect = Self(
-        name: "connect", short: nil, takesValue: false, help: "Use a running 'cmdbus serve' (--connect SOCKET, --connect=SOCKET, or $CMDBUS_SOCKET).", inlineValueAllowed: true
+        name: "connect", short: nil, help: "Use a running 'cmdbus serve' (--connect SOCKET, --connect=SOCKET, or $CMDBUS_SOCKET).", inlineValueAllowed: true
     )
-    static let isolate = Self(name: "isolate", short: nil, takesValue: false, help: "Run each plugin's handlers in a worker process.")
-    static let noProbe = Self(name: "no-probe", short: nil, takesValue: false, help: "Load new plugin files without probing them first.")
-    static let probeTimeout = Self(name: "probe-timeout", short: nil, takesValue: true, help: "Seconds a probe may take (default 10).")
+    static let isolate = Self(name: "isolate", short: nil, help: "Run each plugin's handlers in a worker process.")
+    static let noProbe = Self(name: "no-probe", short: nil, help: "Load new plugin files without probing them first.")
+    static let probeTimeout = Self(name: "probe-timeout", short: nil, value: "SECONDS", help: "Seconds a probe may take (default 10).")
     static let insecurePlugins = Self(
-        name: "insecure-plugins", short: nil, takesValue: false, help: "Load plugins others can write, and symlinks out."
+        name: "insecure-plugins", short: nil, help: "Load plugins others can write, and symlinks out."
     )
 }

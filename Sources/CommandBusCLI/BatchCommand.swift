@@ -12,9 +12,9 @@ import Foundation
 /// `cmdbus batch [FILE|-]`: runs NDJSON commands with bounded concurrency, one result line each.
 enum BatchCommand {
     static let spec = ArgumentSpec(command: "batch", options: [
-        .init(name: "concurrency", short: "c", takesValue: true, help: "Commands in flight at once (default 64); posts to the shared bus, statements at once."),
-        .init(name: "timeout", short: "t", takesValue: true, help: "A deadline for each command, in seconds."),
-        .init(name: "no-wait", short: nil, takesValue: false, help: "Post each command and print its id once the bus has it (with --connect or --bus)."),
+        .init(name: "concurrency", short: "c", value: "N", help: "Commands in flight at once (default 64); posts to the shared bus, statements at once."),
+        .init(name: "timeout", short: "t", value: "SECONDS", help: "A deadline for each command, in seconds."),
+        .init(name: "no-wait", short: nil, help: "Post each command and print its id once the bus has it (with --connect or --bus)."),
         .connect, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 

@@ -11,7 +11,7 @@ import Foundation
 /// `cmdbus can <command> [<json>]`: exits 0 if some handler would take the command now, 69 if none would.
 enum CanCommand {
     static let spec = ArgumentSpec(command: "can", options: [
-        .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
+        .init(name: "param", short: "p", value: "KEY=VALUE", help: "Set a payload field: key=value (repeatable)."),
         .connect, .bus, .json, .help, .maxPayload,
     ] + PluginOptions.options)
 

@@ -16,8 +16,8 @@ import Foundation
 /// token it asks for. Off loopback the token is required.
 struct DashboardOptions {
     static let options: [ArgumentSpec.Option] = [
-        .init(name: "http", short: nil, takesValue: true, help: "Serve the web dashboard and /metrics on [ADDR:]PORT (ADDR 127.0.0.1 unless given)."),
-        .init(name: "http-token-file", short: nil, takesValue: true, help: "A file holding the token every dashboard request needs (required off loopback)."),
+        .init(name: "http", short: nil, value: "[ADDR:]PORT", help: "Serve the web dashboard and /metrics on [ADDR:]PORT (ADDR 127.0.0.1 unless given)."),
+        .init(name: "http-token-file", short: nil, value: "PATH", help: "A file holding the token every dashboard request needs (required off loopback)."),
     ]
 
     let listener: TCPListener

@@ -12,13 +12,13 @@ import Foundation
 /// `cmdbus journal list|show|retry|replay|undo|import|tree|discard|recover`: reading and using the journal.
 enum JournalCommand {
     static let spec = ArgumentSpec(command: "journal", options: [
-        .init(name: "state", short: nil, takesValue: true, help: "list: only this state (repeatable)."),
-        .init(name: "command", short: nil, takesValue: true, help: "list: only this command name."),
-        .init(name: "limit", short: "n", takesValue: true, help: "list: at most N entries (the newest)."),
-        .init(name: "since", short: nil, takesValue: true, help: "replay: from this entry id or time (ISO 8601 or seconds)."),
-        .init(name: "until", short: nil, takesValue: true, help: "replay: up to this entry id or time."),
-        .init(name: "rebuild", short: nil, takesValue: false, help: "undo: drop the entry from replay instead of sending an inverse."),
-        .init(name: "format", short: nil, takesValue: true, help: "tree: text (default), mermaid or dot."),
+        .init(name: "state", short: nil, value: "STATE", help: "list: only this state (repeatable)."),
+        .init(name: "command", short: nil, value: "NAME", help: "list: only this command name."),
+        .init(name: "limit", short: "n", value: "N", help: "list: at most N entries (the newest)."),
+        .init(name: "since", short: nil, value: "WHEN", help: "replay: from this entry id or time (ISO 8601 or seconds)."),
+        .init(name: "until", short: nil, value: "WHEN", help: "replay: up to this entry id or time."),
+        .init(name: "rebuild", short: nil, help: "undo: drop the entry from replay instead of sending an inverse."),
+        .init(name: "format", short: nil, value: "FORMAT", help: "tree: text (default), mermaid or dot."),
         .json, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 

@@ -32,9 +32,9 @@ extension PluginOptions {
 extension JournalOptions {
     /// `--journal`, `--no-journal`, `--durability`, `--max-payload`.
     static let options: [ArgumentSpec.Option] = [
-        .init(name: "journal", short: nil, takesValue: true, help: "Journal file (default \(defaultPath))."),
-        .init(name: "no-journal", short: nil, takesValue: false, help: "Keep no journal."),
-        .init(name: "durability", short: nil, takesValue: true, help: "batched (group commit, default), synced, or deferred (one sync per command)."),
+        .init(name: "journal", short: nil, value: "PATH", help: "Journal file (default \(defaultPath))."),
+        .init(name: "no-journal", short: nil, help: "Keep no journal."),
+        .init(name: "durability", short: nil, value: "MODE", help: "batched (group commit, default), synced, or deferred (one sync per command)."),
         .maxPayload,
     ]
 
@@ -89,8 +89,8 @@ struct ConnectionOptions: Sendable {
 }
 
 extension ArgumentSpec.Option {
-    static let bus = Self(name: "bus", short: nil, takesValue: true, help: "The shared bus in PostgreSQL (postgres://…; or $CMDBUS_BUS).")
-    static let maxPayload = Self(name: "max-payload", short: nil, takesValue: true, help: "Largest payload in bytes (default 16777216).")
+    static let bus = Self(name: "bus", short: nil, value: "URL", help: "The shared bus in PostgreSQL (postgres://…; or $CMDBUS_BUS).")
+    static let maxPayload = Self(name: "max-payload", short: nil, value: "BYTES", help: "Largest payload in bytes (default 16777216).")
 }
 
 extension ArgumentSpec.Parsed {

@@ -11,12 +11,12 @@ import Foundation
 /// `cmdbus run <command> [<json>] [-p key=value ...]`: sends one command and prints its result.
 enum RunCommand {
     static let spec = ArgumentSpec(command: "run", options: [
-        .init(name: "param", short: "p", takesValue: true, help: "Set a payload field: key=value (repeatable)."),
-        .init(name: "meta", short: "m", takesValue: true, help: "Set envelope metadata: key=value (repeatable)."),
-        .init(name: "verbose", short: "v", takesValue: false, help: "Print the command's id on stderr as soon as the bus accepts it."),
-        .init(name: "timeout", short: "t", takesValue: true, help: "Fail with exit 75 after SECONDS."),
-        .init(name: "delay", short: nil, takesValue: true, help: "Start no sooner than SECONDS from now (30, 30s, 5m)."),
-        .init(name: "no-wait", short: nil, takesValue: false, help: "Print the command's id once the bus has it; don't wait (with --connect or --bus)."),
+        .init(name: "param", short: "p", value: "KEY=VALUE", help: "Set a payload field: key=value (repeatable)."),
+        .init(name: "meta", short: "m", value: "KEY=VALUE", help: "Set envelope metadata: key=value (repeatable)."),
+        .init(name: "verbose", short: "v", help: "Print the command's id on stderr as soon as the bus accepts it."),
+        .init(name: "timeout", short: "t", value: "SECONDS", help: "Fail with exit 75 after SECONDS."),
+        .init(name: "delay", short: nil, value: "SECONDS", help: "Start no sooner than SECONDS from now (30, 30s, 5m)."),
+        .init(name: "no-wait", short: nil, help: "Print the command's id once the bus has it; don't wait (with --connect or --bus)."),
         .connect, .bus, .json, .help,
     ] + PluginOptions.options + JournalOptions.options)
 

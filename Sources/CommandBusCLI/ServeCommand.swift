@@ -10,13 +10,13 @@ import Glibc
 /// `cmdbus serve`: the long-running host, taking commands as NDJSON over a Unix socket.
 enum ServeCommand {
     static let spec = ArgumentSpec(command: "serve", options: [
-        .init(name: "socket", short: nil, takesValue: true, help: "Socket path (default \(CommandServer.defaultSocketPath))."),
-        .init(name: "drain", short: nil, takesValue: true, help: "Seconds to wait for commands in flight at shutdown (default 10)."),
-        .init(name: "log-level", short: nil, takesValue: true, help: "debug, info (default), warning or error."),
-        .init(name: "log-format", short: nil, takesValue: true, help: "text (default) or json: one JSON object per line, for log shippers."),
+        .init(name: "socket", short: nil, value: "PATH", help: "Socket path (default \(CommandServer.defaultSocketPath))."),
+        .init(name: "drain", short: nil, value: "SECONDS", help: "Seconds to wait for commands in flight at shutdown (default 10)."),
+        .init(name: "log-level", short: nil, value: "LEVEL", help: "debug, info (default), warning or error."),
+        .init(name: "log-format", short: nil, value: "FORMAT", help: "text (default) or json: one JSON object per line, for log shippers."),
         .bus,
-        .init(name: "lease", short: nil, takesValue: true, help: "With --bus: seconds a silent host keeps its commands (default 15)."),
-        .init(name: "capacity", short: nil, takesValue: true, help: "With --bus: commands this host runs at once (default 64)."),
+        .init(name: "lease", short: nil, value: "SECONDS", help: "With --bus: seconds a silent host keeps its commands (default 15)."),
+        .init(name: "capacity", short: nil, value: "N", help: "With --bus: commands this host runs at once (default 64)."),
         .help,
     ] + DashboardOptions.options + PluginOptions.options + JournalOptions.options)
 

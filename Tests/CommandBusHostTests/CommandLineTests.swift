@@ -274,6 +274,14 @@ struct CommandLineTests {
         }
         #expect(try await cmdbus("--help").stdout.contains("Subcommands:"))
         #expect(try await cmdbus("help", "run").stdout.hasPrefix("Usage: cmdbus run"))
+        // Options name what their values are, and every option's help starts in one column.
+        let serve = try await cmdbus("serve", "--help").stdout
+        for shown in ["--socket PATH ", "--drain SECONDS ", "--http [ADDR:]PORT ", "--bus URL ", "--plugins DIR ", "--durability MODE "] {
+            #expect(serve.contains(shown), "\(shown) is not in 'serve --help'")
+        }
+        let options = serve.components(separatedBy: "Options:\n")[1].split(separator: "\n").prefix { $0.hasPrefix("  ") }
+        let columns = Set(options.map { line in line.ranges(of: /\S+(?: \S+)? {2,}/).first.map { line.distance(from: line.startIndex, to: $0.upperBound) } })
+        #expect(options.count > 15 && columns.count == 1, "\(options.joined(separator: "\n"))")
         #expect(try await cmdbus().status == 64)
     }
 }

@@ -9,9 +9,9 @@ import Foundation
 #endif
 
 let fuzzSpec = ArgumentSpec(command: "run", options: [
-    .init(name: "param", short: "p", takesValue: true, help: ""),
-    .init(name: "timeout", short: "t", takesValue: true, help: ""),
-    .init(name: "json", short: nil, takesValue: false, help: ""),
+    .init(name: "param", short: "p", value: "KEY=VALUE", help: ""),
+    .init(name: "timeout", short: "t", value: "SECONDS", help: ""),
+    .init(name: "json", short: nil, help: ""),
 ])
 
 @_cdecl("LLVMFuzzerTestOneInput")
