@@ -89,7 +89,7 @@ package final class CommandServer: Sendable {
     private func handleSignals() {
         signals.withLock { signals in
             signals = ShutdownSignals(first: { [self] in shutDown() }, second: { [self] in
-                log(.warning, "second signal: exiting now; unfinished commands stay in the journal")
+                log(.warning, "second signal: exiting now" + (session.journal == nil ? "; unfinished commands are lost (no journal)" : "; unfinished commands stay in the journal"))
                 _exit(1)
             })
         }
@@ -112,7 +112,8 @@ package final class CommandServer: Sendable {
             await session.close()
             for plugin in plugins { plugin.worker?.stop() }
             let left = statistics.inFlight
-            log(.info, "stopped; \(left) unfinished command(s) stay in the journal for the next start")
+            log(.info, session.journal == nil && left > 0 ? "stopped; \(left) unfinished command(s) were dropped (no journal)"
+                : session.journal == nil ? "stopped" : "stopped; \(left) unfinished command(s) stay in the journal for the next start")
             fflush(nil)
             _exit(0)
         }

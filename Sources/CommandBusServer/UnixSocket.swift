@@ -24,8 +24,10 @@ package struct UnixSocket {
             }
             unlink(path)
         }
-        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        if !directory.isEmpty, FileSystem.kind(of: directory) == .missing { mkdir(directory, 0o700) }
+        // Its directory is made if missing, as the journal's is; only the owner may enter it.
+        if let failure = FileSystem.makeDirectories(FileSystem.parentDirectory(of: path), mode: 0o700) {
+            throw .failed("cannot listen on \(path): \(failure); give --socket a path in a directory this user can write")
+        }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw .failed("cannot create a socket: \(String(cString: strerror(errno)))") }
         var address = Self.address(path)
@@ -38,7 +40,7 @@ package struct UnixSocket {
         guard bound == 0, Glibc.listen(descriptor, 128) == 0 else {
             let reason = String(cString: strerror(errno))
             Glibc.close(descriptor)
-            throw .failed("cannot listen on \(path): \(reason)")
+            throw .failed("cannot listen on \(path): \(reason); give --socket a path in a directory this user can write")
         }
         return UnixSocket(path: path, descriptor: descriptor)
     }

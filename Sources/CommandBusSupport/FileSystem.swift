@@ -122,6 +122,20 @@ package enum FileSystem {
         return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
+    /// Makes `path` a directory, with any missing directories above it, each with `mode`
+    /// (less the umask); `nil` once it is one, else why not (`strerror` of the first failure).
+    package static func makeDirectories(_ path: String, mode: mode_t) -> String? {
+        switch kind(of: path) {
+        case .directory: return nil
+        case .missing: break
+        default: return "\(path) exists and is not a directory"
+        }
+        let parent = parentDirectory(of: path)
+        if parent != path, let failure = makeDirectories(parent, mode: mode) { return failure }
+        guard mkdir(path, mode) == 0 || errno == EEXIST else { return "cannot make \(path): \(String(cString: strerror(errno)))" }
+        return nil
+    }
+
     /// The last component of a path.
     package static func lastComponent(_ path: String) -> String {
         path.split(separator: "/").last.map(String.init) ?? path

@@ -160,6 +160,37 @@ struct ServerTests {
         #expect(!FileManager.default.fileExists(atPath: server.socket))
     }
 
+    /// `--socket` in directories that do not exist yet makes them (owner only), as `--journal`
+    /// does; a path under a file fails in one line that says what to do; and a server without a
+    /// journal does not say, as it stops, that unfinished commands stay in one.
+    @Test func aSocketsMissingDirectoriesAreMadeAndABadPathGetsOneLine() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so")
+        let socket = work.file("run/cmdbus/s.sock").path, log = work.file("server.log").path
+        let server = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--socket", socket, "--no-journal"],
+            environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
+            standardOutput: .discard, standardError: .file(log)
+        )
+        // Serving (and so handling signals) once it says so; it binds before it loads plugins.
+        #expect(await waitUntil(.seconds(60)) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("serving on \(socket)") })
+        for directory in ["run", "run/cmdbus"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: work.file(directory).path)[.posixPermissions] as? Int
+            #expect(mode == 0o700, "\(directory) has mode \(String(mode ?? 0, radix: 8))")
+        }
+        server.send(SIGTERM)
+        #expect(await server.wait() == .exited(0))
+        let stopped = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(stopped.hasSuffix("cmdbus: info: stopped\n") && !stopped.contains("journal"), "\(stopped)")
+
+        try Data().write(to: work.file("afile"))
+        let refused = try await cmdbus(["serve", "--plugins", plugins.path, "--socket", work.file("afile/s.sock").path, "--no-journal"], directory: work.url)
+        #expect(refused.status == 1 && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("afile exists and is not a directory; give --socket a path in a directory this user can write"), "\(refused.stderr)")
+    }
+
     /// A server stopped and continued (Ctrl-Z and `fg`, `kill -STOP` and `-CONT`) goes on
     /// serving: Linux ends its loop's sleeping `epoll_wait` with `EINTR`, which once stopped the loop.
     @Test func aServerStoppedAndContinuedGoesOnServing() async throws {
