@@ -112,10 +112,15 @@ package final class PluginWatcher: Sendable {
     package func start() {
         DetachedThread.start { [self] in
             // Created between the start's failed watch and its parent's: loaded now.
-            for (parent, names) in watches.withLock({ $0.awaited }) {
-                for (name, directory) in names where FileSystem.kind(of: directory) == .directory { appeared(name, watchedBy: parent) }
-            }
+            loadAwaitedDirectoriesThatExist()
             self.watch()
+        }
+    }
+
+    /// Loads and watches each awaited plugin directory that exists now, though no event said so.
+    private func loadAwaitedDirectoriesThatExist() {
+        for (parent, names) in watches.withLock({ $0.awaited }) {
+            for (name, directory) in names where FileSystem.kind(of: directory) == .directory { appeared(name, watchedBy: parent) }
         }
     }
 
@@ -144,6 +149,10 @@ package final class PluginWatcher: Sendable {
                 let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + nameLength)].prefix { $0 != 0 }
                 offset += 16 + nameLength
                 let name = String(decoding: nameBytes, as: UTF8.self)
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    rescan()
+                    continue
+                }
                 if mask & Self.directoryGone != 0 {
                     vanished(watch)
                     continue
@@ -179,6 +188,22 @@ package final class PluginWatcher: Sendable {
         log(.info, "plugin directory \(directory) was created; loading its plugins")
         // Files copied in before the watch began are loaded here; later ones by their events.
         for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
+    }
+
+    /// The kernel dropped events (this watcher's queue overflowed, as a burst of file changes
+    /// while the server is stopped or busy can make it): the plugin directories are read again,
+    /// so what was added, replaced or removed meanwhile is loaded or taken off as its events
+    /// would have had it. Unchanged files stay as they are.
+    private func rescan() {
+        log(.warning, "plugin file events were lost (the kernel's queue for them overflowed); reading the plugin directories again")
+        let directories = watches.withLock { $0.directories }
+        for (watch, directory) in directories where FileSystem.kind(of: directory) != .directory { vanished(watch) }
+        let removed = loaded.withLock { Array($0.keys) }.filter { FileSystem.status(of: $0) == nil }
+        for path in removed.sorted() { unload(path, reason: "the file was removed") }
+        for directory in watches.withLock({ $0.directories.values }).sorted() {
+            for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
+        }
+        loadAwaitedDirectoriesThatExist()
     }
 
     /// A plugin directory was removed or moved away (`watch` was its watch, if it is one): its

@@ -271,6 +271,36 @@ struct PluginReplacementTests {
         await server.stop()
     }
 
+    /// More file events than the kernel queues for the watcher (the server stopped while a
+    /// deploy writes): the events are lost, the kernel says so, and the watcher reads its
+    /// directories again, so a plugin added meanwhile loads and one removed comes off.
+    @Test func lostFileEventsAreMadeUpByReadingTheDirectoriesAgain() async throws {
+        let server = try await ServerTests.Server()
+        defer { server.work.remove() }
+        let limit = Int(try String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 16_384
+        server.process.send(SIGSTOP)
+        // Two names in turn, as the kernel merges an event into an identical one before it.
+        let flood = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import sys, os
+            d, n = sys.argv[1], int(sys.argv[2])
+            for i in range(n): open(os.path.join(d, 'noise%d.txt' % (i % 2)), 'w').close()
+            """, server.plugins.path, String(limit + 1_000)])
+        try #require(flood.status == 0, "\(flood.stderr)")
+        try server.plugins.install("libCEcho.so")
+        try FileManager.default.removeItem(atPath: server.plugins.file("libCounter.so").path)
+        server.process.send(SIGCONT)
+        let log = await Self.log(of: server, containing: "loaded \(server.plugins.file("libCEcho.so").path)", count: 1)
+        #expect(log.contains("plugin file events were lost (the kernel's queue for them overflowed); reading the plugin directories again"), "\(log.suffix(2_000))")
+        let output = try await server.client("""
+            s, f = connect()
+            print(json.dumps(ask(f, {"id": 1, "op": "send", "command": "c.echo", "payload": {"x": 1}})["result"]))
+            print(ask(f, {"id": 2, "op": "send", "command": "counter.get", "payload": {}})["error"]["code"])
+            print(ask(f, {"id": 3, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["ok"])
+            """)
+        #expect(output == "{\"x\": 1}\nnoHandler\nTrue\n", "\(output)")
+        await server.stop()
+    }
+
     /// A plugin directory moved away or removed while the server runs: its plugins come off
     /// the bus (their commands have no handler), and it is watched for again, so its plugins
     /// load when it is moved back or created anew.
