@@ -68,7 +68,9 @@ enum BatchCommand {
                     console.out(JSONValue.object([
                         "line": .integer(Int64(number)), "state": .string(CommandState.failed.rawValue),
                         "error": .object([
-                            "code": .string("decodingFailed"), "message": .string("line \(number) is not {\"command\": NAME, \"payload\": {...}} (with \"metadata\", if any, an object of strings)"),
+                            "code": .string("decodingFailed"),
+                            "message": .string("line \(number) is not {\"command\": NAME, \"payload\": {...}} (with \"metadata\", if any, an object of strings)"
+                                + (JSONValue.syntaxError(in: Array(text.utf8)).map { ": it is not JSON (\($0))" } ?? "")),
                         ]),
                     ]).text)
                     continue

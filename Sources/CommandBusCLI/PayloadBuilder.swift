@@ -19,11 +19,13 @@ enum PayloadBuilder {
                 throw .usage("-p takes key=value, got \(quoted(pair)); write it as one argument: -p \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
             }
         }
-        if let json, JSONValue.parse(json) == nil {
+        // Refused here, saying where, rather than handed to a plugin to refuse (or, in C, to misread).
+        if let json, let problem = JSONValue.syntaxError(in: Array(json.utf8)) {
             // `run cmd path=/etc/hosts`: a forgotten -p.
             if let equals = json.firstIndex(of: "="), equals != json.startIndex, !json.hasPrefix("{") {
                 throw malformed(command, "is not valid JSON: \(quoted(json)) looks like a field; set fields with -p \(quoted(json))")
             }
+            throw malformed(command, "is not valid JSON: \(problem); quote it whole for the shell, as '{\"name\": \"Ada\"}', or set fields with -p key=value")
         }
         guard !pairs.isEmpty else { return Data((json ?? "{}").utf8) }
         var object: [String: JSONValue] = [:]

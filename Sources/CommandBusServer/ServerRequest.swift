@@ -51,7 +51,8 @@ struct ServerRequest {
     /// server this runs on the request loop's one thread, for every request.
     init(line: [UInt8]) throws(Malformed) {
         guard let members = JSONValue.members(ofObject: line) else {
-            throw Malformed(id: nil, message: #"request is not a JSON object; send one object per line, such as {"id": 1, "op": "status"}"#)
+            let what = JSONValue.syntaxError(in: line).map { "request is not JSON (\($0))" } ?? "request is not a JSON object"
+            throw Malformed(id: nil, message: what + #"; send one object per line, such as {"id": 1, "op": "status"}"#)
         }
         // The id is looked up again only for a refusal: a good request is read in one pass.
         func refusal(_ message: String) -> Malformed {

@@ -79,7 +79,11 @@ struct CommandLineTests {
     }
 
     @Test(arguments: [
-        (["run", "greet", "not json"], Int32(65), "payload for 'greet' does not decode in plugin 'greeter' (libGreeter.so): not valid JSON"),
+        (["run", "greet", "not json"], Int32(65), "payload for 'greet' is not valid JSON: unexpected 'n' at line 1, column 1; quote it whole for the shell"),
+        (["run", "greet", "{name: Ada}"], 65, "payload for 'greet' is not valid JSON: unexpected 'n' at line 1, column 2;"),
+        (["run", "greet", "{\"name\": \"Ada\"\n]"], 65, "payload for 'greet' is not valid JSON: unexpected ']' at line 2, column 1;"),
+        (["run", "greet", "{\"name\": \"Ad"], 65, "payload for 'greet' is not valid JSON: it ends at line 1, column 13 before the value does;"),
+        (["run", "nope", "{\"é\": 1} x"], 65, "payload for 'nope' is not valid JSON: unexpected 'x' at line 1, column 10;"),
         (["run", "greet", #"{"nom":"x"}"#], 65, "missing field 'name'"),
         (["run", "nope"], 69, "no handler for command 'nope'"),
         (["run", "greet", #"{"name":""}"#], 69, "none would take it now"),

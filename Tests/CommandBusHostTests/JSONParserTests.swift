@@ -42,6 +42,30 @@ struct JSONParserTests {
         #expect(JSONValue.parse(bytes: nul) == nil)
     }
 
+    /// A refusal says where the text goes wrong; what parses has no syntax error.
+    @Test func aSyntaxErrorSaysWhere() {
+        let cases: [(String, String)] = [
+            ("", "it ends at line 1, column 1 before the value does"),
+            ("{a:1}", "unexpected 'a' at line 1, column 2"),
+            ("{\"a\":\n  [1,2}", "unexpected '}' at line 2, column 7"),
+            ("[\"é\", tru]", "unexpected 't' at line 1, column 7"),
+            ("[1] 2", "unexpected '2' at line 1, column 5"),
+            ("\"\u{1}\"", "unexpected U+1 at line 1, column 2"),
+            ("{\"a\": \"b", "it ends at line 1, column 9 before the value does"),
+        ]
+        for (text, expected) in cases {
+            #expect(JSONValue.syntaxError(in: Array(text.utf8)) == expected, "\(text)")
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<500 {
+            let text = JSONValue.object(["k": randomJSONValue(using: &generator)]).text
+            #expect(JSONValue.syntaxError(in: Array(text.utf8)) == nil, "\(text.prefix(60))")
+            // Cut short anywhere but whole, a document is refused, and the reason says where.
+            let cut = Array(text.utf8.prefix(Int.random(in: 0..<text.utf8.count, using: &generator)))
+            if JSONValue.parse(bytes: cut) == nil { #expect(JSONValue.syntaxError(in: cut)?.contains(" at line 1, column ") == true) }
+        }
+    }
+
     /// Random documents, written by Foundation, read back by both.
     @Test func randomDocumentsReadTheSame() {
         var generator = SystemRandomNumberGenerator()

@@ -267,6 +267,8 @@ struct JournalCommandTests {
         #expect(byLine[1]?["state"] as? String == "succeeded")
         #expect((byLine[1]?["result"] as? [String: Any])?["greeting"] as? String == "Hello, Ada!")
         #expect((byLine[2]?["error"] as? [String: Any])?["code"] as? String == "decodingFailed")
+        let notJSON = (byLine[2]?["error"] as? [String: Any])?["message"] as? String
+        #expect(notJSON?.hasSuffix(": it is not JSON (unexpected 'n' at line 1, column 1)") == true, "\(notJSON ?? "")")
         #expect((byLine[4]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
         #expect((byLine[5]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
         #expect(byLine[6]?["state"] as? String == "succeeded")

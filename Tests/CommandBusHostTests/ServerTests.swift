@@ -108,7 +108,7 @@ struct ServerTests {
         let output = try await server.client("""
             s, f = connect()
             for request in [
-                '[1]', '{"op": 5}', '{"op": null, "id": 9}', '{"id": 1}',
+                '[1]', '{op: "status"}', '{"op": 5}', '{"op": null, "id": 9}', '{"id": 1}',
                 '{"op": "post", "command": 5, "id": "a"}', '{"op": "post", "command": "greet", "timeout": "soon"}',
                 '{"op": "post", "command": "greet", "metadata": {"a": 1}}', '{"op": "post", "command": "greet", "metadata": []}',
                 '{"op": "status", "events": "yes"}', '{"op": "status", "cancelOnDisconnect": 1}',
@@ -126,6 +126,7 @@ struct ServerTests {
         await server.stop()
         #expect(output == """
             False usage null request is not a JSON object; send one object per line, such as {"id": 1, "op": "status"}
+            False usage null request is not JSON (unexpected 'o' at line 1, column 2); send one object per line, such as {"id": 1, "op": "status"}
             False usage null request field 'op' must be a string, not a number; fix the field or leave it out
             False usage 9 request has no 'op'; give one of send, post, can, cancel, status, plugins, subscribe
             False usage 1 request has no 'op'; give one of send, post, can, cancel, status, plugins, subscribe

@@ -25,6 +25,17 @@ struct JSONParser {
         return parser.position == bytes.count ? value : nil
     }
 
+    /// Where the one JSON value `bytes` should hold goes wrong: the offset of the byte the
+    /// parser stopped at (`bytes.count` where they end too soon), or `nil` if they hold exactly one.
+    static func failureOffset(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        var parser = JSONParser(bytes)
+        if parser.value(depth: 0) != nil {
+            parser.skipWhitespace()
+            if parser.position == bytes.count { return nil }
+        }
+        return min(parser.position, bytes.count)
+    }
+
     private var current: UInt8? { position < bytes.count ? bytes[position] : nil }
 
     private mutating func skipWhitespace() {

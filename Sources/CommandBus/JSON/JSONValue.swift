@@ -52,6 +52,23 @@ package enum JSONValue: Codable, Sendable, Equatable {
         bytes.withUnsafeBytes { raw in JSONParser.parse(raw.assumingMemoryBound(to: UInt8.self)) }
     }
 
+    /// Why `bytes` are not one JSON value, and where, for an error message: `unexpected 'b' at
+    /// line 1, column 2` or `it ends at line 1, column 6 before the value does`; `nil` if they are one.
+    package static func syntaxError(in bytes: some ContiguousBytes) -> String? {
+        bytes.withUnsafeBytes { raw -> String? in
+            let bytes = raw.assumingMemoryBound(to: UInt8.self)
+            guard let offset = JSONParser.failureOffset(bytes) else { return nil }
+            let before = bytes[..<offset]
+            let lineStart = before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
+            let line = before.count { $0 == 0x0A } + 1
+            let column = String(decoding: bytes[lineStart..<offset], as: UTF8.self).count + 1
+            guard offset < bytes.count else { return "it ends at line \(line), column \(column) before the value does" }
+            let found = String(decoding: bytes[offset..<min(bytes.count, offset + 4)], as: UTF8.self).unicodeScalars.first!
+            let shown = (0x21..<0x7F).contains(found.value) ? "'\(found)'" : "U+" + String(found.value, radix: 16, uppercase: true)
+            return "unexpected \(shown) at line \(line), column \(column)"
+        }
+    }
+
     /// The members of the JSON object `bytes` hold, in order (of a repeated key, the first, as
     /// ``parse(bytes:)`` keeps); `nil` if they are not one JSON object.
     package static func members(ofObject bytes: some ContiguousBytes) -> [(key: String, value: JSONValue)]? {
