@@ -23,3 +23,4 @@ case ":$PATH:" in
     *":$prefix/bin:"*) ;;
     *) log "$prefix/bin is not on your PATH; add it: echo 'export PATH=\"$prefix/bin:\$PATH\"' >> ~/.bashrc, then open a new shell" ;;
 esac
+log "for completion in bash: echo 'source <(cmdbus completion bash)' >> ~/.bashrc"

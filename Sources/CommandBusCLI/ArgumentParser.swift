@@ -16,13 +16,16 @@ struct ArgumentSpec: Sendable {
         /// A flag that may also carry a value: as `--name=VALUE`, or as `--name VALUE` when the
         /// next argument is a path (it holds a `/` or ends in `.sock`), never a command name.
         var inlineValueAllowed = false
+        /// The values the option takes, where they are a few words (shell completion offers them).
+        let choices: [String]
 
-        /// An option named `--name` (and `-short`) that takes a value described as `value`,
-        /// or a flag without one.
-        init(name: String, short: Character?, value: String? = nil, help: String, inlineValueAllowed: Bool = false) {
+        /// An option named `--name` (and `-short`) that takes a value described as `value`
+        /// (one of `choices`, if given), or a flag without one.
+        init(name: String, short: Character?, value: String? = nil, choices: [String] = [], help: String, inlineValueAllowed: Bool = false) {
             self.name = name
             self.short = short
             self.valueName = value
+            self.choices = choices
             self.help = help
             self.inlineValueAllowed = inlineValueAllowed
         }

@@ -17,12 +17,17 @@ enum BusCommand {
         name the pending commands and the age of the oldest. Passwords in URLs are never shown.
 
         Options:
-        \\(spec.optionsHelp)
+        \(spec.optionsHelp)
         """
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
-        try await Verb.dispatch(["status": Verb(run: status)], command: "bus", arguments, console)
+        try await Verb.dispatch(verbs, command: "bus", arguments, console)
     }
+
+    private static let verbs: [String: Verb] = ["status": Verb(run: status)]
+
+    /// The subcommands of `cmdbus bus`, for shell completion.
+    static var verbNames: [String] { verbs.keys.sorted() }
 
     /// `cmdbus bus status` (and `cmdbus status --bus`).
     static func status(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {

@@ -30,10 +30,11 @@ public enum CommandLineTool {
           plugins [--json]           List loaded plugins, command routes and skipped files.
           plugins check <file>       Validate one plugin file.
           batch [FILE|-]             Run NDJSON commands; one result line each.
-          journal <subcommand>       list, show, retry, replay, undo, import.
+          journal <subcommand>       list, show, tree, retry, replay, undo, import, discard, recover.
           serve                      Run a long-lived host on a Unix socket (NDJSON).
           status --connect           A running server's uptime, work and latencies.
           bus status --bus URL       The shared bus: hosts, queues, the oldest pending command.
+          completion bash            A bash completion script: source <(cmdbus completion bash).
           help [<subcommand>]        Show help.
 
         Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.
@@ -103,6 +104,15 @@ public enum CommandLineTool {
         let spec: @Sendable () -> ArgumentSpec
         let help: @Sendable () -> String
         let run: @Sendable (ArgumentSpec.Parsed, Console) async throws(HostFailure) -> Void
+        /// Its own subcommands (`journal list`), for shell completion.
+        var verbs: @Sendable () -> [String] = { [] }
+    }
+
+    /// What shell completion knows of each subcommand.
+    private static var completionEntries: [CompletionCommand.Entry] {
+        subcommands.map { name, subcommand in
+            CompletionCommand.Entry(name: name, options: subcommand.spec().options, verbs: subcommand.verbs())
+        }
     }
 
     private static let subcommands: [String: Subcommand] = [
@@ -112,23 +122,26 @@ public enum CommandLineTool {
         "can": .init(spec: { CanCommand.spec }, help: { CanCommand.help }) { arguments, console throws(HostFailure) in
             try await CanCommand.run(arguments, console: console)
         },
-        "plugins": .init(spec: { PluginsCommand.spec }, help: { PluginsCommand.help }) { arguments, console throws(HostFailure) in
+        "plugins": .init(spec: { PluginsCommand.spec }, help: { PluginsCommand.help }, run: { arguments, console throws(HostFailure) in
             try await PluginsCommand.run(arguments, console: console)
-        },
+        }, verbs: { PluginsCommand.verbNames }),
         "batch": .init(spec: { BatchCommand.spec }, help: { BatchCommand.help }) { arguments, console throws(HostFailure) in
             try await BatchCommand.run(arguments, console: console)
         },
-        "journal": .init(spec: { JournalCommand.spec }, help: { JournalCommand.help }) { arguments, console throws(HostFailure) in
+        "journal": .init(spec: { JournalCommand.spec }, help: { JournalCommand.help }, run: { arguments, console throws(HostFailure) in
             try await JournalCommand.run(arguments, console: console)
-        },
+        }, verbs: { JournalCommand.verbNames }),
         "serve": .init(spec: { ServeCommand.spec }, help: { ServeCommand.help }) { arguments, console throws(HostFailure) in
             try await ServeCommand.run(arguments, console: console)
         },
         "status": .init(spec: { StatusCommand.spec }, help: { StatusCommand.help }) { arguments, console throws(HostFailure) in
             try await StatusCommand.run(arguments, console: console)
         },
-        "bus": .init(spec: { BusCommand.spec }, help: { BusCommand.help }) { arguments, console throws(HostFailure) in
-            try await BusCommand.run(arguments, console: console)
+        "completion": .init(spec: { CompletionCommand.spec }, help: { CompletionCommand.help }) { arguments, console throws(HostFailure) in
+            try await CompletionCommand.run(arguments, console: console, subcommands: completionEntries)
         },
+        "bus": .init(spec: { BusCommand.spec }, help: { BusCommand.help }, run: { arguments, console throws(HostFailure) in
+            try await BusCommand.run(arguments, console: console)
+        }, verbs: { BusCommand.verbNames }),
     ]
 }

@@ -18,7 +18,7 @@ enum JournalCommand {
         .init(name: "since", short: nil, value: "WHEN", help: "replay: from this entry id or time (ISO 8601 or seconds)."),
         .init(name: "until", short: nil, value: "WHEN", help: "replay: up to this entry id or time."),
         .init(name: "rebuild", short: nil, help: "undo: drop the entry from replay instead of sending an inverse."),
-        .init(name: "format", short: nil, value: "FORMAT", help: "tree: text (default), mermaid or dot."),
+        .init(name: "format", short: nil, value: "FORMAT", choices: ["text", "mermaid", "dot"], help: "tree: text (default), mermaid or dot."),
         .json, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
@@ -53,6 +53,9 @@ enum JournalCommand {
         let onTheBus = try ConnectionOptions(arguments).bus != nil
         try await Verb.dispatch(onTheBus ? busVerbs : verbs, command: "journal", arguments, console)
     }
+
+    /// The subcommands of `cmdbus journal`, for shell completion.
+    static var verbNames: [String] { verbs.keys.sorted() }
 
     private static let verbs: [String: Verb] = [
         "list": Verb(run: list), "show": Verb(run: show), "retry": Verb(run: retry), "replay": Verb(run: replay),

@@ -34,7 +34,7 @@ extension JournalOptions {
     static let options: [ArgumentSpec.Option] = [
         .init(name: "journal", short: nil, value: "PATH", help: "Journal file (default \(defaultPath))."),
         .init(name: "no-journal", short: nil, help: "Keep no journal."),
-        .init(name: "durability", short: nil, value: "MODE", help: "batched (group commit, default), synced, or deferred (one sync per command)."),
+        .init(name: "durability", short: nil, value: "MODE", choices: ["batched", "synced", "deferred"], help: "batched (group commit, default), synced, or deferred (one sync per command)."),
         .maxPayload,
     ]
 

@@ -42,6 +42,9 @@ enum PluginsCommand {
         try await Verb.dispatch(verbs, command: "plugins", missing: Verb(run: list), arguments, console)
     }
 
+    /// The subcommands of `cmdbus plugins`, for shell completion.
+    static var verbNames: [String] { verbs.keys.sorted() }
+
     private static let verbs: [String: Verb] = ["check": Verb(run: check), "lock": Verb(run: lock), "forget": Verb(run: forget)]
 
     /// `cmdbus plugins forget FILE`: drops a file's cached probe verdict.

@@ -12,8 +12,8 @@ enum ServeCommand {
     static let spec = ArgumentSpec(command: "serve", options: [
         .init(name: "socket", short: nil, value: "PATH", help: "Socket path (default \(CommandServer.defaultSocketPath))."),
         .init(name: "drain", short: nil, value: "SECONDS", help: "Seconds to wait for commands in flight at shutdown (default 10)."),
-        .init(name: "log-level", short: nil, value: "LEVEL", help: "debug, info (default), warning or error."),
-        .init(name: "log-format", short: nil, value: "FORMAT", help: "text (default) or json: one JSON object per line, for log shippers."),
+        .init(name: "log-level", short: nil, value: "LEVEL", choices: ["debug", "info", "warning", "error"], help: "debug, info (default), warning or error."),
+        .init(name: "log-format", short: nil, value: "FORMAT", choices: ["text", "json"], help: "text (default) or json: one JSON object per line, for log shippers."),
         .bus,
         .init(name: "lease", short: nil, value: "SECONDS", help: "With --bus: seconds a silent host keeps its commands (default 15)."),
         .init(name: "capacity", short: nil, value: "N", help: "With --bus: commands this host runs at once (default 64)."),

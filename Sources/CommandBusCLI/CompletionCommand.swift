@@ -1,0 +1,135 @@
+import CommandBusHost
+import CommandBusSupport
+
+/// `cmdbus completion bash`: a bash completion script made from the subcommands' own option
+/// tables, so it offers every option `cmdbus` takes and none it does not; and
+/// `cmdbus completion commands`, which the script runs to offer, after `run` and `can`, the
+/// command names the plugins handle.
+enum CompletionCommand {
+    /// What the script knows of one subcommand.
+    struct Entry: Sendable {
+        let name: String
+        let options: [ArgumentSpec.Option]
+        /// Its own subcommands (`journal list`), if it has any.
+        let verbs: [String]
+    }
+
+    static let spec = ArgumentSpec(command: "completion", options: [.help] + PluginOptions.options)
+
+    static let help = """
+        Usage: cmdbus completion bash
+
+        Prints a bash completion script: the subcommands and theirs, each one's options and the
+        values some take (a directory, a file, a mode), and after 'run' and 'can' the names of
+        the commands the plugins handle (in the --plugins directories on the line, else the
+        default ones). Add this line to ~/.bashrc:
+          source <(cmdbus completion bash)
+
+        Options:
+        \(spec.optionsHelp)
+        """
+
+    /// Prints the script, or (`completion commands`, as the script asks) the command names.
+    static func run(_ arguments: ArgumentSpec.Parsed, console: Console, subcommands: [Entry]) async throws(HostFailure) {
+        switch arguments.positionals.first {
+        case "bash": console.out(bashScript(for: subcommands))
+        case "commands": try await printCommandNames(arguments, console: console)
+        case let other?: throw .usage("'cmdbus completion' writes a script for bash, not for \(quoted(other)); run 'cmdbus completion bash'")
+        case nil: throw .usage("'cmdbus completion' needs the shell's name: cmdbus completion bash")
+        }
+    }
+
+    /// The names of the commands the plugins handle, one a line: from the registry's summaries
+    /// where it has them, so a folder of plugins answers without opening each file.
+    private static func printCommandNames(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        let session = try await HostSession.start(
+            plugins: try PluginOptions(arguments).deferringLoads, journal: .withoutJournal(arguments), console: console, reportSkipped: false
+        )
+        let names = Set(session.catalog.routes.map(\.command)).sorted()
+        if !names.isEmpty { console.out(names.joined(separator: "\n")) }
+    }
+
+    /// The bash script: one function, `_cmdbus`, registered for `cmdbus`.
+    static func bashScript(for subcommands: [Entry]) -> String {
+        let names = subcommands.map(\.name).sorted()
+        let options = subcommands.sorted { $0.name < $1.name }.map { entry in
+            let words = entry.options.flatMap { option in ["--" + option.name] + (option.short.map { ["-\($0)"] } ?? []) }
+            let valued = entry.options.filter(\.takesValue).flatMap { option in ["--" + option.name] + (option.short.map { ["-\($0)"] } ?? []) }
+            return "        \(entry.name)) options=\"\(words.joined(separator: " "))\"; valued=\" \(valued.joined(separator: " ")) \" ;;"
+        }
+        // What each option's value completes to, by option: a directory, a file, or its choices.
+        var values: [String: String] = [:]
+        for option in subcommands.flatMap(\.options) where option.takesValue {
+            let names = (["--" + option.name] + (option.short.map { ["-\($0)"] } ?? [])).joined(separator: "|")
+            if !option.choices.isEmpty {
+                values[names] = "COMPREPLY=($(compgen -W \"\(option.choices.joined(separator: " "))\" -- \"$cur\"))"
+            } else if option.valueName == "DIR" {
+                values[names] = "compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\"))"
+            } else if option.valueName == "PATH" {
+                values[names] = "compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\"))"
+            }
+        }
+        let valueArms = values.keys.sorted().map { "            \($0)) \(values[$0]!) ;;" }
+        let verbArms = subcommands.filter { !$0.verbs.isEmpty }.sorted { $0.name < $1.name }.map { entry in
+            "        \(entry.name):0:*) COMPREPLY=($(compgen -W \"\(entry.verbs.joined(separator: " "))\" -- \"$cur\")) ;;"
+        }
+        return """
+            # bash completion for cmdbus, written by 'cmdbus completion bash'.
+            # Add to ~/.bashrc:  source <(cmdbus completion bash)
+            _cmdbus() {
+                local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+                local sub=${COMP_WORDS[1]} options="" valued=" " pending="" verb="" word index positional=0 joined=0
+                local -a plugins=()
+                COMPREPLY=()
+                if ((COMP_CWORD == 1)); then
+                    COMPREPLY=($(compgen -W "\(names.joined(separator: " ")) --help --version" -- "$cur"))
+                    return
+                fi
+                case $sub in
+            \(options.joined(separator: "\n"))
+                    help) ;;
+                    *) return ;;
+                esac
+                # bash splits --name=value and key=value at '=': the value belongs to the word before.
+                if [[ $cur == = ]]; then cur=""; elif [[ $prev == = ]]; then prev=${COMP_WORDS[COMP_CWORD-2]}; fi
+                for ((index = 2; index < COMP_CWORD; index++)); do
+                    word=${COMP_WORDS[index]}
+                    if [[ -n $pending ]]; then
+                        [[ $word == = ]] && continue
+                        [[ $pending == --plugins ]] && plugins+=(--plugins "$word")
+                        pending=""
+                        continue
+                    fi
+                    if [[ $word == = ]]; then joined=1; continue; fi
+                    if ((joined)); then joined=0; continue; fi
+                    if [[ $valued == *" $word "* ]]; then pending=$word; continue; fi
+                    [[ $word == -* ]] && continue
+                    ((positional == 0)) && verb=$word
+                    positional=$((positional + 1))
+                done
+                if [[ $valued == *" $prev "* && ${COMP_WORDS[COMP_CWORD]} != -* ]]; then
+                    case $prev in
+            \(valueArms.joined(separator: "\n"))
+                    esac
+                    return
+                fi
+                if [[ $cur == -* ]]; then
+                    COMPREPLY=($(compgen -W "$options" -- "$cur"))
+                    return
+                fi
+                case $sub:$positional:$verb in
+                    run:0:*|can:0:*)
+                        local names
+                        names=$("${COMP_WORDS[0]/#\\~/$HOME}" completion commands "${plugins[@]}" 2>/dev/null)
+                        COMPREPLY=($(compgen -W "$names" -- "$cur")) ;;
+            \(verbArms.joined(separator: "\n"))
+                    help:0:*) COMPREPLY=($(compgen -W "\(names.joined(separator: " "))" -- "$cur")) ;;
+                    completion:0:*) COMPREPLY=($(compgen -W "bash" -- "$cur")) ;;
+                    batch:0:*|plugins:1:check|plugins:1:forget|journal:1:import)
+                        compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+                esac
+            }
+            complete -F _cmdbus cmdbus
+            """
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+
+/// `cmdbus completion bash`, sourced into a real bash and asked as bash asks it: the
+/// subcommands, their options and option values, files, and the command names the plugins handle.
+struct CompletionTests {
+    /// The script `cmdbus completion bash` wrote, in a scratch directory with two plugins.
+    private struct Shell {
+        let work: TemporaryDirectory
+        let script: URL
+        let cmdbus: String
+
+        init() async throws {
+            work = try TemporaryDirectory()
+            try work.subdirectory("plugins").install("libGreeter.so", "libGreetAll.so")
+            cmdbus = try TestPaths.product("cmdbus").path
+            let written = try await runProcess(cmdbus, ["completion", "bash"])
+            try #require(written.status == 0, "\(written.stderr)")
+            script = work.file("cmdbus.bash")
+            try written.stdout.write(to: script, atomically: true, encoding: .utf8)
+        }
+
+        /// What bash offers for the last of `words` (after `cmdbus`), as its completion of a line.
+        func complete(_ words: String...) async throws -> [String] {
+            let result = try await runProcess("/bin/bash", [
+                "-c", #"source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _cmdbus; printf '%s\n' "${COMPREPLY[@]}""#,
+                "_", script.path, cmdbus,
+            ] + words, environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.url)
+            try #require(result.status == 0, "\(result.stderr)")
+            // Sorted, as bash shows them.
+            return result.stdout.split(separator: "\n").map(String.init).sorted()
+        }
+    }
+
+    @Test func subcommandsOptionsAndTheirValuesComplete() async throws {
+        let shell = try await Shell()
+        defer { shell.work.remove() }
+        #expect(try await shell.complete("jo") == ["journal"])
+        #expect(try await shell.complete("journal", "re") == ["recover", "replay", "retry"])
+        #expect(try await shell.complete("plugins", "") == ["check", "forget", "lock"])
+        #expect(try await shell.complete("help", "se") == ["serve"])
+        #expect(try await shell.complete("completion", "") == ["bash"])
+        #expect(try await shell.complete("serve", "--dur") == ["--durability"])
+        #expect(try await shell.complete("serve", "--durability", "d") == ["deferred"])
+        // --name=value: bash splits the word at '='.
+        #expect(try await shell.complete("serve", "--log-level", "=", "w") == ["warning"])
+        #expect(try await shell.complete("journal", "tree", "x", "--format", "") == ["dot", "mermaid", "text"])
+        #expect(try await shell.complete("serve", "--plugins", "plu") == ["plugins"])
+        #expect(try await shell.complete("serve", "--bus", "") == [])
+        #expect(try await shell.complete("run", "greet", "--t") == ["--timeout"])
+    }
+
+    @Test func runAndCanOfferTheCommandsThePluginsHandle() async throws {
+        let shell = try await Shell()
+        defer { shell.work.remove() }
+        #expect(try await shell.complete("run", "gr") == ["greet", "greet-all"])
+        // Options and their values before the name, key=value split at '=', as bash splits it.
+        #expect(try await shell.complete("can", "-p", "name", "=", "Ada", "--max-payload", "100", "greet-") == ["greet-all"])
+        // The --plugins directories on the line are the ones asked.
+        let other = try shell.work.subdirectory("other")
+        try other.install("libCEcho.so")
+        #expect(try await shell.complete("run", "--plugins", other.path, "") == ["c.echo", "c.fail"])
+        // After the command's name, its payload: nothing to offer.
+        #expect(try await shell.complete("run", "greet", "") == [])
+    }
+
+    /// Every option a subcommand's help lists is offered after `--`, and nothing else.
+    @Test func everyOptionOfEverySubcommandIsOffered() async throws {
+        let shell = try await Shell()
+        defer { shell.work.remove() }
+        for subcommand in ["run", "can", "plugins", "batch", "journal", "serve", "status", "bus", "completion"] {
+            let help = try await cmdbus(subcommand, "--help").stdout
+            let listed = help.components(separatedBy: "Options:\n").last!.split(separator: "\n").prefix { $0.hasPrefix("  ") }
+                .compactMap { line in line.split(separator: " ").first { $0.hasPrefix("--") }.map(String.init) }
+            let offered = try await shell.complete(subcommand, "--")
+            #expect(!listed.isEmpty && Set(offered) == Set(listed), "\(subcommand): help lists \(listed), completion offers \(offered)")
+        }
+        let refused = try await cmdbus("completion", "zsh")
+        #expect(refused.status == 64 && refused.stderr.contains("writes a script for bash, not for 'zsh'"), "\(refused.stderr)")
+    }
+}
