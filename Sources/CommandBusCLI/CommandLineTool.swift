@@ -69,8 +69,13 @@ public enum CommandLineTool {
             fflush(nil)
             _exit(ExitCode.interrupted.rawValue)
         })
-        let status = await work.value
+        var status = await work.value
         withExtendedLifetime(signals) {}
+        if let failure = console.resultWriteFailure {
+            let lost = HostFailure(.outputFailed, "cannot write results to stdout (\(failure)); the output is incomplete, though what ran has run (the journal says how it ended): free the space or send the output elsewhere")
+            console.report(lost, json: wantsJSON)
+            if status == ExitCode.ok.rawValue { status = lost.exitCode.rawValue }
+        }
         return status
     }
 

@@ -4,6 +4,8 @@ import Synchronization
 /// The descriptor results go to: the process's stdout, or a private copy of it once
 /// ``Console/keepResultsPrivate()`` has pointed descriptor 1 at stderr.
 private let resultDescriptor = Atomic<Int32>(STDOUT_FILENO)
+/// The `errno` of the first write of a result that failed (0: none did).
+private let resultWriteErrno = Atomic<Int32>(0)
 
 /// Where the CLI writes: results to stdout, everything else (errors, events, warnings) to stderr.
 package struct Console: Sendable {
@@ -14,7 +16,18 @@ package struct Console: Sendable {
     package init() {}
 
     package func out(_ text: String) {
-        Self.write(text + "\n", to: resultDescriptor.load(ordering: .acquiring))
+        let descriptor = resultDescriptor.load(ordering: .acquiring)
+        if let failure = Self.write(Array((text + "\n").utf8)[...], to: descriptor) {
+            _ = resultWriteErrno.compareExchange(expected: 0, desired: failure, ordering: .relaxed)
+        }
+    }
+
+    /// Why a result could not be written, if one could not (a full disk, an I/O error): a
+    /// command whose output was lost must not end as if it had been read. A reader that went
+    /// away (`EPIPE`, as `| head` does) is not counted: it chose to stop reading.
+    package var resultWriteFailure: String? {
+        let failure = resultWriteErrno.load(ordering: .relaxed)
+        return failure == 0 || failure == EPIPE ? nil : String(cString: strerror(failure))
     }
 
     /// Keeps stdout for results alone: results go to a private copy of descriptor 1, and
@@ -22,6 +35,12 @@ package struct Console: Sendable {
     /// prints (`printf`, `print`) lands on stderr and never in the middle of a result.
     /// `cmdbus`'s main calls it once, before any plugin loads; child processes do not.
     package static func keepResultsPrivate() {
+        // A standard descriptor the caller closed (`>&-`) gets /dev/null, so the next file this
+        // process opens cannot take its number and receive results or log lines meant for it.
+        for standard in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(standard, F_GETFD) < 0 && errno == EBADF {
+            let null = open("/dev/null", O_RDWR)
+            if null >= 0, null != standard { dup2(null, standard); close(null) }
+        }
         let copy = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
         guard copy >= 0, dup2(STDERR_FILENO, STDOUT_FILENO) >= 0 else {
             if copy >= 0 { close(copy) }
@@ -49,17 +68,20 @@ package struct Console: Sendable {
         write(Array(text.utf8)[...], to: descriptor)
     }
 
-    /// Writes all of `bytes`, retrying short writes and interruptions.
-    private static func write(_ bytes: ArraySlice<UInt8>, to descriptor: Int32) {
+    /// Writes all of `bytes`, retrying short writes and interruptions; `nil`, or the `errno` of
+    /// the write that failed.
+    @discardableResult
+    private static func write(_ bytes: ArraySlice<UInt8>, to descriptor: Int32) -> Int32? {
         var bytes = bytes
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
             if written < 0 {
                 if errno == EINTR { continue }
-                return
+                return errno
             }
             bytes = bytes.dropFirst(written)
         }
+        return nil
     }
 }
 

@@ -269,6 +269,43 @@ struct CommandLineTests {
         #expect(reason == "missing its name")
     }
 
+    /// Results stdout cannot take (a full disk) fail the run, where it ended 0 with its output lost.
+    @Test func aStdoutThatCannotTakeTheResultFailsTheRun() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        for json in [false, true] {
+            let full = try await runProcess("/bin/sh", [
+                "-c", #"exec "$0" run greet -p name=Ada --no-journal --plugins "$1" $2 >/dev/full"#,
+                try TestPaths.product("cmdbus").path, plugins.path, json ? "--json" : "",
+            ])
+            #expect(full.status == 1, "\(full.stderr)")
+            #expect(full.stderr.contains(json ? #""code":"outputFailed""# : "cmdbus: error: cannot write results to stdout (No space left on device); the output is incomplete"), "\(full.stderr)")
+        }
+    }
+
+    /// A caller that closed stdout (`>&-`) has descriptor 1 opened on /dev/null before anything
+    /// else opens a file: a server so started had Dispatch's epoll on descriptor 1, where its
+    /// first result went, and any file the process opened next could have been written over.
+    @Test func aClosedStdoutIsNotTakenByTheNextFileOpened() async throws {
+        let work = try TemporaryDirectory()
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so")
+        let log = work.file("server.log").path
+        let started = try await runProcess("/bin/sh", [
+            "-c", #""$0" serve --plugins "$1" --no-journal --socket "$2" >&- 2>"$3" & echo $!"#,
+            try TestPaths.product("cmdbus").path, plugins.path, work.file("s.sock").path, log,
+        ], environment: ["CMDBUS_REGISTRY": work.file("registry.json").path])
+        let pid = try #require(Int32(started.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        defer { kill(pid, SIGKILL) }
+        #expect(await waitUntil(.seconds(60)) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("serving on") })
+        // Descriptor 1 is stderr's file (plugins' prints go there); results go to /dev/null.
+        let one = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/1")
+        #expect(one == log, "descriptor 1 is \(one)")
+        let targets = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)") }
+        #expect(targets.contains("/dev/null"), "\(targets)")
+    }
+
     @Test func helpAndVersionWork() async throws {
         let version = try await cmdbus("--version")
         #expect(version.status == 0 && version.stdout.hasPrefix("cmdbus 1.0.0 (plugin ABI 1.4"))
