@@ -78,10 +78,10 @@ extension Dashboard {
             query.throughSequence = sequence - 1
         }
         if let since = request.parameter("since"), !since.isEmpty {
-            guard let seconds = Double(since), seconds >= 0 else { return Self.problem(400, "since takes seconds since 1970") }
+            guard let seconds = Double(since), seconds >= 0, seconds.isFinite else { return Self.problem(400, "since takes seconds since 1970") }
             query.createdSince = Date(timeIntervalSince1970: seconds)
         }
-        query.limit = min(Int(request.parameter("limit") ?? "") ?? 50, 500)
+        query.limit = Self.limit(request, default: 50)
         if let search = request.parameter("id"), !search.isEmpty {
             guard let id = UUID(uuidString: String(Substring(search).trimmingSpaces)) else {
                 return Self.problem(400, "\(quoted(search)) is not a command id (a UUID)")
@@ -143,7 +143,7 @@ extension Dashboard {
 
     private func deadLetters(_ request: HTTPRequest) async -> HTTPResponse {
         guard let journal = sources.journal else { return Self.noJournal }
-        let limit = min(Int(request.parameter("limit") ?? "") ?? 100, 500)
+        let limit = Self.limit(request, default: 100)
         do throws(CommandBusError) {
             // Read past discarded ones so the page still fills up to the limit.
             let records = try await journal.records(JournalQuery(states: [.failed, .cancelled, .timedOut], limit: limit * 4, newestFirst: true))
@@ -206,6 +206,12 @@ extension Dashboard {
     }
 
     /// An API error: `{"error": {"status": N, "message": "..."}}`.
+    /// The page size a request asks for (`limit`), kept to 1...500; `fallback` without one.
+    /// A negative limit would have asked SQLite for every row, and `Int.min` overflowed.
+    static func limit(_ request: HTTPRequest, default fallback: Int) -> Int {
+        max(1, min(Int(request.parameter("limit") ?? "") ?? fallback, 500))
+    }
+
     static func problem(_ status: Int, _ message: String) -> HTTPResponse {
         HTTPResponse(status: status, contentType: "application/json", text: JSONValue.object([
             "error": .object(["status": .integer(Int64(status)), "message": .string(message)]),

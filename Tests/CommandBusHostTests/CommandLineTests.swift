@@ -94,6 +94,10 @@ struct CommandLineTests {
         (["run"], 64, "'cmdbus run' needs a command name"),
         (["run", "greet", "-p", "novalue"], 64, "-p takes key=value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
+        // Found by hand: seconds whose milliseconds overflow Int64 stopped cmdbus with SIGILL.
+        (["run", "greet", "--timeout", "1e300"], 64, "--timeout takes a positive number of seconds, at most 1000000000, got '1e300'"),
+        (["run", "greet", "--delay", "2e7h"], 64, "--delay takes a duration such as 30, 30s, 500ms or 5m, at most 1000000000 seconds, got '2e7h'"),
+        (["serve", "--drain", "1e300"], 64, "--drain takes a positive number of seconds, at most 1000000000, got '1e300'"),
         (["run", "greet", "--durability", "fast"], 64, "--durability takes batched, synced or deferred, got 'fast'"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
         // Found by the argument fuzzer: user text with a newline must not break the one-line rule.

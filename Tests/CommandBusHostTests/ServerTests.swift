@@ -114,6 +114,7 @@ struct ServerTests {
                 '{"op": "status", "events": "yes"}', '{"op": "status", "cancelOnDisconnect": 1}',
                 '{"op": "status", "traceparent": 7}', '{"op": "cancel", "commandId": 7}', '{"op": "subscribe", "correlationId": false}',
                 '{"op": "cancel", "commandId": "not-a-uuid", "id": [2]}', '{"op": "post", "command": "greet", "ack": "never"}',
+                '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": 1e300, "id": 3}',
             ]:
                 reply = ask(f, request)
                 print(reply["ok"], reply["error"]["code"], json.dumps(reply["id"]), reply["error"]["message"])
@@ -141,6 +142,7 @@ struct ServerTests {
             False usage null request field 'correlationId' must be a command id (the UUID a send or post answered with), not a boolean
             False usage [2] request field 'commandId' must be a command id (the UUID a send or post answered with), not 'not-a-uuid'
             False usage null request field 'ack' must be 'journaled' or 'received', not 'never'
+            False usage 3 request field 'timeout' must be at most 1000000000 seconds; leave it out for none
             7
             cancel needs "commandId"
             True

@@ -26,6 +26,16 @@ public func fuzzArguments(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         precondition(!error.message.contains("\n"), "a usage error spans lines: \(error.message)")
         precondition([.usage, .malformedPayload].contains(error.exitCode), "unexpected exit code \(error.exitCode)")
     }
+    // The typed values: any text is a value or a one-line usage error, never a trap (seconds
+    // whose milliseconds overflowed Int64 once stopped cmdbus).
+    if let parsed = try? fuzzSpec.parse(arguments) {
+        func check(_ read: () throws(HostFailure) -> Void) {
+            do { try read() } catch { precondition(error.exitCode == .usage && !error.message.contains("\n"), "\(error.message)") }
+        }
+        check { () throws(HostFailure) in _ = try parsed.seconds("timeout") }
+        check { () throws(HostFailure) in _ = try parsed.duration("timeout") }
+        check { () throws(HostFailure) in _ = try parsed.positiveInteger("timeout") }
+    }
     if let text = arguments.first, let value = JSONValue.parse(text) { _ = value.text }
     return 0
 }

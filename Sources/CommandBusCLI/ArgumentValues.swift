@@ -1,0 +1,53 @@
+import CommandBusHost
+import CommandBusSupport
+
+// The typed values of options: seconds, durations, counts and key=value pairs, each refused in
+// one line that names the option when it is not one. Kept apart from the option groups so the
+// arguments fuzz target can build them.
+
+extension ArgumentSpec.Parsed {
+    /// The longest time any option takes, in seconds (about 31 years): longer ones are typing
+    /// mistakes, and their milliseconds would not fit a `Duration` built from an `Int64`.
+    static let longestSeconds: Double = 1_000_000_000
+
+    /// The option's value as a positive number of seconds; a bad value names the option.
+    func seconds(_ name: String) throws(HostFailure) -> Duration? {
+        guard let text = value(name) else { return nil }
+        guard let seconds = Double(text), seconds > 0, seconds <= Self.longestSeconds else {
+            throw .usage("--\(name) takes a positive number of seconds, at most \(Int(Self.longestSeconds)), got \(quoted(text))")
+        }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// The option's value as a duration: seconds, or a number with `ms`, `s`, `m` or `h`; a bad value names the option.
+    func duration(_ name: String) throws(HostFailure) -> Duration? {
+        guard let text = value(name) else { return nil }
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        let unit = units.first { text.hasSuffix($0.0) && Double(text.dropLast($0.0.count)) != nil }
+        let number = Double(unit.map { String(text.dropLast($0.0.count)) } ?? text)
+        let seconds = number.map { $0 * (unit?.1 ?? 1) }
+        guard let seconds, seconds >= 0, seconds <= Self.longestSeconds else {
+            throw .usage("--\(name) takes a duration such as 30, 30s, 500ms or 5m, at most \(Int(Self.longestSeconds)) seconds, got \(quoted(text))")
+        }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// The option's value as a positive integer; a bad value names the option.
+    func positiveInteger(_ name: String) throws(HostFailure) -> Int? {
+        guard let text = value(name) else { return nil }
+        guard let number = Int(text), number > 0 else { throw .usage("--\(name) takes a positive integer, got \(quoted(text))") }
+        return number
+    }
+
+    /// `key=value` pairs of a repeatable option; a bad pair names the option.
+    func keyValues(_ name: String) throws(HostFailure) -> [String: String] {
+        var values: [String: String] = [:]
+        for pair in all(name) {
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                throw .usage("--\(name) takes key=value, got \(quoted(pair))")
+            }
+            values[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+        }
+        return values
+    }
+}
