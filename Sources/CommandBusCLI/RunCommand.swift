@@ -64,6 +64,12 @@ enum RunCommand {
         if arguments.has("no-wait") {
             return try await post(request, on: client, console: console, json: arguments.has("json"))
         }
+        if let delay = request.delay, delay >= .seconds(1), !arguments.has("json"), let text = arguments.value("delay") {
+            // A run that waits out a delay says so: otherwise it looks hung.
+            let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+            let at = Date.now.addingTimeInterval(seconds).formatted(.iso8601)
+            console.err("cmdbus: \(quoted(command)) starts in \(Double(text) == nil ? text : text + "s") (at \(at)); this run waits for its result (Ctrl-C cancels it)")
+        }
         let printer = EventPrinter(console: console, json: arguments.has("json"), verbose: arguments.has("verbose"))
         let result: Result<Data, HostFailure>
         do {

@@ -273,6 +273,19 @@ struct CommandLineTests {
         #expect(reason == "missing its name")
     }
 
+    /// A run that waits out a delay says so on stderr, where it looked hung; then it runs.
+    @Test func aDelayedRunSaysItWaits() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        let started = ContinuousClock.now
+        let delayed = try await cmdbus("run", "greet", "-p", "name=Ada", "--delay", "1", "--no-journal", "--plugins", plugins.path)
+        #expect(delayed.status == 0 && delayed.stdout == "{\"greeting\":\"Hello, Ada!\"}\n", "\(delayed.stderr)")
+        #expect(ContinuousClock.now - started >= .seconds(1))
+        #expect(delayed.stderr.hasPrefix("cmdbus: 'greet' starts in 1s (at 20") && delayed.stderr.contains("this run waits for its result"), "\(delayed.stderr)")
+        let quiet = try await cmdbus("run", "greet", "-p", "name=Ada", "--delay", "1", "--no-journal", "--json", "--plugins", plugins.path)
+        #expect(quiet.status == 0 && quiet.stderr.isEmpty, "--json keeps stderr to JSON lines: \(quiet.stderr)")
+    }
+
     /// Results stdout cannot take (a full disk) fail the run, where it ended 0 with its output lost.
     @Test func aStdoutThatCannotTakeTheResultFailsTheRun() async throws {
         let plugins = try examplePluginDirectory()
