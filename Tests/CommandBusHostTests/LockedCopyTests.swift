@@ -47,6 +47,20 @@ struct LockedCopyTests {
         #expect(leftovers.isEmpty, "a refused copy was left behind: \(leftovers)")
     }
 
+    /// A lock file that is not `sha256sum`'s format says which line and how to mend it.
+    @Test func aMalformedLockSaysWhichLineAndWhatToDo() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try "# written by hand\n\(String(repeating: "ab", count: 32))  good.so\nzzzz  libGreeter.so\n".write(
+            to: directory.file("plugins.lock"), atomically: true, encoding: .utf8
+        )
+        #expect {
+            try PluginAllowlist.load(directory: directory.path)
+        } throws: { error in
+            (error as? PluginLoadFailure)?.reason == "plugins.lock line 3 is not '<sha256>  <file name>'; mend it, or write it again with 'cmdbus plugins lock'"
+        }
+    }
+
     @Test func aWorkerChecksItsCopyAgainstTheLock() async throws {
         let (directory, path, lockedHash) = try await changedPlugin()
         defer { directory.remove() }

@@ -21,14 +21,14 @@ package struct PluginAllowlist: Sendable, Equatable {
     package static func load(directory: String) throws(PluginLoadFailure) -> PluginAllowlist? {
         let path = FileSystem.join(directory, fileName)
         guard case .regularFile = FileSystem.kind(of: path) else { return nil }
-        guard let bytes = FileSystem.readAll(path) else { throw .init("\(fileName) cannot be read") }
+        guard let bytes = FileSystem.readAll(path) else { throw .init("\(fileName) cannot be read; give this user read access to it") }
         var hashes: [String: String] = [:]
         for (number, line) in String(decoding: bytes, as: UTF8.self).split(separator: "\n").enumerated() {
             let text = line.trimmingPrefix(" ")
             if text.isEmpty || text.hasPrefix("#") { continue }
             let parts = text.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
             guard parts.count == 2, parts[0].count == 64, parts[0].allSatisfy(\.isHexDigit) else {
-                throw .init("\(fileName) line \(number + 1) is not '<sha256>  <file name>'")
+                throw .init("\(fileName) line \(number + 1) is not '<sha256>  <file name>'; mend it, or write it again with 'cmdbus plugins lock'")
             }
             hashes[String(parts[1].trimmingPrefix(" ").trimmingPrefix("*"))] = parts[0].lowercased()
         }
