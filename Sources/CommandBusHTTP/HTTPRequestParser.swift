@@ -66,8 +66,10 @@ package struct HTTPRequestParser: Sendable {
             }
             headers.append((line[..<colon].lowercased(), String(value)))
         }
-        guard let (path, query) = Self.splitTarget(target) else {
-            return .refused(status: 400, reason: "request target must be a path without '.' or '..' segments")
+        let path: String, query: [(name: String, value: String)]
+        switch Self.splitTarget(target) {
+        case .success(let split): (path, query) = split
+        case .failure(let refusal): return .refused(status: 400, reason: refusal.reason)
         }
         if headers.contains(where: { $0.name == "transfer-encoding" }) {
             return .refused(status: 501, reason: "chunked request bodies are not supported; send Content-Length")
@@ -106,25 +108,38 @@ package struct HTTPRequestParser: Sendable {
         }
     }
 
-    /// The decoded path and query of an origin-form target; `nil` if it is not one, or names a
-    /// `.` or `..` segment (in any encoding), or decodes to a NUL.
-    static func splitTarget(_ target: Substring) -> (String, [(name: String, value: String)])? {
-        guard target.first == "/" else { return nil }
+    /// Why a request target is refused, in one line for the 400 response.
+    struct TargetRefusal: Error {
+        let reason: String
+    }
+
+    /// The decoded path and query of an origin-form target, or why it is refused: it is not one,
+    /// has a malformed `%` escape or is not UTF-8 once decoded, decodes to a NUL or a backslash,
+    /// or names a `.` or `..` segment (in any encoding).
+    static func splitTarget(_ target: Substring) -> Result<(path: String, query: [(name: String, value: String)]), TargetRefusal> {
+        guard target.first == "/" else { return .failure(.init(reason: "request target must be a path starting with '/'")) }
         let pieces = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        guard let path = percentDecoded(pieces[0]), !path.contains("\0"), !path.contains("\\") else { return nil }
+        guard let path = percentDecoded(pieces[0]) else {
+            return .failure(.init(reason: "request path has a malformed %-escape or is not UTF-8; escape '%' as %25"))
+        }
+        guard !path.contains("\0"), !path.contains("\\") else {
+            return .failure(.init(reason: "request path must not hold a NUL or a backslash"))
+        }
         for segment in path.split(separator: "/", omittingEmptySubsequences: false) where segment == "." || segment == ".." {
-            return nil
+            return .failure(.init(reason: "request target must be a path without '.' or '..' segments"))
         }
         var query: [(name: String, value: String)] = []
         if pieces.count == 2 {
             for pair in pieces[1].split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 guard let name = percentDecoded(parts[0], plusIsSpace: true),
-                      let value = parts.count == 2 ? percentDecoded(parts[1], plusIsSpace: true) : "" else { return nil }
+                      let value = parts.count == 2 ? percentDecoded(parts[1], plusIsSpace: true) : "" else {
+                    return .failure(.init(reason: "request query has a malformed %-escape or is not UTF-8; escape '%' as %25"))
+                }
                 query.append((name, value))
             }
         }
-        return (path, query)
+        return .success((path, query))
     }
 
     /// `%XX` escapes decoded; `nil` if an escape is malformed or the result is not UTF-8.

@@ -50,6 +50,24 @@ struct HTTPServerTests {
         #expect(refusal("GET / HTTP/1.1\r\nX-Big: " + String(repeating: "a", count: 17_000)) == 431)
     }
 
+    /// Each refused target says what is wrong with it: a bad escape was once called a climb.
+    @Test func aRefusedTargetSaysWhy() {
+        let reasons = [
+            "/metrics?x=%zz": "request query has a malformed %-escape or is not UTF-8; escape '%' as %25",
+            "/a%zz": "request path has a malformed %-escape or is not UTF-8; escape '%' as %25",
+            "/a%00b": "request path must not hold a NUL or a backslash",
+            "/a/../b": "request target must be a path without '.' or '..' segments",
+            "*": "request target must be a path starting with '/'",
+        ]
+        for (target, reason) in reasons {
+            guard case .refused(400, let said) = parse("GET \(target) HTTP/1.1\r\n\r\n") else {
+                Issue.record("\(target) was not refused with 400")
+                continue
+            }
+            #expect(said == reason, "\(target)")
+        }
+    }
+
     @Test func refusesPathsThatClimbOutOfTheRoot() {
         for path in ["/../etc/passwd", "/a/../../etc/passwd", "/%2e%2e/etc/passwd", "/.%2E/x", "/./x", "/a%00b", "/a\\..\\b", "/%zz"] {
             #expect(refusal("GET \(path) HTTP/1.1\r\n\r\n") == 400, "\(path) was not refused")
