@@ -51,7 +51,23 @@ enum JournalCommand {
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         let onTheBus = try ConnectionOptions(arguments).bus != nil
-        try await Verb.dispatch(onTheBus ? busVerbs : verbs, command: "journal", arguments, console)
+        let table = onTheBus ? busVerbs : verbs
+        if let verb = arguments.positionals.first, table[verb] != nil { try refuseOptionsOtherVerbsTake(verb, arguments) }
+        try await Verb.dispatch(table, command: "journal", arguments, console)
+    }
+
+    /// The options only some verbs read, by option. Given to another verb they would be ignored
+    /// (`journal list --since x` listed everything), so they are refused instead.
+    private static let verbOptions: [String: [String]] = [
+        "state": ["list"], "command": ["list"], "limit": ["list"], "since": ["replay"], "until": ["replay"],
+        "rebuild": ["undo"], "format": ["tree"],
+    ]
+
+    private static func refuseOptionsOtherVerbsTake(_ verb: String, _ arguments: ArgumentSpec.Parsed) throws(HostFailure) {
+        for (option, verbs) in verbOptions.sorted(by: { $0.key < $1.key })
+        where !verbs.contains(verb) && (arguments.has(option) || arguments.value(option) != nil) {
+            throw .usage("--\(option) is for 'cmdbus journal \(verbs.joined(separator: "' and '"))', not 'journal \(verb)', which would ignore it; leave it out")
+        }
     }
 
     /// The subcommands of `cmdbus journal`, for shell completion.
@@ -308,7 +324,7 @@ enum JournalCommand {
             let record = try await find([id.uuidString], in: journal, location: location, verb: "replay \(option)")
             return (record.sequence, nil)
         }
-        if let seconds = Double(text) { return (nil, Date(timeIntervalSince1970: seconds)) }
+        if let seconds = Double(text), seconds.isFinite { return (nil, Date(timeIntervalSince1970: seconds)) }
         if let date = try? Date(text, strategy: .iso8601) { return (nil, date) }
         throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
     }

@@ -27,6 +27,25 @@ struct JournalCommandTests {
         #expect(again.status == 1 && again.stderr.contains("was already undone by"))
     }
 
+    /// An option another verb reads is refused rather than ignored (`list --since` listed
+    /// everything), and a time bound that is not a time says so.
+    @Test func optionsForAnotherVerbAndBadBoundsAreRefused() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        _ = try await setup.run("run", "greet", "-p", "name=Ada")
+        let cases: [([String], String)] = [
+            (["journal", "list", "--since", "2026-01-01T00:00:00Z"], "--since is for 'cmdbus journal replay', not 'journal list', which would ignore it; leave it out"),
+            (["journal", "show", "1", "--format", "dot"], "--format is for 'cmdbus journal tree', not 'journal show'"),
+            (["journal", "replay", "--limit", "1"], "--limit is for 'cmdbus journal list', not 'journal replay'"),
+            (["journal", "replay", "--since", "1e400"], "--since takes an entry id, an ISO 8601 time or seconds since 1970, got '1e400'"),
+        ]
+        for (arguments, message) in cases {
+            let refused = try await setup.run(arguments)
+            #expect(refused.status == 64 && refused.stderr.contains(message), "\(arguments): \(refused.stderr)")
+        }
+        #expect(try await setup.run("journal", "list", "--state", "succeeded", "--limit", "1").status == 0)
+    }
+
     @Test func undoOfACommandWithoutAnInverseIsRefused() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }

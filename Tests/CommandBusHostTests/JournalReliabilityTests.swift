@@ -18,6 +18,10 @@ struct JournalReliabilityTests {
         }
 
         func run(_ arguments: String...) async throws -> ProcessResult {
+            try await run(arguments)
+        }
+
+        func run(_ arguments: [String]) async throws -> ProcessResult {
             try await cmdbus(arguments + ["--journal", journal, "--plugins", plugins.path], directory: work.url)
         }
 
