@@ -62,6 +62,10 @@ enum ServeCommand {
         if let bus = try ConnectionOptions(arguments).bus {
             try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard)
         }
+        // A host of the shared bus reads these; a local server would ignore them.
+        for option in ["lease", "capacity"] where arguments.value(option) != nil {
+            throw .usage("--\(option) is for a host of the shared bus (serve --bus URL or $CMDBUS_BUS), which this server is not; leave it out")
+        }
         let path = arguments.value("socket") ?? CommandServer.defaultSocketPath
         let socket: UnixSocket
         do {

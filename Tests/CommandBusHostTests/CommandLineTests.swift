@@ -98,6 +98,7 @@ struct CommandLineTests {
         (["run", "greet", "--timeout", "1e300"], 64, "--timeout takes a positive number of seconds, at most 1000000000, got '1e300'"),
         (["run", "greet", "--delay", "2e7h"], 64, "--delay takes a duration such as 30, 30s, 500ms or 5m, at most 1000000000 seconds, got '2e7h'"),
         (["serve", "--drain", "1e300"], 64, "--drain takes a positive number of seconds, at most 1000000000, got '1e300'"),
+        (["serve", "--lease", "5"], 64, "--lease is for a host of the shared bus (serve --bus URL or $CMDBUS_BUS), which this server is not; leave it out"),
         (["run", "greet", "--durability", "fast"], 64, "--durability takes batched, synced or deferred, got 'fast'"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
         // Found by the argument fuzzer: user text with a newline must not break the one-line rule.
