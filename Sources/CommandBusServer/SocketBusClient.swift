@@ -198,9 +198,16 @@ package final class ServerConnection: @unchecked Sendable {
     }
 
     /// The next response line's fields.
+    /// - Throws: `badResponse` for a line that is not a JSON object: what answers is not a
+    ///   `cmdbus serve` (a socket of another program), and reading on would only wait.
     package func receive() throws(HostFailure) -> [String: JSONValue] {
         while let next = reader.next() {
-            if case .text(let bytes) = next, case .object(let fields)? = JSONValue.parse(String(decoding: bytes, as: UTF8.self)) { return fields }
+            guard case .text(let bytes) = next else { continue }
+            guard case .object(let fields)? = JSONValue.parse(bytes: bytes) else {
+                let text = String(decoding: bytes.prefix(40), as: UTF8.self)
+                throw HostFailure(.badResponse, "what answers at \(socket) does not speak cmdbus's protocol (it sent \(quoted(text))); point --connect at a 'cmdbus serve' socket")
+            }
+            return fields
         }
         throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection before answering")
     }
