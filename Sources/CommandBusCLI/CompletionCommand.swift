@@ -14,14 +14,15 @@ enum CompletionCommand {
         let verbs: [String]
     }
 
-    static let spec = ArgumentSpec(command: "completion", options: [.help] + PluginOptions.options)
+    static let spec = ArgumentSpec(command: "completion", options: [.connect, .bus, .help] + PluginOptions.options)
 
     static let help = """
         Usage: cmdbus completion bash
 
         Prints a bash completion script: the subcommands and theirs, each one's options and the
         values some take (a directory, a file, a mode), and after 'run' and 'can' the names of
-        the commands the plugins handle (in the --plugins directories on the line, else the
+        the commands the bus the line names handles: a server's with --connect, the shared
+        bus's with --bus, else the plugins' in the --plugins directories on the line (or the
         default ones). Add this line to ~/.bashrc:
           source <(cmdbus completion bash)
 
@@ -39,13 +40,18 @@ enum CompletionCommand {
         }
     }
 
-    /// The names of the commands the plugins handle, one a line: from the registry's summaries
-    /// where it has them, so a folder of plugins answers without opening each file.
+    /// The names of the commands the bus the options name handles, one a line: a server's, the
+    /// shared bus's live hosts', or the local plugins' (from the registry's summaries where it
+    /// has them, so a folder of plugins answers without opening each file).
     private static func printCommandNames(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
-        let session = try await HostSession.start(
-            plugins: try PluginOptions(arguments).deferringLoads, journal: .withoutJournal(arguments), console: console, reportSkipped: false
+        let client = try await BusClientFactory.client(
+            connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments).deferringLoads,
+            journal: .withoutJournal(arguments), console: console, reportSkipped: false
         )
-        let names = Set(session.catalog.routes.map(\.command)).sorted()
+        let catalog = try await client.plugins()
+        await client.close()
+        let routes = catalog.objectValue?["commands"]?.arrayValue ?? []
+        let names = Set(routes.compactMap { $0.objectValue?["command"]?.stringValue }).sorted()
         if !names.isEmpty { console.out(names.joined(separator: "\n")) }
     }
 
@@ -70,6 +76,8 @@ enum CompletionCommand {
             }
         }
         let valueArms = values.keys.sorted().map { "            \($0)) \(values[$0]!) ;;" }
+        // Flags that may carry a value (`--connect SOCKET`, `--connect=SOCKET`).
+        let optional = Set(subcommands.flatMap(\.options).filter(\.inlineValueAllowed).map { "--" + $0.name }).sorted()
         let verbArms = subcommands.filter { !$0.verbs.isEmpty }.sorted { $0.name < $1.name }.map { entry in
             "        \(entry.name):0:*) COMPREPLY=($(compgen -W \"\(entry.verbs.joined(separator: " "))\" -- \"$cur\")) ;;"
         }
@@ -79,7 +87,8 @@ enum CompletionCommand {
             _cmdbus() {
                 local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
                 local sub=${COMP_WORDS[1]} options="" valued=" " pending="" verb="" word index positional=0 joined=0
-                local -a plugins=()
+                local optional=" \(optional.joined(separator: " ")) " carried=""
+                local -a asked=()
                 COMPREPLY=()
                 if ((COMP_CWORD == 1)); then
                     COMPREPLY=($(compgen -W "\(names.joined(separator: " ")) --help --version" -- "$cur"))
@@ -94,10 +103,24 @@ enum CompletionCommand {
                 if [[ $cur == = ]]; then cur=""; elif [[ $prev == = ]]; then prev=${COMP_WORDS[COMP_CWORD-2]}; fi
                 for ((index = 2; index < COMP_CWORD; index++)); do
                     word=${COMP_WORDS[index]}
+                    if [[ -n $carried ]]; then
+                        # A flag's value: after '=', or a path (it holds a '/' or ends in .sock).
+                        if [[ $word == = ]]; then continue; fi
+                        if [[ ${COMP_WORDS[index-1]} == = || $word == */* || $word == *.sock ]]; then
+                            asked+=("$carried=$word"); carried=""; continue
+                        fi
+                        asked+=("$carried"); carried=""
+                    fi
                     if [[ -n $pending ]]; then
                         [[ $word == = ]] && continue
-                        [[ $pending == --plugins ]] && plugins+=(--plugins "$word")
+                        [[ $pending == --plugins || $pending == --bus ]] && asked+=("$pending" "$word")
                         pending=""
+                        continue
+                    fi
+                    if [[ $optional == *" $word "* ]]; then carried=$word; continue; fi
+                    # --name=value kept whole (a COMP_WORDBREAKS without '=').
+                    if [[ $word == --*=* ]]; then
+                        case ${word%%=*} in --plugins|--bus|--connect) asked+=("$word") ;; esac
                         continue
                     fi
                     if [[ $word == = ]]; then joined=1; continue; fi
@@ -107,10 +130,15 @@ enum CompletionCommand {
                     ((positional == 0)) && verb=$word
                     positional=$((positional + 1))
                 done
+                [[ -n $carried ]] && asked+=("$carried")
                 if [[ $valued == *" $prev "* && ${COMP_WORDS[COMP_CWORD]} != -* ]]; then
                     case $prev in
             \(valueArms.joined(separator: "\n"))
                     esac
+                    return
+                fi
+                if [[ $optional == *" $prev "* && ( $cur == */* || $cur == *.sock ) ]]; then
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
                     return
                 fi
                 if [[ $cur == -* ]]; then
@@ -120,7 +148,9 @@ enum CompletionCommand {
                 case $sub:$positional:$verb in
                     run:0:*|can:0:*)
                         local names
-                        names=$("${COMP_WORDS[0]/#\\~/$HOME}" completion commands "${plugins[@]}" 2>/dev/null)
+                        local -a bounded=()
+                        command -v timeout >/dev/null && bounded=(timeout 5)
+                        names=$("${bounded[@]}" "${COMP_WORDS[0]/#\\~/$HOME}" completion commands "${asked[@]}" 2>/dev/null)
                         COMPREPLY=($(compgen -W "$names" -- "$cur")) ;;
             \(verbArms.joined(separator: "\n"))
                     help:0:*) COMPREPLY=($(compgen -W "\(names.joined(separator: " "))" -- "$cur")) ;;

@@ -64,6 +64,22 @@ struct CompletionTests {
         #expect(try await shell.complete("run", "greet", "") == [])
     }
 
+    /// With `--connect`, the names are the server's, whatever plugins are here.
+    @Test func runWithConnectOffersTheServersCommands() async throws {
+        let shell = try await Shell()
+        defer { shell.work.remove() }
+        let server = try await ServerTests.Server()
+        defer { server.work.remove() }
+        let served = ["counter.add", "counter.get", "greet"]
+        #expect(try await shell.complete("run", "--connect=\(server.socket)", "").filter { !$0.hasPrefix("fixture.") } == served)
+        // bash splits --connect=SOCKET at '='; a path after --connect is its value.
+        #expect(try await shell.complete("run", "--connect", "=", server.socket, "co").filter { !$0.hasPrefix("fixture.") } == ["counter.add", "counter.get"])
+        #expect(try await shell.complete("can", "--connect", server.socket, "-p", "a", "=", "b", "gr") == ["greet"])
+        // Without it, the local plugins'.
+        #expect(try await shell.complete("run", "co") == [])
+        await server.stop()
+    }
+
     /// Every option a subcommand's help lists is offered after `--`, and nothing else.
     @Test func everyOptionOfEverySubcommandIsOffered() async throws {
         let shell = try await Shell()

@@ -296,6 +296,17 @@ struct SharedBusTests {
         #expect(ContinuousClock.now - started < .seconds(20), "a refused login was waited on")
     }
 
+    /// Shell completion's command names with --bus are those the live hosts handle, not the local plugins'.
+    @Test(.timeLimit(.minutes(2)))
+    func completionOffersTheCommandsOfTheBussHosts() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libCEcho.so"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let names = try await cmdbus("completion", "commands", "--bus", database.url)
+        #expect(names.status == 0 && names.stdout == "c.echo\nc.fail\n", "\(names.stdout) \(names.stderr)")
+    }
+
     /// A host told to stop while it waits for a database that is not there leaves at once and
     /// cleanly (status 0, saying it never joined), where SIGTERM used to end it by the signal.
     @Test(.timeLimit(.minutes(2)))
