@@ -85,6 +85,9 @@ struct CommandLineTests {
         (["run", "greet", "{\"name\": \"Ad"], 65, "payload for 'greet' is not valid JSON: it ends at line 1, column 13 before the value does;"),
         (["run", "nope", "{\"é\": 1} x"], 65, "payload for 'nope' is not valid JSON: unexpected 'x' at line 1, column 10;"),
         (["run", "greet", #"{"nom":"x"}"#], 65, "missing field 'name'"),
+        // JSON's words for what was wanted, not Swift's type names (`Dictionary<String, Any>`).
+        (["run", "greet", #""Ada""#], 65, "does not decode in plugin 'greeter' (libGreeter.so): the payload should be an object"),
+        (["run", "greet", #"{"name": 5}"#], 65, "does not decode in plugin 'greeter' (libGreeter.so): field 'name' should be a string"),
         (["run", "nope"], 69, "no handler for command 'nope'"),
         (["run", "greet", #"{"name":""}"#], 69, "none would take it now"),
         (["run", "c.fail", "{}"], 1, "command 'c.fail' failed in plugin 'c-echo' (libCEcho.so): c.fail always fails, as asked"),

@@ -51,11 +51,14 @@ struct JSONParserTests {
             ("[\"é\", tru]", "unexpected 't' at line 1, column 7"),
             ("[1] 2", "unexpected '2' at line 1, column 5"),
             ("\"\u{1}\"", "unexpected U+1 at line 1, column 2"),
+            ("[é, 1]", "unexpected U+E9 at line 1, column 2"),
             ("{\"a\": \"b", "it ends at line 1, column 9 before the value does"),
         ]
         for (text, expected) in cases {
             #expect(JSONValue.syntaxError(in: Array(text.utf8)) == expected, "\(text)")
         }
+        // A byte that is not UTF-8 is named as a byte.
+        #expect(JSONValue.syntaxError(in: [0x5B, 0xFF, 0x5D]) == "unexpected byte 0xFF at line 1, column 2")
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<500 {
             let text = JSONValue.object(["k": randomJSONValue(using: &generator)]).text

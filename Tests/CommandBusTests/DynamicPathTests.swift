@@ -38,7 +38,7 @@ struct DynamicPathTests {
         await #expect {
             try await bus.send(name: "greet", payload: json(#"{"name":42}"#))
         } throws: { error in
-            (error as? CommandBusError)?.message.contains("field 'name' should be String") == true
+            (error as? CommandBusError)?.message.contains("field 'name' should be a string") == true
         }
     }
 

@@ -63,8 +63,12 @@ package enum JSONValue: Codable, Sendable, Equatable {
             let line = before.count { $0 == 0x0A } + 1
             let column = String(decoding: bytes[lineStart..<offset], as: UTF8.self).count + 1
             guard offset < bytes.count else { return "it ends at line \(line), column \(column) before the value does" }
-            let found = String(decoding: bytes[offset..<min(bytes.count, offset + 4)], as: UTF8.self).unicodeScalars.first!
-            let shown = (0x21..<0x7F).contains(found.value) ? "'\(found)'" : "U+" + String(found.value, radix: 16, uppercase: true)
+            // The character there, or the byte where it is not UTF-8.
+            let scalar = (1...4).lazy.compactMap { length in
+                offset + length <= bytes.count ? String(validating: bytes[offset..<(offset + length)], as: UTF8.self)?.unicodeScalars.first : nil
+            }.first
+            let shown = scalar.map { (0x21..<0x7F).contains($0.value) ? "'\($0)'" : "U+" + String($0.value, radix: 16, uppercase: true) }
+                ?? "byte 0x" + String(bytes[offset], radix: 16, uppercase: true)
             return "unexpected \(shown) at line \(line), column \(column)"
         }
     }
