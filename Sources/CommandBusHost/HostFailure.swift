@@ -63,13 +63,15 @@ package struct HostFailure: Error, Sendable {
         package static let someFailed = Code("someFailed", .failure)
         /// The server could not listen on its socket.
         package static let socketFailed = Code("socketFailed", .failure)
+        /// The server has no file descriptor free for another connection.
+        package static let serverBusy = Code("serverBusy", .failure)
         /// Results could not be written to stdout (a full disk, an I/O error).
         package static let outputFailed = Code("outputFailed", .failure)
 
         private static let all: [Code] = [
             .usage, .badConfiguration, .noInput, .decodingFailed, .payloadTooLarge, .noHandler, .handlerFailed, .childFailed,
             .encodingFailed, .cancelled, .timedOut, .journalFailed, .entryNotFound, .entryNotApplicable, .pluginFailed, .pluginCrashed,
-            .serverUnreachable, .serverShuttingDown, .badResponse, .socketInUse, .someFailed, .socketFailed, .interrupted, .outputFailed,
+            .serverUnreachable, .serverShuttingDown, .badResponse, .socketInUse, .someFailed, .socketFailed, .interrupted, .outputFailed, .serverBusy,
         ]
 
         /// Looks a code up by its stable name (a server's answer); `nil` if unknown.

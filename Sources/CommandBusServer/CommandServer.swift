@@ -65,7 +65,12 @@ package final class CommandServer: Sendable {
         forwardHandlerLogs()
         watcher?.start()
         log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
-        RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor) { [self] line, connection, owned in
+        RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, onRefused: { [log] count in
+            var limit = rlimit()
+            getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            log(.warning, "refused \(count) connection(s): no file descriptor free (this process may open \(limit.rlim_cur)); "
+                + "raise the limit (ulimit -n, systemd's LimitNOFILE=) or close idle connections")
+        }) { [self] line, connection, owned in
             process(line, on: connection, owned: owned)
         }.start()
         await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }

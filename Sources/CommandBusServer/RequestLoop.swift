@@ -1,4 +1,5 @@
 import CommandBusSupport
+import CommandBus
 import CommandBusHost
 import CEpoll
 import Glibc
@@ -48,10 +49,32 @@ final class RequestLoop: @unchecked Sendable {
     private let executor: LoopExecutor
     /// The executor's wake descriptor's id in the `epoll` set.
     private static let wakeID = UInt64.max
+    /// For refusing connections while the process is out of descriptors.
+    private var reserve = DescriptorReserve()
+    /// The listener is out of the set until a client leaves: out of descriptors, even the reserve's.
+    private var listenerPaused = false
+    /// Told the number of connections refused for want of descriptors, at most every 10 s.
+    private let onRefused: (Int) -> Void
+    private var refusedUntold = 0
+    private var lastToldOfRefusals: ContinuousClock.Instant?
 
-    /// A loop for `listener`; `handle` is called on the loop's thread for each request line.
-    init(listener: Int32, maxLineBytes: Int, executor: LoopExecutor, handle: @escaping (LineSplitter.Line, ClientConnection, TicketTable) -> Void) {
+    /// What a connection refused for want of descriptors reads before it is closed.
+    static let busyLine = Array((JSONValue.object([
+        "id": .null, "ok": .bool(false),
+        "error": .object([
+            "code": .string("serverBusy"),
+            "message": .string("the server has no file descriptor free for another connection; close idle connections, or raise its limit (ulimit -n, systemd's LimitNOFILE=)"),
+        ]),
+    ]).text + "\n").utf8)
+
+    /// A loop for `listener`; `handle` is called on the loop's thread for each request line, and
+    /// `onRefused` with how many connections were refused for want of descriptors (at most every 10 s).
+    init(
+        listener: Int32, maxLineBytes: Int, executor: LoopExecutor, onRefused: @escaping (Int) -> Void = { _ in },
+        handle: @escaping (LineSplitter.Line, ClientConnection, TicketTable) -> Void
+    ) {
         self.executor = executor
+        self.onRefused = onRefused
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         self.listener = listener
         limit = maxLineBytes
@@ -122,14 +145,33 @@ final class RequestLoop: @unchecked Sendable {
             let descriptor = accept(listener, nil, nil)
             if descriptor >= 0 { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
             if descriptor < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                // The listener was closed (a drain): stop watching it.
-                if errno != EAGAIN { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, listener, nil) }
-                return
+                switch errno {
+                case EINTR, ECONNABORTED:
+                    continue
+                case EAGAIN:
+                    return
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors: refuse what waits, saying why, so its clients do not hang.
+                    // Once even the reserve is gone, stop watching the listener until a client
+                    // leaves (it stays ready, and the wait would spin). Giving it up for good, as
+                    // this once did, left the server accepting no one ever again.
+                    if reserve.refuseOne(on: listener, saying: Self.busyLine) {
+                        noteRefusal()
+                        continue
+                    }
+                    if reserve.isSpent { pauseListener() }
+                    return
+                default:
+                    // The listener was closed (a drain): stop watching it.
+                    _ = epoll_ctl(epoll, EPOLL_CTL_DEL, listener, nil)
+                    return
+                }
             }
             let own = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
             guard own >= 0 else {
+                DescriptorReserve.tell(descriptor, Self.busyLine)
                 Glibc.close(descriptor)
+                noteRefusal()
                 continue
             }
             let id = nextID
@@ -158,5 +200,25 @@ final class RequestLoop: @unchecked Sendable {
         clients[id] = nil
         for ticket in client.owned.all { ticket.cancel() }
         client.connection.close()
+        // A descriptor is free again: the reserve first, then the listener back in the set.
+        reserve.replenish()
+        if listenerPaused {
+            listenerPaused = false
+            register(listener, id: Self.listenerID)
+        }
+    }
+
+    private func pauseListener() {
+        listenerPaused = true
+        _ = epoll_ctl(epoll, EPOLL_CTL_DEL, listener, nil)
+    }
+
+    /// Counts a refused connection, and tells `onRefused` of those so far at most every 10 s.
+    private func noteRefusal() {
+        refusedUntold += 1
+        guard lastToldOfRefusals.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true else { return }
+        onRefused(refusedUntold)
+        refusedUntold = 0
+        lastToldOfRefusals = .now
     }
 }

@@ -158,7 +158,7 @@ package struct SocketBusClient: BusClient {
     }
 
     /// A failure response as the failure a local run would have had (same code, same exit status).
-    private static func failure(_ fields: [String: JSONValue], command: String?) -> HostFailure {
+    fileprivate static func failure(_ fields: [String: JSONValue], command: String?) -> HostFailure {
         guard let error = fields["error"]?.objectValue, let code = error["code"]?.stringValue, let message = error["message"]?.stringValue else {
             return HostFailure(.badResponse, "the server answered something unexpected", command: command)
         }
@@ -193,6 +193,8 @@ package final class ServerConnection: @unchecked Sendable {
 
     package func send(_ request: JSONValue) throws(HostFailure) {
         guard sendAll(descriptor, ReplyLine.line(request)) else {
+            // A server may say why before it closes (it had no descriptor free): its line is still there to read.
+            if let fields = try? receive(), fields["ok"] == .bool(false) { throw SocketBusClient.failure(fields, command: nil) }
             throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection")
         }
     }

@@ -194,6 +194,61 @@ struct ServerTests {
         #expect(refused.stderr.contains("afile exists and is not a directory; give --socket a path in a directory this user can write"), "\(refused.stderr)")
     }
 
+    /// A server out of file descriptors (more clients than its limit) refuses the connections it
+    /// cannot take, saying why, and takes new ones once clients leave: it stopped accepting for
+    /// good at the first `EMFILE`, and every later client hung.
+    @Test func aServerOutOfDescriptorsRefusesWithAReasonAndRecovers() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so")
+        // Two limits, so that one leaves an even number of descriptors free, where `accept` itself
+        // fails (a connection takes two: the accepted one and the loop's duplicate), and one an odd
+        // number, where the duplicate does.
+        let output = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import os, resource, socket, subprocess, sys, time
+            cmdbus, plugins, path, log = sys.argv[1:5]
+            def status():
+                run = subprocess.run([cmdbus, "status", "--connect=" + path], capture_output=True, text=True, timeout=60)
+                return run.returncode, run.stderr.strip()
+            def hold():
+                held = []
+                for _ in range(100):
+                    client = socket.socket(socket.AF_UNIX); client.connect(path); held.append(client)
+                time.sleep(0.5)
+                return held
+            for cap in (64, 65):
+                limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
+                server = subprocess.Popen([cmdbus, "serve", "--plugins", plugins, "--socket", path, "--no-journal"],
+                    stderr=open(log + str(cap), "w"), stdout=subprocess.DEVNULL, preexec_fn=limit)
+                deadline = time.time() + 60
+                while status()[0] != 0 and time.time() < deadline: time.sleep(0.05)
+                # Out of descriptors, then every client gone: the server takes new ones again.
+                for client in hold(): client.close()
+                time.sleep(0.5)
+                print(status()[0])
+                # Out of descriptors: a new client is refused with the reason.
+                held = hold()
+                print(*status(), sep="|")
+                for client in held: client.close()
+                time.sleep(0.5)
+                print(status()[0])
+                server.terminate(); server.wait(30)
+            """, try TestPaths.product("cmdbus").path, plugins.path, work.file("s.sock").path, work.file("server.log").path],
+            environment: ["CMDBUS_REGISTRY": work.file("registry.json").path])
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n")
+        #expect(lines.count == 6 && lines[0] == "0" && lines[2] == "0" && lines[3] == "0" && lines[5] == "0",
+            "a server that ran out of descriptors took no other connection: \(output.stdout)")
+        for refused in [1, 4] where lines.indices.contains(refused) {
+            #expect(lines[refused].hasPrefix("1|cmdbus: error: the server has no file descriptor free for another connection"), "\(output.stdout)")
+        }
+        for cap in [64, 65] {
+            let log = try String(contentsOf: work.file("server.log\(cap)"), encoding: .utf8)
+            #expect(log.contains("connection(s): no file descriptor free (this process may open \(cap))"), "\(log)")
+        }
+    }
+
     /// A server stopped and continued (Ctrl-Z and `fg`, `kill -STOP` and `-CONT`) goes on
     /// serving: Linux ends its loop's sleeping `epoll_wait` with `EINTR`, which once stopped the loop.
     @Test func aServerStoppedAndContinuedGoesOnServing() async throws {
