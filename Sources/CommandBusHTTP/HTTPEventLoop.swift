@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Glibc
 import CEpoll
 
@@ -11,6 +12,12 @@ final class HTTPEventLoop {
     private var connections: [UInt64: HTTPConnection] = [:]
     private var nextID: UInt64 = 2
     private var lastSweep = ContinuousClock.now
+    /// For refusing connections while the process is out of descriptors.
+    private var reserve = DescriptorReserve()
+    private static let noDescriptorResponse: [UInt8] = {
+        let busy = HTTPResponse.error(503, "the server has no file descriptor free for another connection; try again later")
+        return busy.head(keepAlive: false) + (busy.bodyBytes ?? [])
+    }()
     private static let listenerID: UInt64 = 0
     private static let wakeupID: UInt64 = 1
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -49,7 +56,12 @@ final class HTTPEventLoop {
     private func acceptAll() {
         while true {
             let descriptor = accept(server.listener.descriptor, nil, nil)
-            if descriptor < 0 { return }
+            if descriptor < 0 {
+                // Out of descriptors: refuse what waits with a 503, from the reserve, rather than
+                // leave it hanging while the listener, ready all the while, spins this loop.
+                if errno == EMFILE || errno == ENFILE, reserve.refuseOne(on: server.listener.descriptor, saying: Self.noDescriptorResponse) { continue }
+                return
+            }
             _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
             guard connections.count < server.limits.maxConnections else {
@@ -195,6 +207,7 @@ final class HTTPEventLoop {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
         epoll_ctl(server.epollDescriptor, EPOLL_CTL_DEL, connection.descriptor, nil)
         close(connection.descriptor)
+        reserve.replenish()
         connection.stream?.cancel()
         server.connectionClosed()
     }

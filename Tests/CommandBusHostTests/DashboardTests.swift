@@ -279,6 +279,45 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    /// A dashboard out of file descriptors answers a new connection 503, saying why, and serves
+    /// again once connections close, where its loop spun on the ready listener and the client hung.
+    @Test func aDashboardOutOfDescriptorsAnswers503AndRecovers() async throws {
+        let work = try TemporaryDirectory("cmdbus-dashboard")
+        defer { work.remove() }
+        let output = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import re, resource, socket, subprocess, sys, time, urllib.request, urllib.error
+            cmdbus, work = sys.argv[1:3]
+            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+            log = work + "/server.log"
+            server = subprocess.Popen([cmdbus, "serve", "--no-journal", "--plugins", work, "--socket", work + "/s.sock", "--http", "0"],
+                stderr=open(log, "w"), stdout=subprocess.DEVNULL, preexec_fn=limit, cwd=work)
+            port = None
+            for _ in range(600):
+                found = re.search(r"dashboard on http://127.0.0.1:(\\d+)/", open(log).read())
+                if found: port = int(found.group(1)); break
+                time.sleep(0.05)
+            def get():
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as answer: return str(answer.status)
+                except urllib.error.HTTPError as error: return "%d %s" % (error.code, error.read().decode()[:200])
+                except Exception as error: return "failed: " + repr(error)[:80]
+            print(get().split(" ")[0])
+            held = []
+            for _ in range(100):
+                client = socket.create_connection(("127.0.0.1", port)); held.append(client)
+            time.sleep(0.5)
+            print(get())
+            for client in held: client.close()
+            time.sleep(0.5)
+            print(get().split(" ")[0])
+            server.terminate(); server.wait(30)
+            """, try TestPaths.product("cmdbus").path, work.path], environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], timeout: .seconds(120))
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n")
+        #expect(lines.count == 3 && lines[0] == "200" && lines[2] == "200", "\(output.stdout)")
+        #expect(lines.dropFirst().first?.hasPrefix("503 ") == true && lines.dropFirst().first?.contains("no file descriptor free") == true, "\(output.stdout)")
+    }
+
     @Test func unknownPathsAreNotFoundAndResponsesForbidInlineScript() async throws {
         await DashboardServer.stopAll()
         let server = try await DashboardServer()

@@ -4,17 +4,20 @@ import Glibc
 /// can still accept a connection waiting on its listener and refuse it with a reason, instead of
 /// leaving it hanging, and its listener, which `epoll` reports ready again and again, with it.
 ///
-/// The loop's thread alone uses it.
-struct DescriptorReserve {
+/// One thread uses it: the loop's that accepts (the server's request loop, the dashboard's).
+package struct DescriptorReserve {
     private var spare: Int32 = Self.openSpare()
+
+    /// A reserve holding one descriptor, if one can be opened now.
+    package init() {}
 
     /// Whether the reserve is used up: its descriptor could not be opened again (another
     /// thread took the number it freed).
-    var isSpent: Bool { spare < 0 }
+    package var isSpent: Bool { spare < 0 }
 
     /// Gives up the reserve for a moment to accept one connection waiting on `listener`, writes
     /// `line` to it and closes it; `false` if none was waiting or the reserve is spent.
-    mutating func refuseOne(on listener: Int32, saying line: [UInt8]) -> Bool {
+    package mutating func refuseOne(on listener: Int32, saying line: [UInt8]) -> Bool {
         guard spare >= 0 else { return false }
         close(spare)
         let descriptor = accept(listener, nil, nil)
@@ -27,12 +30,12 @@ struct DescriptorReserve {
     }
 
     /// Opens the reserve again if it is spent (a descriptor was freed since).
-    mutating func replenish() {
+    package mutating func replenish() {
         if spare < 0 { spare = Self.openSpare() }
     }
 
     /// Writes `line` to a connection about to be closed, without waiting for it.
-    static func tell(_ descriptor: Int32, _ line: [UInt8]) {
+    package static func tell(_ descriptor: Int32, _ line: [UInt8]) {
         _ = line.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
     }
 
