@@ -66,6 +66,8 @@ package struct SocketBusClient: BusClient {
         var names: [Int64: String] = [:]
         func answer() throws(HostFailure) {
             let response = try connection.receive()
+            // A refusal of the connection itself (no descriptor free) answers no request: its id is null.
+            if response["id"] == .null, response["ok"] == .bool(false) { throw Self.failure(response, command: nil) }
             guard case .integer(let tag)? = response["id"], let name = names.removeValue(forKey: tag) else { return }
             var outcome = CommandOutcome(tag: Int(tag), command: name, state: op == "post" ? .pending : .succeeded)
             outcome.id = response["commandId"]?.stringValue.flatMap(UUID.init(uuidString:))
@@ -132,6 +134,8 @@ package struct SocketBusClient: BusClient {
                 try connection.send(.object(request.merging(["id": .integer(1)]) { _, new in new }))
                 while true {
                     let fields = try connection.receive()
+                    // A refusal of the connection itself (no descriptor free) answers no request: its id is null.
+                    if fields["id"] == .null, fields["ok"] == .bool(false) { return .success(fields) }
                     guard fields["id"] == .integer(1) else { continue }
                     if case .object(let event)? = fields["event"] { onEvent(event); continue }
                     return .success(fields)

@@ -34,9 +34,15 @@ package struct DescriptorReserve {
         if spare < 0 { spare = Self.openSpare() }
     }
 
-    /// Writes `line` to a connection about to be closed, without waiting for it.
+    /// Writes `line` to a connection about to be closed, without waiting for it, and makes sure
+    /// the client can read it: what the client sent is read and dropped, and it may send no more,
+    /// since Linux resets a Unix socket whose peer closes with data unread (`ECONNRESET`), and
+    /// the client would then read nothing of `line`.
     package static func tell(_ descriptor: Int32, _ line: [UInt8]) {
         _ = line.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        _ = shutdown(descriptor, Int32(SHUT_RD))
+        var sink = [UInt8](repeating: 0, count: 4096)
+        while sink.withUnsafeMutableBytes({ recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
     }
 
     private static func openSpare() -> Int32 {
