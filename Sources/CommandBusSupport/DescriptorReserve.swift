@@ -39,10 +39,14 @@ package struct DescriptorReserve {
     /// since Linux resets a Unix socket whose peer closes with data unread (`ECONNRESET`), and
     /// the client would then read nothing of `line`.
     package static func tell(_ descriptor: Int32, _ line: [UInt8]) {
+        var sink = [UInt8](repeating: 0, count: 4096)
+        func drain() {
+            while sink.withUnsafeMutableBytes({ recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
+        }
+        drain()
         _ = line.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
         _ = shutdown(descriptor, Int32(SHUT_RD))
-        var sink = [UInt8](repeating: 0, count: 4096)
-        while sink.withUnsafeMutableBytes({ recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
+        drain()
     }
 
     private static func openSpare() -> Int32 {
