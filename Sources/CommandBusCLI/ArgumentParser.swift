@@ -32,6 +32,9 @@ struct ArgumentSpec: Sendable {
 
         /// Whether the option takes a value.
         var takesValue: Bool { valueName != nil }
+
+        /// The ways to write it on a command line: `--name`, and `-s` if it has a short alias.
+        var spellings: [String] { ["--" + name] + (short.map { ["-\($0)"] } ?? []) }
     }
 
     /// Whether `argument` reads as a socket path rather than a command name or operand.

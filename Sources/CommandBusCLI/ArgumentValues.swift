@@ -6,15 +6,11 @@ import CommandBusSupport
 // arguments fuzz target can build them.
 
 extension ArgumentSpec.Parsed {
-    /// The longest time any option takes, in seconds (about 31 years): longer ones are typing
-    /// mistakes, and their milliseconds would not fit a `Duration` built from an `Int64`.
-    static let longestSeconds: Double = 1_000_000_000
-
     /// The option's value as a positive number of seconds; a bad value names the option.
     func seconds(_ name: String) throws(HostFailure) -> Duration? {
         guard let text = value(name) else { return nil }
-        guard let seconds = Double(text), seconds > 0, seconds <= Self.longestSeconds else {
-            throw .usage("--\(name) takes a positive number of seconds, at most \(Int(Self.longestSeconds)), got \(quoted(text))")
+        guard let seconds = Double(text), seconds > 0, seconds <= longestAcceptedSeconds else {
+            throw .usage("--\(name) takes a positive number of seconds, at most \(Int(longestAcceptedSeconds)), got \(quoted(text))")
         }
         return .milliseconds(Int64(seconds * 1000))
     }
@@ -26,8 +22,8 @@ extension ArgumentSpec.Parsed {
         let unit = units.first { text.hasSuffix($0.0) && Double(text.dropLast($0.0.count)) != nil }
         let number = Double(unit.map { String(text.dropLast($0.0.count)) } ?? text)
         let seconds = number.map { $0 * (unit?.1 ?? 1) }
-        guard let seconds, seconds >= 0, seconds <= Self.longestSeconds else {
-            throw .usage("--\(name) takes a duration such as 30, 30s, 500ms or 5m, at most \(Int(Self.longestSeconds)) seconds, got \(quoted(text))")
+        guard let seconds, seconds >= 0, seconds <= longestAcceptedSeconds else {
+            throw .usage("--\(name) takes a duration such as 30, 30s, 500ms or 5m, at most \(Int(longestAcceptedSeconds)) seconds, got \(quoted(text))")
         }
         return .milliseconds(Int64(seconds * 1000))
     }

@@ -59,14 +59,14 @@ enum CompletionCommand {
     static func bashScript(for subcommands: [Entry]) -> String {
         let names = subcommands.map(\.name).sorted()
         let options = subcommands.sorted { $0.name < $1.name }.map { entry in
-            let words = entry.options.flatMap { option in ["--" + option.name] + (option.short.map { ["-\($0)"] } ?? []) }
-            let valued = entry.options.filter(\.takesValue).flatMap { option in ["--" + option.name] + (option.short.map { ["-\($0)"] } ?? []) }
+            let words = entry.options.flatMap(\.spellings)
+            let valued = entry.options.filter(\.takesValue).flatMap(\.spellings)
             return "        \(entry.name)) options=\"\(words.joined(separator: " "))\"; valued=\" \(valued.joined(separator: " ")) \" ;;"
         }
         // What each option's value completes to, by option: a directory, a file, or its choices.
         var values: [String: String] = [:]
         for option in subcommands.flatMap(\.options) where option.takesValue {
-            let names = (["--" + option.name] + (option.short.map { ["-\($0)"] } ?? [])).joined(separator: "|")
+            let names = option.spellings.joined(separator: "|")
             if !option.choices.isEmpty {
                 values[names] = "COMPREPLY=($(compgen -W \"\(option.choices.joined(separator: " "))\" -- \"$cur\"))"
             } else if option.valueName == "DIR" {

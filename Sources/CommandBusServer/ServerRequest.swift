@@ -8,9 +8,6 @@ import Foundation
 
 /// One request line of the server's protocol, its fields read and their types checked.
 struct ServerRequest {
-    /// The longest `timeout` a request may give, in seconds (about 31 years).
-    static let longestTimeout: Double = 1_000_000_000
-
     /// The ops the server answers, in the order its messages list them.
     static let ops = ["send", "post", "can", "cancel", "status", "plugins", "subscribe"]
 
@@ -83,8 +80,8 @@ struct ServerRequest {
             case "timeout":
                 guard case let seconds? = value.doubleValue else { throw wrong(key, "a number of seconds", value) }
                 // Its milliseconds must fit an Int64: 1e300 once stopped the server.
-                guard seconds <= Self.longestTimeout else {
-                    throw refusal("request field 'timeout' must be at most \(Int(Self.longestTimeout)) seconds; leave it out for none")
+                guard seconds <= longestAcceptedSeconds else {
+                    throw refusal("request field 'timeout' must be at most \(Int(longestAcceptedSeconds)) seconds; leave it out for none")
                 }
                 timeout = seconds
             case "commandId", "correlationId":
