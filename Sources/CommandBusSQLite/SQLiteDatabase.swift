@@ -23,7 +23,7 @@ package final class SQLiteDatabase {
         guard status == SQLITE_OK else {
             let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             close()
-            throw .journalFailed(path, message)
+            throw .journalFailed(path, Self.worded(message, status: status))
         }
         sqlite3_extended_result_codes(connection, 1)
     }
@@ -58,14 +58,23 @@ package final class SQLiteDatabase {
         return SQLiteStatement(statement, database: self)
     }
 
-    /// The last error, worded for a person: a damaged file says so, and that it was not changed.
+    /// The last error, worded for a person: what is wrong with the file and what to do about it.
     package var lastError: String {
         guard let handle else { return "not open" }
-        let message = String(cString: sqlite3_errmsg(handle))
-        switch sqlite3_errcode(handle) & 0xFF {
-        case SQLITE_CORRUPT, SQLITE_NOTADB: return "is damaged (\(message)); it was left untouched"
-        case SQLITE_BUSY: return "is locked by another process for too long (\(message))"
-        default: return message
+        return Self.worded(String(cString: sqlite3_errmsg(handle)), status: sqlite3_errcode(handle))
+    }
+
+    /// SQLite's `message` for a failure with `status`, said for a person: a damaged file says it
+    /// was left untouched, a full disk or a file this user cannot write says what to do.
+    static func worded(_ message: String, status: Int32) -> String {
+        switch status & 0xFF {
+        case SQLITE_CORRUPT, SQLITE_NOTADB: "is damaged (\(message)); it was left untouched"
+        case SQLITE_BUSY: "is locked by another process for too long (\(message))"
+        case SQLITE_FULL: "cannot grow: the disk holding it is full (\(message)); free space on it, then try again"
+        case SQLITE_IOERR: "cannot be read or written (\(message)); check the disk and its file system (the kernel log says more)"
+        case SQLITE_READONLY, SQLITE_PERM: "cannot be written (\(message)); give this user write access to the file and its directory"
+        case SQLITE_CANTOPEN: "cannot be opened (\(message)); check that its directory exists and this user can write there"
+        default: message
         }
     }
 

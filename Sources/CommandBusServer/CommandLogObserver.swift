@@ -9,7 +9,8 @@ import Foundation
 #endif
 
 /// One server log line per command that ends, at `info`: name, id, state, duration, the error
-/// and the trace id.
+/// and the trace id. A command the journal could not take is logged at `warning`: the host, not
+/// the command, needs someone (a full disk, say).
 ///
 ///     cmdbus: info: fixture.fail 01A2…C257 failed in 0.4 ms: command 'fixture.fail' failed … trace=4bf92f…
 final class CommandLogObserver: CommandObserver {
@@ -20,7 +21,7 @@ final class CommandLogObserver: CommandObserver {
     }
 
     func commandFinished(_ envelope: CommandEnvelope, state: CommandState, error: CommandBusError?, after duration: Duration) {
-        log(.info) { line in Self.compose(envelope, state: state, error: error, after: duration, into: &line) }
+        log(error?.code == .journalFailed ? .warning : .info) { line in Self.compose(envelope, state: state, error: error, after: duration, into: &line) }
     }
 
     /// The message of a command's line, written straight into `line`: no `String` is made for it

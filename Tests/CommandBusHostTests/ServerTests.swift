@@ -18,14 +18,21 @@ struct ServerTests {
         /// - Parameters:
         ///   - arguments: More for `cmdbus serve` (`--durability deferred`, say).
         ///   - environment: More for the server's environment.
-        init(work: TemporaryDirectory? = nil, drain: String = "10", arguments: [String] = [], environment: [String: String] = [:]) async throws {
+        ///   - launcher: A program and its arguments that exec the server's command line, given
+        ///     after them (`unshare --mount …`); the process is the server once it has.
+        init(
+            work: TemporaryDirectory? = nil, drain: String = "10", arguments: [String] = [], environment: [String: String] = [:],
+            launcher: [String] = []
+        ) async throws {
             self.work = try work ?? TemporaryDirectory("cmdbus-serve")
             plugins = try self.work.subdirectory("plugins")
             if FileManager.default.fileExists(atPath: plugins.file("libGreeter.so").path) == false {
                 try plugins.install("libGreeter.so", "libCounter.so", "libFixturePlugin.so")
             }
+            let commandLine = [try TestPaths.product("cmdbus").path, "serve", "--plugins", plugins.path, "--drain", drain] + arguments
+            let launched = launcher + commandLine
             process = try LaunchedProcess(
-                try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--drain", drain] + arguments,
+                launched[0], Array(launched.dropFirst()),
                 environment: environment.merging(["CMDBUS_REGISTRY": self.work.file("registry.json").path]) { mine, _ in mine },
                 directory: self.work.path,
                 standardOutput: .discard, standardError: .file(self.work.file("server.log").path)
