@@ -35,7 +35,8 @@ package final class PGConnection: @unchecked Sendable {
         guard pq.status(connection) == CONNECTION_OK else {
             let message = Self.message(of: connection, pq)
             pq.finish(connection)
-            throw PGError(.connectionFailed, "cannot connect to PostgreSQL at \(redacted): \(message)")
+            let advice = PGConnectionAdvice.advice(for: message).map { "; " + $0 } ?? ""
+            throw PGError(.connectionFailed, "cannot connect to PostgreSQL at \(redacted): \(message)\(advice)")
         }
         self.connection = connection
         self.pq = pq

@@ -218,6 +218,10 @@ struct SharedBusTests {
 
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
+        let missingURL = database.url.replacingOccurrences(of: "/\(database.name)?", with: "/\(database.name)_missing?")
+        let missing = try await cmdbus("run", "greet", "--bus", missingURL)
+        #expect(missing.status == 1 && missing.stderr.contains(#"_missing" does not exist; create the database (createdb NAME)"#), "\(missing.stderr)")
+        #expect(missing.stderr.split(separator: "\n").count == 1, "a missing database is not waited for: \(missing.stderr)")
         try await database.sql("CREATE SCHEMA cmdbus")
         try await database.sql("CREATE TABLE cmdbus.schema_version (version int)")
         try await database.sql("INSERT INTO cmdbus.schema_version VALUES (99)")
@@ -290,7 +294,7 @@ struct SharedBusTests {
         let refusedHost = try await cmdbus(["serve", "--bus", refusedURL, "--plugins", plugins.path])
         let refusedClient = try await Self.bus(refusedURL, "run", "greet", "-p", "name=Ada")
         for refused in [refusedHost, refusedClient] {
-            #expect(refused.status == 1 && refused.stderr.contains(#"role "cmdbus_nobody" does not exist"#), "\(refused.stderr)")
+            #expect(refused.status == 1 && refused.stderr.contains(#"role "cmdbus_nobody" does not exist; name a user that exists"#), "\(refused.stderr)")
             #expect(!refused.stderr.contains("trying again"), "\(refused.stderr)")
         }
         #expect(ContinuousClock.now - started < .seconds(20), "a refused login was waited on")
