@@ -6,6 +6,7 @@ import CommandBus
 import CommandBusPostgres
 import CommandBusDashboard
 import Glibc
+import Synchronization
 
 /// `cmdbus serve`: the long-running host, taking commands as NDJSON over a Unix socket.
 enum ServeCommand {
@@ -137,6 +138,7 @@ enum ServeCommand {
             _exit(1)
         }
         let joined: Bool
+        ServiceNotifier.shared.status("joining the bus at \(PGURL.redacted(url))")
         do {
             joined = try await host.start()
         } catch {
@@ -170,7 +172,14 @@ enum ServeCommand {
             }
             dashboard.start(sources, log: log)
         }
+        let leaving = Atomic<Bool>(false)
+        ServiceStatus.ready {
+            leaving.load(ordering: .acquiring) ? nil
+                : "host \(host.id) of the bus at \(PGURL.redacted(url)): " + statistics.workSummary(plugins: (watcher?.catalog ?? session.catalog).plugins.count)
+        }
         for await _ in stop.stream { break }
+        leaving.store(true, ordering: .releasing)
+        ServiceNotifier.shared.stopping(status: "draining \(statistics.inFlight) command(s) for up to \(drain), then leaving the bus")
         await host.drain(for: drain)
         (watcher?.catalog ?? session.catalog).stopWorkers()
         withExtendedLifetime(signals) {}

@@ -68,6 +68,13 @@ package final class BusStatistics: CommandObserver {
     /// How many commands succeeded and how many did not, without the latency summary's sorting.
     package var counts: (completed: Int, failed: Int) { state.withLock { ($0.completed, $0.failed) } }
 
+    /// One line of the work so far, for a service manager's status: `3 plugins, 2 in flight,
+    /// 1204 succeeded, 3 failed`.
+    package func workSummary(plugins: Int) -> String {
+        let (inFlight, completed, failed) = state.withLock { ($0.started.count, $0.completed, $0.failed) }
+        return "\(plugins) plugin\(plugins == 1 ? "" : "s"), \(inFlight) in flight, \(completed) succeeded, \(failed) failed"
+    }
+
     /// The ids of the commands accepted and not finished.
     package var inFlightIDs: [UUID] { state.withLock { Array($0.started.keys) } }
 

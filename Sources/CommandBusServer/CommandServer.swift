@@ -65,6 +65,7 @@ package final class CommandServer: Sendable {
         forwardHandlerLogs()
         watcher?.start()
         log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
+        tellServiceManager()
         RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, onRefused: { [log] count in
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -75,6 +76,16 @@ package final class CommandServer: Sendable {
         }.start()
         await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
         _exit(0)
+    }
+
+    /// `READY=1` for a service manager that waits for it (systemd's `Type=notify`), then its
+    /// work every five seconds until the server drains.
+    private func tellServiceManager() {
+        // A full path: the manager's status is read away from the server's working directory.
+        let path = FileSystem.realPath(socket.path) ?? socket.path
+        ServiceStatus.ready { [self] in
+            draining.load(ordering: .acquiring) ? nil : "serving on \(path): " + statistics.workSummary(plugins: plugins.count)
+        }
     }
 
     /// Handlers' `context.log` lines, in the server's log at their own level.
@@ -105,6 +116,7 @@ package final class CommandServer: Sendable {
         draining.store(true, ordering: .releasing)
         socket.close()
         log(.info, "draining \(statistics.inFlight) command(s) for up to \(drain)")
+        ServiceNotifier.shared.stopping(status: "draining \(statistics.inFlight) command(s) for up to \(drain)")
         Task { [self] in
             // The last command's end, or the drain deadline, whichever comes first: no polling.
             await withTaskGroup(of: Void.self) { group in

@@ -42,7 +42,10 @@ final class BusHostProcess: @unchecked Sendable {
     let log: URL
 
     /// Starts a host with the named build products as its plugins; returns once it has joined the bus.
-    init(bus: String, plugins: [String], lease: String = "2", drain: String = "10", extra: [String] = [], inNamespace namespace: String? = nil) async throws {
+    init(
+        bus: String, plugins: [String], lease: String = "2", drain: String = "10", extra: [String] = [], inNamespace namespace: String? = nil,
+        environment: [String: String] = [:]
+    ) async throws {
         work = try TemporaryDirectory("cmdbus-bus-host")
         let directory = try work.subdirectory("plugins")
         for plugin in plugins { try directory.install(plugin) }
@@ -52,7 +55,7 @@ final class BusHostProcess: @unchecked Sendable {
         // `ip netns exec` execs the host: the process is the host itself.
         let (executable, command) = namespace.map { ("/usr/sbin/ip", ["netns", "exec", $0, cmdbus] + arguments) } ?? (cmdbus, arguments)
         process = try LaunchedProcess(
-            executable, command, environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
+            executable, command, environment: environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { mine, _ in mine }, directory: work.path,
             standardOutput: .discard, standardError: .file(log.path)
         )
         Self.started.add(self)

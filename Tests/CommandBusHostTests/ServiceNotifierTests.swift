@@ -1,0 +1,108 @@
+import CommandBusSupport
+import Foundation
+import Glibc
+import Testing
+
+/// `cmdbus serve` under a service manager that waits for `READY=1` (systemd's `Type=notify`):
+/// the test plays the manager, a datagram socket named in `$NOTIFY_SOCKET`.
+struct ServiceNotifierTests {
+    /// The manager's end: a Unix datagram socket at a path or, for `@name`, in the abstract namespace.
+    final class Listener: @unchecked Sendable {
+        let address: String
+        private let descriptor: Int32
+
+        init(address: String) throws {
+            self.address = address
+            descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var bytes = Array(address.utf8)
+            if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
+            var socketAddress = sockaddr_un()
+            socketAddress.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &socketAddress.sun_path) { $0.copyBytes(from: bytes) }
+            let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+            let bound = withUnsafePointer(to: &socketAddress) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+            }
+            try #require(descriptor >= 0 && bound == 0, "cannot bind \(address): \(String(cString: strerror(errno)))")
+        }
+
+        deinit { close(descriptor) }
+
+        /// The next datagram within `timeout`, or `nil`.
+        func next(within timeout: Duration = .seconds(30)) -> String? {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(timeout.components.seconds * 1000)) == 1 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
+        }
+    }
+
+    @Test func aServerSaysWhenItIsReadyWhatItDoesAndWhenItStops() async throws {
+        let work = try TemporaryDirectory("cmdbus-notify")
+        defer { work.remove() }
+        let listener = try Listener(address: work.file("notify.sock").path)
+        let server = try await ServerTests.Server(work: work, environment: ["NOTIFY_SOCKET": listener.address])
+        defer { server.process.send(SIGKILL) }
+        // The server's path is relative to its directory; the manager is told the full one.
+        let socket = try #require(FileSystem.realPath(server.socket))
+        let ready = try #require(listener.next())
+        #expect(ready == "READY=1\nSTATUS=serving on \(socket): 3 plugins, 0 in flight, 0 succeeded, 0 failed\n")
+
+        let greeted = try await cmdbus(["run", "greet", "-p", "name=Ada", "--connect", server.socket])
+        #expect(greeted.status == 0)
+        // Every five seconds, what it has done so far.
+        let status = try #require(listener.next(within: .seconds(15)))
+        #expect(status == "STATUS=serving on \(socket): 3 plugins, 0 in flight, 1 succeeded, 0 failed\n")
+
+        server.process.send(SIGTERM)
+        var stopping: String?
+        while stopping == nil, let message = listener.next() {
+            if message.hasPrefix("STOPPING=1\n") { stopping = message }
+        }
+        #expect(stopping == "STOPPING=1\nSTATUS=draining 0 command(s) for up to 10.0 seconds\n")
+        #expect(await server.process.wait() == .exited(0))
+    }
+
+    /// An address in the abstract namespace (`@name`), as systemd gives in containers.
+    @Test func anAbstractAddressIsTold() async throws {
+        let listener = try Listener(address: "@cmdbus-test-\(UUID().uuidString)")
+        let server = try await ServerTests.Server(environment: ["NOTIFY_SOCKET": listener.address])
+        defer { server.work.remove() }
+        #expect(listener.next()?.hasPrefix("READY=1\nSTATUS=serving on ") == true)
+        await server.stop()
+    }
+
+    /// Addresses that are not a Unix socket's, or none, tell nothing; the server runs the same.
+    @Test(arguments: [nil, "", "@", "relative/notify.sock", "vsock:2:1234", "/" + String(repeating: "x", count: 200)])
+    func anUnusableAddressTellsNothing(address: String?) {
+        #expect(!ServiceNotifier(address: address).isEnabled)
+    }
+}
+
+extension SharedBusTests {
+    /// A host of the shared bus is ready once it has joined, says what it has done, and that it
+    /// leaves when told to stop.
+    @Test(.timeLimit(.minutes(2)))
+    func aBusHostTellsItsServiceManagerWhenItHasJoined() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let listener = try ServiceNotifierTests.Listener(address: "@cmdbus-test-\(UUID().uuidString)")
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"], environment: ["NOTIFY_SOCKET": listener.address])
+        let joining = try #require(listener.next())
+        #expect(joining.hasPrefix("STATUS=joining the bus at postgresql:///"), "\(joining)")
+        let ready = try #require(listener.next())
+        #expect(ready.hasPrefix("READY=1\nSTATUS=host ") && ready.hasSuffix(": 1 plugin, 0 in flight, 0 succeeded, 0 failed\n"), "\(ready)")
+        let sent = try await Self.bus(database.url, "run", "greet", "-p", "name=Ada")
+        #expect(sent.status == 0)
+        let status = try #require(listener.next(within: .seconds(15)))
+        #expect(status.hasSuffix(": 1 plugin, 0 in flight, 1 succeeded, 0 failed\n"), "\(status)")
+        host.signal(SIGTERM)
+        var stopping: String?
+        while stopping == nil, let message = listener.next() {
+            if message.hasPrefix("STOPPING=1\n") { stopping = message }
+        }
+        #expect(stopping == "STOPPING=1\nSTATUS=draining 0 command(s) for up to 10.0 seconds, then leaving the bus\n")
+        await host.stop()
+    }
+}
