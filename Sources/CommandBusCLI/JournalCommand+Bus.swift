@@ -23,11 +23,10 @@ extension JournalCommand {
 
     private static func busList(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus journal list' takes no operands") }
-        let query = try listQuery(arguments)
         let journal = try busJournal(arguments)
-        let records: [JournalRecord]
-        do { records = try journal.rows(query) } catch { throw PostgresBusClient.failure(error) }
-        try printList(records, arguments, console)
+        try await printList(try listQuery(arguments), arguments, console) { query throws(HostFailure) in
+            do throws(PGError) { return try journal.rows(query) } catch { throw PostgresBusClient.failure(error) }
+        }
     }
 
     private static func busShow(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {

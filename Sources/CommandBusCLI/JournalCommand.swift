@@ -101,15 +101,10 @@ enum JournalCommand {
 
     private static func list(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus journal list' takes no operands") }
-        let query = try listQuery(arguments)
         let journal = try existingJournal(arguments)
-        let records: [JournalRecord]
-        do {
-            records = try await journal.records(query)
-        } catch {
-            throw .journal(error)
+        try await printList(try listQuery(arguments), arguments, console) { query throws(HostFailure) in
+            do throws(CommandBusError) { return try await journal.records(query) } catch { throw .journal(error) }
         }
-        try printList(records, arguments, console)
     }
 
     /// `--state` and `--command` as a query.
@@ -124,20 +119,57 @@ enum JournalCommand {
         return JournalQuery(states: states, commandName: arguments.value("command"))
     }
 
-    /// Prints entries (the newest `--limit`), as lines or `--json`.
-    static func printList(_ all: [JournalRecord], _ arguments: ArgumentSpec.Parsed, _ console: Console) throws(HostFailure) {
-        var records = all
-        if let limit = try arguments.positiveInteger("limit"), records.count > limit { records = Array(records.suffix(limit)) }
-        if arguments.has("json") {
-            console.out(JSONValue.array(records.map(\.json)).text)
-            return
+    /// How many entries `journal list` reads at a time.
+    static let listPageSize = 1_000
+
+    /// Prints the entries `query` selects, oldest first, as lines or `--json`, reading them with
+    /// `read`: with `--limit N` the newest N in one read; without, a page at a time, so a
+    /// journal of millions of entries is never held whole, and a reader that stops (`| head`)
+    /// or a stdout that fails stops the reading.
+    static func printList(
+        _ query: JournalQuery, _ arguments: ArgumentSpec.Parsed, _ console: Console,
+        read: (JournalQuery) async throws(HostFailure) -> [JournalRecord]
+    ) async throws(HostFailure) {
+        let json = arguments.has("json")
+        var printed = 0
+        func print(_ records: some Sequence<JournalRecord>) {
+            var bytes: [UInt8] = []
+            for record in records {
+                if json {
+                    bytes.append(printed == 0 ? UInt8(ascii: "[") : UInt8(ascii: ","))
+                    record.json.write(into: &bytes)
+                } else {
+                    bytes += listLine(record).utf8
+                    bytes.append(UInt8(ascii: "\n"))
+                }
+                printed += 1
+            }
+            if !bytes.isEmpty { console.out(bytes: bytes) }
         }
-        for record in records {
-            var line = "\(record.sequence)  \(record.envelope.id)  \(record.state.rawValue)  \(record.envelope.commandName)  attempts \(record.attempts)"
-            if let message = record.errorMessage { line += "  \(message)" }
-            if let undone = record.undoneBy { line += "  (undone by \(undone))" }
-            console.out(line)
+        if let limit = try arguments.positiveInteger("limit") {
+            var newest = query
+            newest.limit = limit
+            newest.newestFirst = true
+            print(try await read(newest).reversed())
+        } else {
+            var page = query
+            page.limit = listPageSize
+            while true {
+                let records = try await read(page)
+                print(records)
+                guard records.count == listPageSize, console.resultWriteFailure == nil, let last = records.last else { break }
+                page.afterSequence = last.sequence
+            }
         }
+        if json { console.out(printed == 0 ? "[]" : "]") }
+    }
+
+    /// An entry's line in `journal list`: number, id, state, name, attempts, and why it failed.
+    private static func listLine(_ record: JournalRecord) -> String {
+        var line = "\(record.sequence)  \(record.envelope.id)  \(record.state.rawValue)  \(record.envelope.commandName)  attempts \(record.attempts)"
+        if let message = record.errorMessage { line += "  \(message)" }
+        if let undone = record.undoneBy { line += "  (undone by \(undone))" }
+        return line
     }
 
     private static func show(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {

@@ -15,9 +15,15 @@ package struct Console: Sendable {
     /// The process's stdout and stderr.
     package init() {}
 
+    /// Writes a result line (`text` and a newline) to stdout.
     package func out(_ text: String) {
+        out(bytes: Array((text + "\n").utf8))
+    }
+
+    /// Writes result bytes to stdout as they are: part of a line, or several lines at once.
+    package func out(bytes: [UInt8]) {
         let descriptor = resultDescriptor.load(ordering: .acquiring)
-        if let failure = Self.write(Array((text + "\n").utf8)[...], to: descriptor) {
+        if let failure = Self.write(bytes[...], to: descriptor) {
             _ = resultWriteErrno.compareExchange(expected: 0, desired: failure, ordering: .relaxed)
         }
     }

@@ -27,6 +27,28 @@ struct JournalCommandTests {
         #expect(again.status == 1 && again.stderr.contains("was already undone by"))
     }
 
+    /// `journal list` reads a page of entries at a time: across the pages' edges every entry is
+    /// listed once, in order, as lines and as one JSON array; `--limit` past a page keeps the
+    /// newest; a reader that stops early stops the listing.
+    @Test func aListLongerThanAPageIsWholeAndInOrder() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        let count = 2 * 1_000 + 1
+        let batch = try await setup.run("batch", try setup.batchFile(count, counter: "pages"))
+        #expect(batch.status == 0, "\(batch.stderr)")
+        let lines = try await setup.run("journal", "list").stdout.split(separator: "\n")
+        #expect(lines.count == count)
+        #expect(lines.map { Int($0.prefix { $0 != " " }) } == (1...count).map { $0 })
+        let entries = try await setup.entries()
+        #expect(entries.map { $0["sequence"] as? Int } == (1...count).map { $0 })
+        let newest = try await setup.run("journal", "list", "--limit", "1500").stdout.split(separator: "\n")
+        #expect(newest.map { Int($0.prefix { $0 != " " }) } == ((count - 1_499)...count).map { $0 })
+        let empty = try await setup.run("journal", "list", "--json", "--state", "cancelled")
+        #expect(empty.status == 0 && empty.stdout == "[]\n")
+        let head = try await runProcess("/bin/sh", ["-c", "\"$0\" journal list --journal \"$1\" | head -n 1", try TestPaths.product("cmdbus").path, setup.journal])
+        #expect(head.status == 0 && head.stdout.hasPrefix("1  "), "\(head.stderr)")
+    }
+
     /// An option another verb reads is refused rather than ignored (`list --since` listed
     /// everything), and a time bound that is not a time says so.
     @Test func optionsForAnotherVerbAndBadBoundsAreRefused() async throws {
