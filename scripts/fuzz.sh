@@ -23,7 +23,8 @@ build() {  # build NAME MODULE SOURCES...
 core=$(find "$repo/Sources/CommandBus" -name '*.swift')
 sdk=$(find "$repo/Sources/CommandBusPlugin" -name '*.swift')
 support=$(find "$repo/Sources/CommandBusSupport" -name '*.swift')
-cli=("$repo/Sources/CommandBusCLI/ArgumentParser.swift" "$repo/Sources/CommandBusCLI/ArgumentValues.swift" "$repo/Sources/CommandBusCLI/PayloadBuilder.swift")
+cli=("$repo/Sources/CommandBusCLI/ArgumentParser.swift" "$repo/Sources/CommandBusCLI/ArgumentValues.swift" "$repo/Sources/CommandBusCLI/PayloadBuilder.swift"
+    "$repo/Sources/CommandBusCLI/PayloadOperand.swift")
 
 build dynamic-path CommandBus $core "$repo/Tests/Fuzz/DynamicPathFuzz.swift"
 build sdk-decoder CommandBusPlugin $sdk "$repo/Tests/Fuzz/SDKDecoderFuzz.swift"

@@ -16,7 +16,7 @@ enum CanCommand {
     ] + PluginOptions.options)
 
     static let help = """
-        Usage: cmdbus can <command> [<json>] [-p key=value ...] [options]
+        Usage: cmdbus can <command> [<json> | @FILE | -] [-p key=value ...] [options]
 
         Asks whether some handler would take the command now, without running it.
         Exits 0 if one would, 69 if none would, 65 if the payload is malformed.
@@ -28,7 +28,10 @@ enum CanCommand {
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         guard let command = arguments.positionals.first else { throw .usage("'cmdbus can' needs a command name; see 'cmdbus can --help'") }
         guard arguments.positionals.count <= 2 else { throw .usage("'cmdbus can' takes a command and at most one JSON payload") }
-        let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
+        let payload = try PayloadBuilder.build(
+            command: command, operand: arguments.positionals.dropFirst().first, pairs: arguments.all("param"),
+            maxBytes: try arguments.positiveInteger("max-payload") ?? JournalOptions.defaultMaxPayloadBytes
+        )
         let client = try await BusClientFactory.client(
             connection: try ConnectionOptions(arguments), plugins: try PluginOptions(arguments).deferringLoads, journal: try .withoutJournal(arguments), console: console
         )

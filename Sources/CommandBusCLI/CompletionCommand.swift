@@ -152,6 +152,9 @@ enum CompletionCommand {
                         command -v timeout >/dev/null && bounded=(timeout 5)
                         names=$("${bounded[@]}" "${COMP_WORDS[0]/#\\~/$HOME}" completion commands "${asked[@]}" 2>/dev/null)
                         COMPREPLY=($(compgen -W "$names" -- "$cur")) ;;
+                    run:1:*|can:1:*)
+                        # A payload file, @FILE.
+                        [[ $cur == @* ]] && COMPREPLY=($(compgen -f -P @ -- "${cur#@}")) ;;
             \(verbArms.joined(separator: "\n"))
                     help:0:*) COMPREPLY=($(compgen -W "\(names.joined(separator: " "))" -- "$cur")) ;;
                     completion:0:*) COMPREPLY=($(compgen -W "bash" -- "$cur")) ;;

@@ -7,25 +7,31 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Builds a command's JSON payload from an optional JSON argument and `-p key=value` pairs.
+/// Builds a command's JSON payload from an optional JSON operand (text, `-` for standard input
+/// or `@PATH` for a file: see ``PayloadOperand``) and `-p key=value` pairs.
 ///
 /// `-p` values that parse as JSON (`3`, `true`, `[1,2]`, `"quoted"`) keep their type;
 /// anything else is a string. Pairs are set on top of the JSON object, if one was given.
 enum PayloadBuilder {
-    static func build(command: String, json: String?, pairs: [String]) throws(HostFailure) -> Data {
+    static func build(command: String, operand: String?, pairs: [String], maxBytes: Int) throws(HostFailure) -> Data {
         // `-p key value` first: its value then stands where the JSON would, and is not the problem.
         for pair in pairs {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
                 throw .usage("-p takes key=value, got \(quoted(pair)); write it as one argument: -p \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
             }
         }
+        let source = PayloadOperand(operand)
+        let json = try source?.text(command: command, maxBytes: maxBytes)
         // Refused here, saying where, rather than handed to a plugin to refuse (or, in C, to misread).
-        if let json, let problem = JSONValue.syntaxError(in: Array(json.utf8)) {
+        if let json, let source, let problem = JSONValue.syntaxError(in: Array(json.utf8)) {
+            guard case .argument = source else {
+                throw malformed(command, "\(source.source) is not valid JSON: \(problem); \(source == .standardInput ? "send one JSON value there" : "fix the file")")
+            }
             // `run cmd path=/etc/hosts`: a forgotten -p.
             if let equals = json.firstIndex(of: "="), equals != json.startIndex, !json.hasPrefix("{") {
                 throw malformed(command, "is not valid JSON: \(quoted(json)) looks like a field; set fields with -p \(quoted(json))")
             }
-            throw malformed(command, "is not valid JSON: \(problem); quote it whole for the shell, as '{\"name\": \"Ada\"}', or set fields with -p key=value")
+            throw malformed(command, "is not valid JSON: \(problem); quote it whole for the shell, as '{\"name\": \"Ada\"}', give @FILE or - for standard input, or set fields with -p key=value")
         }
         guard !pairs.isEmpty else { return Data((json ?? "{}").utf8) }
         var object: [String: JSONValue] = [:]

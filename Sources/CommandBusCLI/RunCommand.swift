@@ -21,10 +21,11 @@ enum RunCommand {
     ] + PluginOptions.options + JournalOptions.options)
 
     static let help = """
-        Usage: cmdbus run <command> [<json>] [-p key=value ...] [options]
+        Usage: cmdbus run <command> [<json> | @FILE | -] [-p key=value ...] [options]
 
         Sends one command on the bus and prints its JSON result on stdout
-        (with --no-wait, its id once the bus has it).
+        (with --no-wait, its id once the bus has it). The payload is JSON text,
+        @FILE for a file's, or - for standard input's; -p fields go on top.
         Events and logs go to stderr; a command with subcommands shows a
         progress line there when stderr is a terminal.
 
@@ -45,7 +46,10 @@ enum RunCommand {
         guard arguments.positionals.count <= 2 else {
             throw .usage("'cmdbus run' takes a command and at most one JSON payload; got \(arguments.positionals.count - 1) payloads")
         }
-        let payload = try PayloadBuilder.build(command: command, json: arguments.positionals.dropFirst().first, pairs: arguments.all("param"))
+        let payload = try PayloadBuilder.build(
+            command: command, operand: arguments.positionals.dropFirst().first, pairs: arguments.all("param"),
+            maxBytes: try arguments.positiveInteger("max-payload") ?? JournalOptions.defaultMaxPayloadBytes
+        )
         let metadata = try arguments.keyValues("meta")
         if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) { throw .usage(TraceContext.problem(trace)) }
         let request = CommandRequest(name: command, payload: payload, metadata: metadata, timeout: try arguments.seconds("timeout"),

@@ -20,6 +20,49 @@ struct CommandLineTests {
         #expect(try jsonObject(result.stdout) as NSDictionary == ["name": "Ada", "count": 3, "tags": ["a"]] as NSDictionary)
     }
 
+    /// A payload from a file (`@PATH`) or standard input (`-`, `@-`), which can be larger than
+    /// one argument may be (128 KiB); what is wrong with one says where.
+    @Test func aPayloadComesFromAFileOrStandardInput() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        let payload = plugins.file("p.json")
+        try #"{"name": "File"}"#.write(to: payload, atomically: true, encoding: .utf8)
+        let fromFile = try await cmdbus("run", "greet", "@" + payload.path, "--plugins", plugins.path)
+        #expect(fromFile.status == 0 && fromFile.stdout == "{\"greeting\":\"Hello, File!\"}\n", "\(fromFile.stderr)")
+        let cmdbusPath = try TestPaths.product("cmdbus").path
+        func shell(_ line: String) async throws -> ProcessResult {
+            try await runProcess("/bin/sh", ["-c", line, cmdbusPath, plugins.path, payload.path], directory: plugins.url)
+        }
+        let fromInput = try await shell(#""$0" run greet - --no-journal --plugins "$1" < "$2""#)
+        #expect(fromInput.stdout == "{\"greeting\":\"Hello, File!\"}\n", "\(fromInput.stderr)")
+        let fromPipe = try await shell(#"printf '{"name": "Pipe"}' | "$0" can greet @- --plugins "$1" && echo can"#)
+        #expect(fromPipe.stdout == "can\n", "\(fromPipe.stderr)")
+
+        let large = plugins.file("large.json")
+        try #"{"name": "\#(String(repeating: "x", count: 300_000))"}"#.write(to: large, atomically: true, encoding: .utf8)
+        let fromLarge = try await cmdbus("run", "greet", "@" + large.path, "--no-journal", "--plugins", plugins.path)
+        #expect(fromLarge.status == 0 && fromLarge.stdout.count == 300_024, "\(fromLarge.stderr)")
+
+        let bad = plugins.file("bad.json")
+        try "{\n  \"name\": x}".write(to: bad, atomically: true, encoding: .utf8)
+        let failures: [(ProcessResult, Int32, String)] = [
+            (try await cmdbus("run", "greet", "@" + bad.path, "--plugins", plugins.path), 65,
+             "payload for 'greet' in file '\(bad.path)' is not valid JSON: unexpected 'x' at line 2, column 11; fix the file"),
+            (try await cmdbus("run", "greet", "@" + plugins.file("missing.json").path, "--plugins", plugins.path), 66,
+             "cannot read the payload file '\(plugins.file("missing.json").path)' (No such file or directory); give @PATH of a JSON file, or - to read standard input"),
+            (try await cmdbus("run", "greet", "@" + plugins.path, "--plugins", plugins.path), 66, "(Is a directory)"),
+            (try await cmdbus("run", "greet", "@" + large.path, "--max-payload", "1000", "--plugins", plugins.path), 65,
+             "payload for 'greet' in file '\(large.path)' is more than the 1000-byte limit; raise --max-payload if the handlers take it"),
+            (try await shell(#"printf '{"name": "\377"}' | "$0" run greet - --plugins "$1""#), 65, "payload for 'greet' on standard input is not UTF-8 text"),
+            (try await shell(#"printf '{"name": x' | "$0" run greet - --plugins "$1""#), 65,
+             "payload for 'greet' on standard input is not valid JSON: unexpected 'x' at line 1, column 10; send one JSON value there"),
+        ]
+        for (result, status, message) in failures {
+            #expect(result.status == status && result.stderr.hasPrefix("cmdbus: error: ") && result.stderr.contains(message), "\(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        }
+    }
+
     @Test func subcommandEventsGoToStderr() async throws {
         let plugins = try examplePluginDirectory()
         defer { plugins.remove() }

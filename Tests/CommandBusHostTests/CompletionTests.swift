@@ -60,8 +60,11 @@ struct CompletionTests {
         let other = try shell.work.subdirectory("other")
         try other.install("libCEcho.so")
         #expect(try await shell.complete("run", "--plugins", other.path, "") == ["c.echo", "c.fail"])
-        // After the command's name, its payload: nothing to offer.
+        // After the command's name, its payload: nothing to offer, but a file after '@'.
         #expect(try await shell.complete("run", "greet", "") == [])
+        try "{}".write(to: shell.work.file("payload.json"), atomically: true, encoding: .utf8)
+        #expect(try await shell.complete("run", "greet", "@pay") == ["@payload.json"])
+        #expect(try await shell.complete("can", "greet", "@oth") == ["@other"])
     }
 
     /// With `--connect`, the names are the server's, whatever plugins are here.

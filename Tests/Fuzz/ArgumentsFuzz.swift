@@ -21,7 +21,9 @@ public func fuzzArguments(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let arguments = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
     do {
         let parsed = try fuzzSpec.parse(arguments)
-        _ = try PayloadBuilder.build(command: "fuzz", json: parsed.positionals.first, pairs: parsed.all("param"))
+        // Only JSON text: `-` and `@PATH` would read the fuzzer's standard input and files.
+        let operand = parsed.positionals.first.flatMap { PayloadOperand($0) == .argument($0) ? $0 : nil }
+        _ = try PayloadBuilder.build(command: "fuzz", operand: operand, pairs: parsed.all("param"), maxBytes: 1 << 20)
     } catch {
         precondition(!error.message.contains("\n"), "a usage error spans lines: \(error.message)")
         precondition([.usage, .malformedPayload].contains(error.exitCode), "unexpected exit code \(error.exitCode)")
