@@ -16,7 +16,8 @@ enum PayloadBuilder {
     static func build(command: String, operand: String?, pairs: [String], maxBytes: Int) throws(HostFailure) -> Data {
         // `-p key value` first: its value then stands where the JSON would, and is not the problem.
         for pair in pairs {
-            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+            if pair.hasPrefix("=") { throw .usage("-p takes key=value, got \(quoted(pair)), which has no key; name the field before the '='") }
+            guard pair.contains("=") else {
                 throw .usage("-p takes key=value, got \(quoted(pair)); write it as one argument: -p \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
             }
         }
@@ -41,9 +42,8 @@ enum PayloadBuilder {
             object = fields
         }
         for pair in pairs {
-            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw .usage("-p takes key=value, got \(quoted(pair)); write it as one argument: -p \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
-            }
+            // Each has a key and an '=', checked above.
+            guard let equals = pair.firstIndex(of: "=") else { continue }
             let text = String(pair[pair.index(after: equals)...])
             object[String(pair[..<equals])] = JSONValue.parse(text) ?? .string(text)
         }

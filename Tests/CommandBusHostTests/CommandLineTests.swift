@@ -139,6 +139,7 @@ struct CommandLineTests {
         (["run", "greet", "--tiemout", "3"], 64, "unknown option '--tiemout' for 'cmdbus run'; did you mean '--timeout'? see"),
         (["run"], 64, "'cmdbus run' needs a command name"),
         (["run", "greet", "-p", "novalue"], 64, "-p takes key=value"),
+        (["run", "greet", "-p", "=x"], 64, "-p takes key=value, got '=x', which has no key; name the field before the '='"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
         // Found by hand: seconds whose milliseconds overflow Int64 stopped cmdbus with SIGILL.
         (["run", "greet", "--timeout", "1e300"], 64, "--timeout takes a positive number of seconds, at most 1000000000, got '1e300'"),
