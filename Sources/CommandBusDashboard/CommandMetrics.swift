@@ -67,6 +67,8 @@ package final class CommandMetrics: CommandObserver {
         package var state: CommandState
         package var seconds: Double
         package var traceparent: String?
+        /// When it ended, in seconds since 1970.
+        package var endedAt: Double
     }
 
     private struct State {
@@ -92,7 +94,8 @@ package final class CommandMetrics: CommandObserver {
 
     package func commandFinished(_ envelope: CommandEnvelope, state ended: CommandState, error: CommandBusError?, after duration: Duration) {
         running.subtract(1, ordering: .relaxed)
-        let second = Int64(Date().timeIntervalSince1970)
+        let now = Date().timeIntervalSince1970
+        let second = Int64(now)
         let seconds = duration.seconds
         state.withLock { state in
             let name = state.names[envelope.commandName] != nil || state.names.count < Self.maxNames ? envelope.commandName : "other"
@@ -103,7 +106,7 @@ package final class CommandMetrics: CommandObserver {
                 if state.history.count > Self.historySeconds { state.history.removeFirst(state.history.count - Self.historySeconds) }
             }
             state.history[state.history.count - 1].outcomes[ended, default: 0] += 1
-            state.recent.append(Ended(id: envelope.id, command: envelope.commandName, state: ended, seconds: seconds, traceparent: envelope.metadata["traceparent"]))
+            state.recent.append(Ended(id: envelope.id, command: envelope.commandName, state: ended, seconds: seconds, traceparent: envelope.metadata["traceparent"], endedAt: now))
             state.endedTotal += 1
         }
     }
@@ -139,6 +142,11 @@ package final class CommandMetrics: CommandObserver {
             let time = now - Int64(seconds - 1 - offset)
             return byTime[time] ?? Second(time: time)
         }
+    }
+
+    /// The last `count` commands that ended, newest last: what a page opened now shows as just ended.
+    package func lastEnded(_ count: Int) -> [Ended] {
+        state.withLock { Array($0.recent.suffix(count)) }
     }
 
     /// Commands that ended since `after` (an index into the recent list, as returned), newest last.

@@ -32,6 +32,9 @@ extension Dashboard {
 
     // MARK: Reading
 
+    /// How many ended commands the overview's feed shows.
+    static let feedLength = 40
+
     func overview() -> JSONValue {
         let catalog = sources.catalog()
         let summary = sources.statistics.summary(uptime: .zero, plugins: catalog.plugins.count)
@@ -57,6 +60,7 @@ extension Dashboard {
                 "skipped": .integer(Int64(catalog.skipped.count - quarantined)),
             ]),
             "commands": .array(names),
+            "lastEnded": .array(sources.metrics.lastEnded(Self.feedLength).map(Self.json)),
             "history": .array(sources.metrics.history(seconds: 300).map(Self.json)),
             "journal": .bool(sources.journal != nil), "shared": .bool(sources.sharedBus != nil),
             "streams": .integer(Int64(feed.subscriberCount)),

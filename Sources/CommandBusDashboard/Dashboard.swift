@@ -136,7 +136,7 @@ package final class Dashboard: Sendable {
     static func json(_ ended: CommandMetrics.Ended) -> JSONValue {
         .object([
             "id": .string(ended.id.uuidString), "command": .string(ended.command), "state": .string(ended.state.rawValue),
-            "durationMs": .number(ended.seconds * 1000), "traceparent": .optional(ended.traceparent),
+            "durationMs": .number(ended.seconds * 1000), "traceparent": .optional(ended.traceparent), "endedAt": .number(ended.endedAt),
         ])
     }
 

@@ -136,6 +136,27 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    /// A page opened after commands ran lists them as just ended, newest first, where it said
+    /// it was waiting for commands until the next one ended.
+    @Test func theOverviewShowsWhatEndedBeforeItOpened() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        try await server.run("greet", "-p", "name=Ada")
+        try await server.run("fixture.fail", "-p", "message=disk full")
+        let overview = try jsonObject(try await server.http("GET", "/api/overview").body)
+        let ended = try #require(overview["lastEnded"] as? [[String: Any]])
+        #expect(ended.map { $0["command"] as? String } == ["greet", "fixture.fail"])
+        #expect(ended.map { $0["state"] as? String } == ["succeeded", "failed"])
+        #expect(ended.allSatisfy { abs(($0["endedAt"] as? Double ?? 0) - Date().timeIntervalSince1970) < 600 })
+        let report = try await Self.browse(
+            server.url + "/#/", waitFor: "document.querySelectorAll('.feed li:not(.muted)').length >= 2", shot: "overview-feed.png",
+            evals: ["[...document.querySelectorAll('.feed li .name')].map(a => a.textContent).join('|')"]
+        )
+        #expect(report.waited, "the feed never listed the commands")
+        #expect(report.results.first as? String == "fixture.fail|greet")
+        await DashboardServer.stopAll()
+    }
+
     @Test func theLiveCountMovesWhenCommandsRun() async throws {
         await DashboardServer.stopAll()
         let server = try await DashboardServer()

@@ -147,7 +147,11 @@ extension DashboardAssets {
               panel('Commands per second · last 2 minutes', chartBox, legend()),
               panel('Just ended', feed)),
             panel('By command', namesBox));
-          feed.append(h('li', { class: 'muted' }, 'Waiting for commands…'));
+          const feedItem = (e, cls) => h('li', cls ? { class: cls } : {}, badge(e.state), link('#/command/' + e.id, e.command, 'mono name'),
+            h('span', { class: 'muted' }, ms(e.durationMs)), h('span', { class: 'when' }, new Date(e.endedAt * 1000).toLocaleTimeString(undefined, { hour12: false })));
+          // What ended before the page opened, newest first; then what ends while it is open.
+          if (data.lastEnded.length) feed.append(...data.lastEnded.slice().reverse().map(e => feedItem(e)));
+          else feed.append(h('li', { class: 'muted' }, 'Waiting for commands…'));
           const refreshNames = throttle(async () => { try { renderNames(await api('overview')); } catch (_) {} }, 2000);
           view.onTick = tick => {
             cards.querySelector('[data-card="In flight"]').textContent = num(tick.inFlight);
@@ -162,10 +166,7 @@ extension DashboardAssets {
             chartBox.replaceChildren(chart(series));
             if (tick.ended.length) {
               if (feed.firstChild && feed.firstChild.classList.contains('muted')) feed.replaceChildren();
-              for (const e of tick.ended) {
-                feed.prepend(h('li', { class: 'flash' }, badge(e.state), link('#/command/' + e.id, e.command, 'mono name'),
-                  h('span', { class: 'muted' }, ms(e.durationMs)), h('span', { class: 'when' }, new Date(tick.time * 1000).toLocaleTimeString(undefined, { hour12: false }))));
-              }
+              for (const e of tick.ended) feed.prepend(feedItem(e, 'flash'));
               while (feed.children.length > 40) feed.lastChild.remove();
               refreshNames();
             }
@@ -198,11 +199,11 @@ extension DashboardAssets {
               const hgt = v * scale;
               y -= hgt;
               svg.append(s('rect', { x: left + i * bar + 0.5, y, width: Math.max(bar - 1, 1), height: hgt, class: 'f-' + st },
-                s('title', {}, `${new Date(p.time * 1000).toLocaleTimeString()}: ${v} ${st}`)));
+                s('title', {}, `${new Date(p.time * 1000).toLocaleTimeString(undefined, { hour12: false })}: ${v} ${st}`)));
             }
           });
           if (series.length) {
-            svg.append(s('text', { x: left, y: height - 4 }, new Date(series[0].time * 1000).toLocaleTimeString()));
+            svg.append(s('text', { x: left, y: height - 4 }, new Date(series[0].time * 1000).toLocaleTimeString(undefined, { hour12: false })));
             svg.append(s('text', { x: width, y: height - 4, 'text-anchor': 'end' }, 'now'));
           }
           return svg;
