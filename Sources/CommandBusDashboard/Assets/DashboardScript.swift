@@ -54,7 +54,7 @@ extension DashboardAssets {
           if (d < 60) return Math.floor(d) + ' s ago';
           if (d < 3600) return Math.floor(d / 60) + ' min ago';
           if (d < 86400) return Math.floor(d / 3600) + ' h ago';
-          return new Date(seconds * 1000).toLocaleString();
+          return new Date(seconds * 1000).toLocaleString(undefined, { hour12: false });
         }
         function duration(seconds) {
           if (seconds < 60) return Math.floor(seconds) + ' s';
@@ -62,7 +62,12 @@ extension DashboardAssets {
           if (seconds < 86400) return (seconds / 3600).toFixed(1) + ' h';
           return (seconds / 86400).toFixed(1) + ' d';
         }
-        function isoTime(text) { return text ? new Date(text).toLocaleString() : '–'; }
+        // Date and time, 24-hour as the timeline's, to the precision the text has (the journal's: seconds).
+        function isoTime(text) {
+          if (!text) return '–';
+          const d = new Date(text), fraction = /\.\d/.test(text) ? '.' + String(d.getMilliseconds()).padStart(3, '0') : '';
+          return d.toLocaleDateString() + ' ' + d.toLocaleTimeString(undefined, { hour12: false }) + fraction;
+        }
         function num(n) { return (n || 0).toLocaleString(); }
         function toast(text, isError) {
           const el = document.getElementById('toast');
