@@ -97,6 +97,7 @@ enum ServeCommand {
                 bus: session.bus, journal: session.journal, catalog: { server.catalog }, statistics: statistics, metrics: metrics
             )
             sources.requestLoop = { server.requestLoopCounts }
+            sources.notReadyReason = { server.isDraining ? "draining: the server takes no new commands" : nil }
             if let journal = session.journal {
                 sources.discard = { id throws(CommandBusError) in try await journal.discard(id) }
                 journal.observeCommits { commit in metrics.journalCommitted(commit.duration, writes: commit.writes, synced: commit.synced) }
@@ -137,6 +138,27 @@ enum ServeCommand {
             fflush(nil)
             _exit(1)
         }
+        // The dashboard, /metrics and /readyz answer while the host waits for the bus (not
+        // ready, saying why), so a probe can tell waiting from dead.
+        let watching = Mutex<PluginWatcher?>(nil)
+        if let dashboard {
+            let busJournal = BusJournal(connectingWhenReadTo: url)
+            var sources = DashboardSources(
+                bus: session.bus, journal: busJournal, catalog: { watching.withLock { $0 }?.catalog ?? session.catalog },
+                statistics: statistics, metrics: metrics
+            )
+            let statusConnections = PGConnectionPool(url: url)
+            sources.busHost = { host.leaseCounts }
+            sources.notReadyReason = { host.notReadyReason }
+            sources.sharedBus = {
+                guard case .object(var fields)? = try? statusConnections.with({ connection throws(PGError) in try BusStatus.read(on: connection) }) else {
+                    return nil
+                }
+                fields["shared"] = .bool(true)
+                return .object(fields)
+            }
+            dashboard.start(sources, log: log)
+        }
         let joined: Bool
         ServiceNotifier.shared.status("joining the bus at \(PGURL.redacted(url))")
         do {
@@ -155,23 +177,7 @@ enum ServeCommand {
             host.offer(commands: catalog.routes.map(\.command), catalog: catalog.json)
         }
         watcher?.start()
-        if let dashboard {
-            let busJournal: BusJournal
-            do { busJournal = try BusJournal(url: url) } catch { throw PostgresBusClient.failure(error) }
-            var sources = DashboardSources(
-                bus: session.bus, journal: busJournal, catalog: { watcher?.catalog ?? session.catalog }, statistics: statistics, metrics: metrics
-            )
-            let statusConnections = PGConnectionPool(url: url)
-            sources.busHost = { host.leaseCounts }
-            sources.sharedBus = {
-                guard case .object(var fields)? = try? statusConnections.with({ connection throws(PGError) in try BusStatus.read(on: connection) }) else {
-                    return nil
-                }
-                fields["shared"] = .bool(true)
-                return .object(fields)
-            }
-            dashboard.start(sources, log: log)
-        }
+        watching.withLock { $0 = watcher }
         let leaving = Atomic<Bool>(false)
         ServiceStatus.ready {
             leaving.load(ordering: .acquiring) ? nil

@@ -29,6 +29,9 @@ package struct DashboardSources: Sendable {
     /// This host's lease on the shared bus: how often it fenced itself because the lease ran out
     /// without a renewal, how often the bus declared it dead, and whether it claims now.
     package var busHost: (@Sendable () -> (leaseLapses: Int, declaredDead: Int, claiming: Bool))?
+    /// Why the host takes no new commands now (it drains, it waits for the shared bus), for
+    /// `/readyz`; `nil` when it does.
+    package var notReadyReason: @Sendable () -> String? = { nil }
 
     /// Sources for a host; the optional parts are left out.
     package init(
@@ -80,8 +83,39 @@ package final class Dashboard: Sendable {
         }
     }
 
-    /// Answers one request: access first, then the route.
+    /// Answers one request: the health checks, which need no token; access; then the route.
     package func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        var response: HTTPResponse
+        if let health = health(request) {
+            response = health
+        } else {
+            response = await checkedRoute(request)
+        }
+        response.headers += DashboardAccess.securityHeaders
+        return response
+    }
+
+    /// `/healthz` (the process answers: 200) and `/readyz` (200 while the host takes commands,
+    /// else 503 with why), for a load balancer or an orchestrator's probes. They say nothing a
+    /// token protects, so they need none: a probe seldom carries one.
+    private func health(_ request: HTTPRequest) -> HTTPResponse? {
+        guard request.method == "GET" || request.method == "HEAD" else { return nil }
+        switch request.path {
+        case "/healthz":
+            return HTTPResponse(status: 200, contentType: "text/plain; charset=utf-8", text: "ok\n", headers: [("Cache-Control", "no-store")])
+        case "/readyz":
+            let reason = sources.notReadyReason()
+            return HTTPResponse(
+                status: reason == nil ? 200 : 503, contentType: "text/plain; charset=utf-8",
+                text: reason.map { "not ready: \($0)\n" } ?? "ready\n", headers: [("Cache-Control", "no-store")]
+            )
+        default:
+            return nil
+        }
+    }
+
+    /// Access, then the route.
+    private func checkedRoute(_ request: HTTPRequest) async -> HTTPResponse {
         var response: HTTPResponse
         switch access.check(request) {
         case .deny(let denied):
@@ -94,7 +128,6 @@ package final class Dashboard: Sendable {
         case .allow:
             response = await route(request)
         }
-        response.headers += DashboardAccess.securityHeaders
         return response
     }
 

@@ -55,6 +55,8 @@ package final class BusHost: Sendable {
         var paused = false
         var draining = false
         var stopped = false
+        /// Registered on the bus: ``start()`` has joined.
+        var joined = false
         var drained: [UnsafeContinuation<Void, Never>] = []
         /// Commands started here whose results are not in yet: the event forwarder notes their end.
         var started: Set<UUID> = []
@@ -122,6 +124,7 @@ package final class BusHost: Sendable {
     /// - Throws: ``PGError`` if the bus refuses this host or its schema cannot be used.
     package func start() async throws(PGError) -> Bool {
         guard let connection = try await join() else { return false }
+        state.withLock { $0.joined = true }
         forwardEvents()
         DetachedThread.start { [self] in claimLoop() }
         DetachedThread.start { [self] in finishLoop() }
@@ -207,6 +210,17 @@ package final class BusHost: Sendable {
     /// now (not while a heartbeat fails, while it is fenced, or while it drains).
     package var leaseCounts: (leaseLapses: Int, declaredDead: Int, claiming: Bool) {
         state.withLock { ($0.leaseLapses, $0.declaredDead, !($0.fenced || $0.paused || $0.draining || $0.stopped)) }
+    }
+
+    /// Why this host takes no work now, for a readiness check; `nil` when it claims.
+    package var notReadyReason: String? {
+        state.withLock { state in
+            if state.stopped || state.draining { return "draining: this host takes no new commands" }
+            if !state.joined { return "waiting for the bus: this host has not joined it yet" }
+            if state.fenced { return "fenced: this host's lease ran out, and it claims nothing until it is renewed" }
+            if state.paused { return "the bus does not answer this host's heartbeat; it claims nothing until it does" }
+            return nil
+        }
     }
 
     /// Stops claiming, waits up to `drain` for the commands running here, hands back the rest, and leaves the bus.

@@ -16,10 +16,17 @@ package final class BusJournal: Sendable {
     package let location: String
 
     /// The journal of the bus at `url` (its schema created or checked first).
-    package init(url: String) throws(PGError) {
+    package convenience init(url: String) throws(PGError) {
+        self.init(connectingWhenReadTo: url)
+        try connections.with { connection throws(PGError) in try BusSchema.migrate(connection) }
+    }
+
+    /// The journal of the bus at `url`, connecting only when first read and leaving the schema
+    /// alone: for a host's dashboard, which serves while the host waits for the bus (the host
+    /// makes sure of the schema as it joins).
+    package init(connectingWhenReadTo url: String) {
         connections = PGConnectionPool(url: url)
         location = PGURL.redacted(url)
-        try connections.with { connection throws(PGError) in try BusSchema.migrate(connection) }
         waiter = ResultWaiter(url: url)
     }
 

@@ -48,6 +48,9 @@ package final class CommandServer: Sendable {
         watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain)
     }
 
+    /// Whether the server drains: it stopped accepting and takes no new commands.
+    package var isDraining: Bool { draining.load(ordering: .acquiring) }
+
     /// The catalog now, hot-loaded plugins included.
     package var catalog: PluginCatalog { watcher?.catalog ?? session.catalog }
 

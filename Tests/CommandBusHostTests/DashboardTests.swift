@@ -157,6 +157,29 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    /// `/healthz` answers while the process does; `/readyz` answers 200 while the server takes
+    /// commands and 503, saying why, once it drains.
+    @Test func theHealthChecksSayWhetherTheServerTakesCommands() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer(extra: ["--drain", "30"])
+        #expect(try await server.http("GET", "/healthz") == (200, "ok\n"))
+        #expect(try await server.http("GET", "/readyz") == (200, "ready\n"))
+        let sleeping = Task { try await server.run("fixture.sleep", "-p", "milliseconds=60000") }
+        var running = false
+        for _ in 0..<300 where !running {
+            running = (try? jsonObject(try await server.http("GET", "/api/overview").body))?["inFlight"] as? Int == 1
+            if !running { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(running, "the command never started")
+        server.process.send(SIGTERM)
+        #expect(await waitUntil(.seconds(30)) { server.output.contains("draining 1 command(s)") })
+        #expect(try await server.http("GET", "/readyz") == (503, "not ready: draining: the server takes no new commands\n"))
+        #expect(try await server.http("GET", "/healthz") == (200, "ok\n"))
+        server.process.send(SIGKILL)
+        sleeping.cancel()
+        await DashboardServer.stopAll()
+    }
+
     @Test func theLiveCountMovesWhenCommandsRun() async throws {
         await DashboardServer.stopAll()
         let server = try await DashboardServer()
@@ -379,6 +402,9 @@ struct DashboardTests {
         #expect(try await server.http("GET", "/metrics").status == 401)
         #expect(try await server.http("GET", "/metrics", headers: ["Authorization": "Bearer 0123456789abcdef0123456789abcdef"]).status == 200)
         #expect(try await server.http("GET", "/api/overview", headers: ["Cookie": "cmdbus_token=0123456789abcdef0123456789abcdef"]).status == 200)
+        // A probe seldom carries a token, and the health checks tell it nothing the token guards.
+        #expect(try await server.http("GET", "/healthz") == (200, "ok\n"))
+        #expect(try await server.http("GET", "/readyz") == (200, "ready\n"))
         // The browser's way in: ?token= once sets the cookie, and the page then loads with it.
         let report = try await Self.browse(
             server.url + "/?token=0123456789abcdef0123456789abcdef#/", waitFor: "document.querySelector('.cards')", shot: "token-overview.png"

@@ -383,8 +383,22 @@ struct SharedBusTests {
         let runs = host.work.file("runs.txt")
         async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=8000")
         #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })
+        // What /readyz says through the outage: not ready while the host cannot renew its lease.
+        let readyURL = String(metricsURL.dropLast("/metrics".count)) + "/readyz"
+        let probes = Task {
+            var seen: Set<String> = []
+            while !Task.isCancelled {
+                if let probe = try? await Self.get(readyURL) { seen.insert("\(probe.status) \(probe.body)") }
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+            return seen
+        }
         try await Self.restartPostgres(down: .seconds(5))
         let finished = try await result
+        probes.cancel()
+        let seen = await probes.value
+        #expect(seen.contains { $0.hasPrefix("503 not ready: ") }, "\(seen)")
+        #expect(try await Self.get(readyURL) == (200, "ready\n"))
         #expect(finished.status == 0, "\(finished.stderr)")
         #expect(host.output.contains("fenced: could not renew the lease"), "\(host.output)")
         let lines = Self.lines(runs)
