@@ -54,6 +54,11 @@ struct ArgumentSpec: Sendable {
         func value(_ name: String) -> String? { values[name]?.last }
         func all(_ name: String) -> [String] { values[name] ?? [] }
         func has(_ name: String) -> Bool { flags.contains(name) }
+
+        /// The value of an option with `choices`, which the parser has checked, as `T`; `fallback` without one.
+        func choice<T: RawRepresentable>(_ name: String, or fallback: T) -> T where T.RawValue == String {
+            value(name).flatMap(T.init(rawValue:)) ?? fallback
+        }
     }
 
     func parse(_ arguments: [String]) throws(HostFailure) -> Parsed {
@@ -95,6 +100,13 @@ struct ArgumentSpec: Sendable {
                     index += 1
                 }
                 parsed.flags.insert(option.name)
+            }
+        }
+        // An option with a few values takes one of them, here, for every such option at once.
+        for option in options where !option.choices.isEmpty {
+            for value in parsed.all(option.name) where !option.choices.contains(value) {
+                let listed = option.choices.dropLast().joined(separator: ", ") + " or " + option.choices.last!
+                throw .usage("--\(option.name) takes \(listed), got \(quoted(value))")
             }
         }
         return parsed

@@ -362,10 +362,7 @@ enum JournalCommand {
     }
 
     private static func tree(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        let formatName = arguments.value("format") ?? "text"
-        guard let format = CommandTree.Format(rawValue: formatName) else {
-            throw .usage("--format takes text, mermaid or dot, got \(quoted(formatName))")
-        }
+        let format = arguments.choice("format", or: CommandTree.Format.text)
         let (journal, location) = try readableJournal(arguments)
         let record = try await find(operands, in: journal, location: location, verb: "tree")
         let family: [JournalRecord]

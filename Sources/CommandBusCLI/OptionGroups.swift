@@ -43,11 +43,11 @@ extension JournalOptions {
         self.init()
         path = arguments.value("journal") ?? Self.defaultPath
         enabled = !arguments.has("no-journal")
-        switch arguments.value("durability") {
-        case nil, "batched": durability = .batched(maxDelay: .zero)
-        case "synced": durability = .synced
-        case "deferred": durability = .deferred
-        case let other?: throw .usage("--durability takes batched, synced or deferred, got \(quoted(other))")
+        // One of the option's choices, as the parser checked.
+        durability = switch arguments.value("durability") {
+        case "synced": .synced
+        case "deferred": .deferred
+        default: .batched(maxDelay: .zero)
         }
         maxPayloadBytes = try arguments.positiveInteger("max-payload") ?? Self.defaultMaxPayloadBytes
     }

@@ -50,15 +50,9 @@ enum ServeCommand {
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         guard arguments.positionals.isEmpty else { throw .usage("'cmdbus serve' takes no operands") }
         let drain = try arguments.seconds("drain") ?? .seconds(10)
-        let levelName = arguments.value("log-level") ?? "info"
-        guard let level = LogLevel(rawValue: levelName) else {
-            throw .usage("--log-level takes debug, info, warning or error, got \(quoted(levelName))")
-        }
-        let formatName = arguments.value("log-format") ?? "text"
-        guard let format = ServerLog.Format(rawValue: formatName) else {
-            throw .usage("--log-format takes text or json, got \(quoted(formatName))")
-        }
-        let log = ServerLog(console: console, threshold: level, format: format)
+        let log = ServerLog(
+            console: console, threshold: arguments.choice("log-level", or: LogLevel.info), format: arguments.choice("log-format", or: ServerLog.Format.text)
+        )
         let dashboard = try DashboardOptions.listen(arguments)
         if let bus = try ConnectionOptions(arguments).bus {
             try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard)

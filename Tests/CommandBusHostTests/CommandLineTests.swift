@@ -147,6 +147,9 @@ struct CommandLineTests {
         (["serve", "--drain", "1e300"], 64, "--drain takes a positive number of seconds, at most 1000000000, got '1e300'"),
         (["serve", "--lease", "5"], 64, "--lease is for a host of the shared bus (serve --bus URL or $CMDBUS_BUS), which this server is not; leave it out"),
         (["run", "greet", "--durability", "fast"], 64, "--durability takes batched, synced or deferred, got 'fast'"),
+        (["serve", "--log-level", "loud"], 64, "--log-level takes debug, info, warning or error, got 'loud'"),
+        (["serve", "--log-format=xml"], 64, "--log-format takes text or json, got 'xml'"),
+        (["journal", "tree", "1", "--format", "svg"], 64, "--format takes text, mermaid or dot, got 'svg'"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
         // Found by the argument fuzzer: user text with a newline must not break the one-line rule.
         (["run", "greet", "--bo\ngus"], 64, "unknown option '--bo\\ngus'"),
