@@ -54,8 +54,17 @@ enum ServeCommand {
             console: console, threshold: arguments.choice("log-level", or: LogLevel.info), format: arguments.choice("log-format", or: ServerLog.Format.text)
         )
         let dashboard = try DashboardOptions.listen(arguments)
+        // Heard from the start: a stop while the plugins load (probes can take seconds) ends the
+        // process cleanly, its socket removed, rather than by the signal.
+        let listening = Mutex<UnixSocket?>(nil)
+        let signals = ShutdownSignals(first: {
+            listening.withLock { $0?.close() }
+            log(.info, "stopped while starting; nothing was taken yet")
+            fflush(nil)
+            _exit(0)
+        }, second: { _exit(1) })
         if let bus = try ConnectionOptions(arguments).bus {
-            try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard)
+            try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard, signals: signals)
         }
         // A host of the shared bus reads these; a local server would ignore them.
         for option in ["lease", "capacity"] where arguments.value(option) != nil {
@@ -71,6 +80,7 @@ enum ServeCommand {
             case .failed(let message): throw HostFailure(.socketFailed, message)
             }
         }
+        listening.withLock { $0 = socket }
         let statistics = BusStatistics()
         let metrics = CommandMetrics()
         let session: HostSession
@@ -85,7 +95,7 @@ enum ServeCommand {
             throw error
         }
         for warning in session.debugBuildWarnings { log(.warning, warning) }
-        let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics)
+        let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics, signals: signals)
         if let dashboard {
             var sources = DashboardSources(
                 bus: session.bus, journal: session.journal, catalog: { server.catalog }, statistics: statistics, metrics: metrics
@@ -103,7 +113,8 @@ enum ServeCommand {
 
     /// `serve --bus`: a host of the shared bus. The bus is the journal; nothing is kept locally.
     private static func serveBus(
-        _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration, dashboard: DashboardOptions?
+        _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration, dashboard: DashboardOptions?,
+        signals: ShutdownSignals
     ) async throws(HostFailure) -> Never {
         let remote = RemoteCommandHandler(connections: PGConnectionPool(url: url), waiter: ResultWaiter(url: url))
         var journal = try JournalOptions(arguments)
@@ -127,11 +138,11 @@ enum ServeCommand {
         ledger.attach(host, bus: session.bus)
         // Listening from before the wait for the bus, so a stop while it is away ends the wait.
         let stop = AsyncStream<Void>.makeStream()
-        let signals = ShutdownSignals(first: { host.stopWaiting(); stop.continuation.yield() }) {
+        signals.handle(first: { host.stopWaiting(); stop.continuation.yield() }, second: {
             log(.warning, "second signal: leaving now; the bus gives this host's commands to another when its lease runs out")
             fflush(nil)
             _exit(1)
-        }
+        })
         // The dashboard, /metrics and /readyz answer while the host waits for the bus (not
         // ready, saying why), so a probe can tell waiting from dead.
         let watching = Mutex<PluginWatcher?>(nil)
@@ -182,7 +193,6 @@ enum ServeCommand {
         ServiceNotifier.shared.stopping(status: "draining \(statistics.inFlight) command(s) for up to \(drain), then leaving the bus")
         await host.drain(for: drain)
         (watcher?.catalog ?? session.catalog).stopWorkers()
-        withExtendedLifetime(signals) {}
         fflush(nil)
         _exit(0)
     }

@@ -32,14 +32,17 @@ package final class CommandServer: Sendable {
     private let draining = Atomic<Bool>(false)
     /// Commands sent or posted through the socket and not finished, so `cancel` can find them.
     /// The server's SIGTERM and SIGINT handling, kept for as long as it runs.
-    private let signals = Mutex<ShutdownSignals?>(nil)
+    private let signals: Mutex<ShutdownSignals?>
     private let running = TicketTable()
     /// The sends the request loop runs itself.
     private let inlineSends = InlineSends(executor: LoopExecutor())
     /// The longest request line; longer ones get an error and are skipped.
     package static let maxLineBytes = 16 << 20
 
-    package init(session: HostSession, socket: UnixSocket, drain: Duration, log: ServerLog, statistics: BusStatistics) {
+    /// - Parameter signals: The process's signal handling, if it listens already (it did while
+    ///   the plugins loaded); the server takes it over when it runs, else makes its own.
+    package init(session: HostSession, socket: UnixSocket, drain: Duration, log: ServerLog, statistics: BusStatistics, signals: ShutdownSignals? = nil) {
+        self.signals = Mutex(signals)
         self.session = session
         self.socket = socket
         self.drain = drain
@@ -106,11 +109,13 @@ package final class CommandServer: Sendable {
     }
 
     private func handleSignals() {
+        let first: @Sendable () -> Void = { [self] in shutDown() }
+        let second: @Sendable () -> Void = { [self] in
+            log(.warning, "second signal: exiting now" + (session.journal == nil ? "; unfinished commands are lost (no journal)" : "; unfinished commands stay in the journal"))
+            _exit(1)
+        }
         signals.withLock { signals in
-            signals = ShutdownSignals(first: { [self] in shutDown() }, second: { [self] in
-                log(.warning, "second signal: exiting now" + (session.journal == nil ? "; unfinished commands are lost (no journal)" : "; unfinished commands stay in the journal"))
-                _exit(1)
-            })
+            if let signals { signals.handle(first: first, second: second) } else { signals = ShutdownSignals(first: first, second: second) }
         }
     }
 

@@ -265,6 +265,30 @@ struct ServerTests {
 
     /// A server stopped and continued (Ctrl-Z and `fg`, `kill -STOP` and `-CONT`) goes on
     /// serving: Linux ends its loop's sleeping `epoll_wait` with `EINTR`, which once stopped the loop.
+    /// SIGTERM while the plugins still load (a new plugin's probe can take seconds) ends the
+    /// server cleanly: exit 0, its socket removed, where the signal ended it (143) and left the socket.
+    @Test func aServerStoppedWhileItLoadsItsPluginsExitsCleanly() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve-starting")
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        _ = try await compileFixture("hang_entry", into: plugins, as: "libHang.so")
+        let socket = work.file("s.sock").path
+        let server = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--socket", socket, "--probe-timeout", "60"],
+            environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
+            standardOutput: .discard, standardError: .file(work.file("server.log").path)
+        )
+        defer { server.send(SIGKILL) }
+        // Bound, and probing the plugin that hangs.
+        #expect(await waitUntil(.seconds(30)) { FileManager.default.fileExists(atPath: socket) })
+        try await Task.sleep(for: .milliseconds(500))
+        server.send(SIGTERM)
+        #expect(await server.wait() == .exited(0))
+        #expect(!FileManager.default.fileExists(atPath: socket))
+        let log = try String(contentsOf: work.file("server.log"), encoding: .utf8)
+        #expect(log.contains("stopped while starting; nothing was taken yet") && !log.contains("serving on"), "\(log)")
+    }
+
     @Test func aServerStoppedAndContinuedGoesOnServing() async throws {
         let server = try await Server()
         defer { server.work.remove() }
