@@ -47,6 +47,21 @@ struct LockedCopyTests {
         #expect(leftovers.isEmpty, "a refused copy was left behind: \(leftovers)")
     }
 
+    /// A one-shot run (no private copies asked for) under a lock opens a checked copy too:
+    /// the file it would have opened in place is not the build the lock lists.
+    @Test func aOneShotLoadUnderALockChecksWhatItOpens() async throws {
+        let (directory, path, lockedHash) = try await changedPlugin()
+        defer { directory.remove() }
+        let refused = PluginLoader.load(file: path, hostTable: HostFunctionTable.pointer, log: .standardError(), hash: lockedHash)
+        guard case .failure(let error) = refused else {
+            Issue.record("a one-shot load opened a file whose hash is not the locked one")
+            return
+        }
+        #expect(error.reason.contains("differs from plugins.lock's \(lockedHash.prefix(12))"), "\(error.reason)")
+        let current = try #require(SHA256.ofFile(path))
+        #expect((try? PluginLoader.load(file: path, hostTable: HostFunctionTable.pointer, log: .standardError(), hash: current).get()) != nil)
+    }
+
     /// A lock file that is not `sha256sum`'s format says which line and how to mend it.
     @Test func aMalformedLockSaysWhichLineAndWhatToDo() throws {
         let directory = try TemporaryDirectory()

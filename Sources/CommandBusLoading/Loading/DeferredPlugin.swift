@@ -54,13 +54,13 @@ package final class DeferredPlugin: Sendable {
     package var isOpened: Bool { state.withLock { $0 != nil } }
 
     private func open() -> Opened {
-        do {
-            try allowlist?.check(path)
-        } catch {
-            refuse(error.reason)
+        // With a lock, the private copy that is opened is what gets checked (see PluginLoader.load).
+        let hash = allowlist?.hash(of: path)
+        if allowlist != nil, hash == nil {
+            refuse(PluginAllowlist.notListed)
             return .failed
         }
-        switch PluginLoader.load(file: path, hostTable: HostFunctionTable.pointer, log: log) {
+        switch PluginLoader.load(file: path, hostTable: HostFunctionTable.pointer, log: log, hash: hash) {
         case .success(let plugin) where summary.matches(plugin):
             return .loaded(plugin.declared.map { PluginCommandHandler(plugin: plugin, command: $0) })
         case .success:

@@ -234,15 +234,16 @@ public struct PluginLoader: Sendable {
     /// Loads and initializes one plugin file, handing its `init()` the given host function table.
     /// - Parameters:
     ///   - privateCopy: Open a private copy of the file (``SharedLibrary/init(openingPrivateCopyOf:hash:)``).
-    ///   - hash: The SHA-256 the directory's `plugins.lock` lists for it, checked on the copy
-    ///     where one is made, so a file changed since the trust rules' check cannot slip in.
+    ///   - hash: The SHA-256 the directory's `plugins.lock` lists for it. With one, a private
+    ///     copy is opened even where `privateCopy` is `false` (a one-shot run), and checked, so
+    ///     a file changed since the trust rules' check cannot slip in.
     package static func load(
         file path: String, hostTable: UnsafePointer<cmdbus_host_api>, log: PluginLog, privateCopy: Bool = false, hash: String? = nil
     ) -> Result<LoadedPlugin, PluginLoadError> {
         let start = ContinuousClock.now
         do {
             try PluginFileInspector.inspect(path)
-            let library = try privateCopy ? openPrivateCopy(of: path, log: log, hash: hash) : SharedLibrary(openingPlugin: path, hash: hash)
+            let library = try privateCopy || hash != nil ? openPrivateCopy(of: path, log: log, hash: hash) : SharedLibrary(openingPlugin: path)
             let descriptor = try readDescriptor(from: library)
             let state = try initialize(descriptor, hostTable: hostTable)
             let elapsed = ContinuousClock.now - start

@@ -30,10 +30,10 @@ extension SharedLibrary {
     ///
     /// The image opened before stays in memory (nothing is unloaded); the copy is removed
     /// once it is open, and the crash report still names the file.
-    /// - Parameter hash: The SHA-256 `plugins.lock` lists for the file, checked on the copy
-    ///   where one is made (see ``init(openingPrivateCopyOf:hash:)``).
+    /// A plugin under a `plugins.lock` is opened from a checked copy instead
+    /// (``init(openingPrivateCopyOf:hash:)``).
     /// - Throws: The linker's message, naming `path`, or why no copy could be made.
-    package init(openingPlugin path: String, hash: String? = nil) throws(PluginLoadFailure) {
+    package init(openingPlugin path: String) throws(PluginLoadFailure) {
         let status = FileSystem.status(of: path)
         let openedBefore = Self.openedByPath.withLock { $0[path] }
         guard let openedBefore, openedBefore != status else {
@@ -42,7 +42,7 @@ extension SharedLibrary {
             if let status { Self.openedByPath.withLock { opened in opened[path] = opened[path] ?? status } }
             return
         }
-        try self.init(openingPrivateCopyOf: path, hash: hash)
+        try self.init(openingPrivateCopyOf: path)
     }
 
     /// Opens a private copy of `path`, made in a new directory of the temporary directory or,

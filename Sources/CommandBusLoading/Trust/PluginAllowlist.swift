@@ -35,11 +35,14 @@ package struct PluginAllowlist: Sendable, Equatable {
         return PluginAllowlist(hashes: hashes)
     }
 
+    /// Why a file the lock does not list is refused.
+    package static let notListed = "is not listed in \(fileName) (rule: allowlist; run 'cmdbus plugins lock' to list it)"
+
     /// Throws unless `path` is listed with its current hash.
     package func check(_ path: String) throws(PluginLoadFailure) {
         let name = FileSystem.lastComponent(path)
         guard let expected = hashes[name] else {
-            throw .init("is not listed in \(Self.fileName) (rule: allowlist; run 'cmdbus plugins lock' to list it)")
+            throw .init(Self.notListed)
         }
         try Self.verify(path, hash: expected)
     }
