@@ -15,10 +15,10 @@ extension ArgumentSpec.Parsed {
         return .milliseconds(Int64(seconds * 1000))
     }
 
-    /// The option's value as a duration: seconds, or a number with `ms`, `s`, `m` or `h`; a bad value names the option.
+    /// The option's value as a duration: seconds, or a number with `ms`, `s`, `m`, `h`, `d` or `w`; a bad value names the option.
     func duration(_ name: String) throws(HostFailure) -> Duration? {
         guard let text = value(name) else { return nil }
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400), ("w", 604_800)]
         let unit = units.first { text.hasSuffix($0.0) && Double(text.dropLast($0.0.count)) != nil }
         let number = Double(unit.map { String(text.dropLast($0.0.count)) } ?? text)
         let seconds = number.map { $0 * (unit?.1 ?? 1) }

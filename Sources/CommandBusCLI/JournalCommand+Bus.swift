@@ -13,7 +13,7 @@ import Foundation
 extension JournalCommand {
     static let busVerbs: [String: Verb] = [
         "list": Verb(run: busList), "show": Verb(run: busShow), "retry": Verb(run: busRetry), "import": Verb(run: busImport),
-        "replay": Verb(run: replay), "undo": Verb(run: undo),
+        "replay": Verb(run: replay), "undo": Verb(run: undo), "prune": Verb(run: busPrune),
     ]
 
     static func busJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> BusJournal {

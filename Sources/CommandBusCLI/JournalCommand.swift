@@ -9,16 +9,17 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `cmdbus journal list|show|retry|replay|undo|import|tree|discard|recover`: reading and using the journal.
+/// `cmdbus journal list|show|retry|replay|undo|import|tree|discard|recover|prune`: reading and using the journal.
 enum JournalCommand {
     static let spec = ArgumentSpec(command: "journal", options: [
-        .init(name: "state", short: nil, value: "STATE", help: "list: only this state (repeatable)."),
+        .init(name: "state", short: nil, value: "STATE", help: "list: only this state; prune: only trees whose root ended so (repeatable)."),
         .init(name: "command", short: nil, value: "NAME", help: "list: only this command name."),
         .init(name: "limit", short: "n", value: "N", help: "list: at most N entries (the newest)."),
         .init(name: "since", short: nil, value: "WHEN", help: "replay: from this entry id or time (ISO 8601 or seconds)."),
         .init(name: "until", short: nil, value: "WHEN", help: "replay: up to this entry id or time."),
         .init(name: "rebuild", short: nil, help: "undo: drop the entry from replay instead of sending an inverse."),
         .init(name: "format", short: nil, value: "FORMAT", choices: ["text", "mermaid", "dot"], help: "tree: text (default), mermaid or dot."),
+        .init(name: "older-than", short: nil, value: "AGE", help: "prune: remove what ended longer ago than AGE (30d, 12h, 90m)."),
         .json, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
@@ -40,6 +41,9 @@ enum JournalCommand {
                                  drop unfinished ones a dead process left (recorded, not deleted).
           recover                Run what processes that died left unfinished; one-shot commands only
                                  report it (cmdbus serve recovers at start).
+          prune --older-than AGE [--state S]
+                                 Remove whole trees of work that ended longer ago than AGE (30d);
+                                 unfinished work stays. The journal keeps everything until then.
 
         ID is an entry's id (a UUID) or its number, the first column of 'journal list'.
 
@@ -59,7 +63,7 @@ enum JournalCommand {
     /// The options only some verbs read, by option. Given to another verb they would be ignored
     /// (`journal list --since x` listed everything), so they are refused instead.
     private static let verbOptions: [String: [String]] = [
-        "state": ["list"], "command": ["list"], "limit": ["list"], "since": ["replay"], "until": ["replay"],
+        "state": ["list", "prune"], "older-than": ["prune"], "command": ["list"], "limit": ["list"], "since": ["replay"], "until": ["replay"],
         "rebuild": ["undo"], "format": ["tree"],
     ]
 
@@ -76,10 +80,10 @@ enum JournalCommand {
     private static let verbs: [String: Verb] = [
         "list": Verb(run: list), "show": Verb(run: show), "retry": Verb(run: retry), "replay": Verb(run: replay),
         "undo": Verb(run: undo), "import": Verb(run: importJournal), "tree": Verb(run: tree), "discard": Verb(run: discard),
-        "recover": Verb(run: recover),
+        "recover": Verb(run: recover), "prune": Verb(run: prune),
     ]
 
-    private static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {
+    static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {
         let options = try JournalOptions(arguments)
         return try HostSession.openJournal(options.path, durability: options.durability, create: false)
     }

@@ -32,6 +32,26 @@ package final class BusJournal: Sendable {
 
     deinit { waiter.stop() }
 
+    /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
+    /// each root in one of `rootStates` (any final state if empty) with every subcommand under it
+    /// and their events, once all ended before `cutoff`; a thousand trees per statement.
+    /// - Returns: How many commands were removed.
+    package func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = []) throws(PGError) -> Int {
+        let finals = rootStates.isEmpty ? [CommandState.succeeded, .failed, .cancelled, .timedOut] : Array(rootStates)
+        var after: Int64 = 0
+        var total = 0
+        while true {
+            let row = try connections.with { connection throws(PGError) in
+                try connection.execute(BusSQL.prune, [
+                    .text(String(cutoff.timeIntervalSince1970)), .textArray(finals.map(\.rawValue)), .integer(after), .integer(1_000),
+                ]).all.first
+            }
+            total += Int(row?.integer("removed") ?? 0)
+            guard let last = row?.integer("last_root") else { return total }
+            after = last
+        }
+    }
+
     /// Commands matching `query`, oldest first (probes from `can` are not entries).
     package func rows(_ query: JournalQuery) throws(PGError) -> [JournalRecord] {
         let states = query.states.map(\.rawValue)

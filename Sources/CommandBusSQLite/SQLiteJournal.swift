@@ -258,6 +258,25 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         }.map { $0.record }
     }
 
+    /// Removes the trees of work that ended before `cutoff`: each root whose state is one of
+    /// `rootStates` (any final state if empty) with every subcommand under it, once all of them
+    /// ended before `cutoff`. Unfinished work, and trees with a part that ended since, stay.
+    /// A thousand trees go per transaction, so a server writing to the file waits for one at most.
+    /// - Returns: How many entries were removed.
+    public func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = []) async throws(CommandBusError) -> Int {
+        var after: Int64 = 0
+        var total = 0
+        while true {
+            let from = after
+            let (removed, last) = try await read { statements throws(CommandBusError) in
+                try statements.prune(endedBefore: cutoff, rootStates: rootStates, after: from, limit: 1_000)
+            }
+            total += removed
+            guard let last else { return total }
+            after = last
+        }
+    }
+
     /// Waits until every write queued so far is durable.
     public func flush() async throws(CommandBusError) {
         try await write(nil, waitUntilDurable: true)

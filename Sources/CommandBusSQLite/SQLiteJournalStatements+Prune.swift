@@ -1,0 +1,69 @@
+import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Removing old entries (`cmdbus journal prune`): whole trees of work, each once its root and
+/// every subcommand under it ended before a time, a batch of trees per transaction, so a
+/// server writing to the same file waits for one batch at most.
+extension SQLiteJournalStatements {
+    /// Removes up to `limit` trees, oldest first, past `after` (a root's entry number), whose
+    /// root ended in one of `rootStates` (any final state if empty) and whose every entry ended
+    /// before `cutoff`. Unfinished work is never removed.
+    /// - Returns: The entries removed, and the last root looked at (where the next batch starts),
+    ///   or `nil` once no root is left to look at.
+    func prune(
+        endedBefore cutoff: Date, rootStates: Set<CommandState>, after: Int64, limit: Int
+    ) throws(CommandBusError) -> (removed: Int, lastRoot: Int64?) {
+        let finals = rootStates.isEmpty ? [CommandState.succeeded, .failed, .cancelled, .timedOut] : Array(rootStates)
+        let states = finals.map { "'\($0.rawValue)'" }.joined(separator: ", ")  // the enum's own names: no quoting needed
+        try database.execute("CREATE TEMP TABLE IF NOT EXISTS prune_roots (seq INTEGER PRIMARY KEY, id TEXT NOT NULL)")
+        try begin()
+        do throws(CommandBusError) {
+            try database.execute("DELETE FROM prune_roots")
+            // Roots in entry order from `after`: over all batches the scan reads each row once.
+            let roots = try database.prepare("""
+                INSERT INTO prune_roots (seq, id) SELECT seq, id FROM entries
+                WHERE seq > ?1 AND parent_id IS NULL AND state IN (\(states)) AND finished_at < ?2
+                ORDER BY seq LIMIT ?3
+                """)
+            roots.bind(1, after)
+            roots.bind(2, cutoff.timeIntervalSince1970)
+            roots.bind(3, Int64(limit))
+            _ = try roots.step()
+            let last = try database.integer("SELECT coalesce(max(seq), 0) FROM prune_roots")
+            guard last > 0 else {
+                try commit()
+                return (0, nil)
+            }
+            // A tree goes only whole: not while a subcommand is unfinished or ended since.
+            let keep = try database.prepare("""
+                DELETE FROM prune_roots WHERE id IN (
+                    SELECT correlation_id FROM entries WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id
+                        AND (state IN ('pending', 'running') OR finished_at IS NULL OR finished_at >= ?1))
+                """)
+            keep.bind(1, cutoff.timeIntervalSince1970)
+            _ = try keep.step()
+            // Subcommands through the correlation index (whose rows have `correlation_id <> id`), then the roots.
+            try database.execute("""
+                DELETE FROM endings WHERE seq IN (
+                    SELECT seq FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id);
+                DELETE FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id;
+                """)
+            let children = database.changes
+            try database.execute("""
+                DELETE FROM endings WHERE seq IN (SELECT seq FROM prune_roots);
+                DELETE FROM unended WHERE seq IN (SELECT seq FROM prune_roots);
+                DELETE FROM commands WHERE seq IN (SELECT seq FROM prune_roots);
+                """)
+            let removed = children + database.changes
+            try commit()
+            return (removed, last)
+        } catch {
+            rollback()
+            throw error
+        }
+    }
+}

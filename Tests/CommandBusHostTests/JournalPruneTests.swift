@@ -1,0 +1,76 @@
+import CommandBusSupport
+import Foundation
+import Testing
+
+/// `cmdbus journal prune --older-than AGE`: whole trees of work that ended before the cutoff
+/// go; newer ones, unfinished ones and (with `--state`) other outcomes stay.
+struct JournalPruneTests {
+    typealias Setup = JournalReliabilityTests.Setup
+
+    @Test func pruningRemovesWholeOldTreesAndKeepsTheRest() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        try setup.plugins.install("libGreetAll.so")
+        #expect(try await setup.run("run", "greet-all", "-p", #"names=["Ada","Grace"]"#).status == 0)  // a root and two subcommands
+        #expect(try await setup.run("run", "greet", "-p", "name=Old").status == 0)
+        #expect(try await setup.run("run", "fixture.fail", "-p", "message=old failure").status == 1)
+        // One left running by a process killed mid-command: unfinished, never pruned.
+        let killed = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path,
+            ["run", "fixture.sleep", "-p", "milliseconds=60000", "--journal", setup.journal, "--plugins", setup.plugins.path],
+            directory: setup.work.path, standardOutput: .discard, standardError: .discard
+        )
+        #expect(await waitUntil(.seconds(30)) { JournalCommandTests.runningCount(setup.journal) == 1 })
+        killed.send(SIGKILL)
+        _ = await killed.wait()
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await setup.run("run", "greet", "-p", "name=New").status == 0)
+
+        let succeeded = try await setup.run("journal", "prune", "--older-than", "1s", "--state", "succeeded")
+        #expect(succeeded.status == 0 && succeeded.stdout.hasPrefix("removed 4 entries that ended before "), "\(succeeded.stdout)\(succeeded.stderr)")
+        #expect(try await setup.entries().compactMap { $0["command"] as? String }.sorted() == ["fixture.fail", "fixture.sleep", "greet"])
+
+        let rest = try await setup.run("journal", "prune", "--older-than", "1s", "--json")
+        #expect(try rest.status == 0 && jsonObject(rest.stdout)["removed"] as? Int == 1, "\(rest.stdout)\(rest.stderr)")
+        let left = try await setup.entries()
+        #expect(left.map { "\($0["command"] ?? "") \($0["state"] ?? "")" }.sorted() == ["fixture.sleep running", "greet succeeded"])
+        #expect((left.first { $0["command"] as? String == "greet" }?["payload"] as? [String: Any])?["name"] as? String == "New")
+        // Nothing old is left: pruning again removes nothing.
+        #expect(try await setup.run("journal", "prune", "--older-than", "1s").stdout.hasPrefix("removed 0 entries"))
+    }
+
+    @Test(arguments: [
+        (["journal", "prune"], "'cmdbus journal prune' needs --older-than AGE (such as 30d or 12h)"),
+        (["journal", "prune", "--older-than", "soon"], "--older-than takes a duration such as 30, 30s, 500ms or 5m"),
+        (["journal", "prune", "--older-than", "1d", "--state", "pending"], "--state for 'journal prune' takes succeeded, failed, cancelled or timedOut, got 'pending'"),
+        (["journal", "list", "--older-than", "1d"], "--older-than is for 'cmdbus journal prune', not 'journal list'"),
+    ])
+    func badPruneLinesSayWhatIsWrong(arguments: [String], message: String) async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        #expect(try await setup.run("run", "greet", "-p", "name=Ada").status == 0)
+        let result = try await setup.run(arguments)
+        #expect(result.status == 64 && result.stderr.contains(message) && result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+    }
+}
+
+extension SharedBusTests {
+    /// The shared bus prunes as the file does: old trees and their events go, newer ones stay.
+    @Test(.timeLimit(.minutes(2)))
+    func pruningTheBusRemovesWholeOldTrees() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so", "libGreetAll.so"])
+        #expect(try await Self.bus(database.url, "run", "greet-all", "-p", #"names=["Ada","Grace"]"#).status == 0)
+        #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Old").status == 0)
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=New").status == 0)
+        let pruned = try await Self.bus(database.url, "journal", "prune", "--older-than", "1s", "--json")
+        #expect(try pruned.status == 0 && jsonObject(pruned.stdout)["removed"] as? Int == 4, "\(pruned.stdout)\(pruned.stderr)")
+        #expect(try await database.sql("SELECT string_agg(name, ',') FROM cmdbus.commands WHERE kind = 'command'") == "greet\n")
+        // The events left are the kept tree's: none of a removed tree's stays behind.
+        let orphans = try await database.sql("SELECT count(*) FROM cmdbus.events e WHERE NOT EXISTS (SELECT 1 FROM cmdbus.commands c WHERE c.id = e.correlation_id)")
+        #expect(orphans == "0\n")
+        await host.stop()
+    }
+}
