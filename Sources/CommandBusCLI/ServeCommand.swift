@@ -18,6 +18,7 @@ enum ServeCommand {
         .bus,
         .init(name: "lease", short: nil, value: "SECONDS", help: "With --bus: seconds a silent host keeps its commands (default 15)."),
         .init(name: "capacity", short: nil, value: "N", help: "With --bus: commands this host runs at once (default 64)."),
+        .init(name: "keep", short: nil, value: "AGE", help: "Prune what ended longer ago than AGE (30d), now and every so often."),
         .help,
     ] + DashboardOptions.options + PluginOptions.options + JournalOptions.options)
 
@@ -54,6 +55,10 @@ enum ServeCommand {
             console: console, threshold: arguments.choice("log-level", or: LogLevel.info), format: arguments.choice("log-format", or: ServerLog.Format.text)
         )
         let dashboard = try DashboardOptions.listen(arguments)
+        let keep = try arguments.duration("keep")
+        if keep != nil, try !JournalOptions(arguments).enabled, try ConnectionOptions(arguments).bus == nil {
+            throw .usage("--keep prunes the journal, and --no-journal keeps none; leave one of them out")
+        }
         // Heard from the start: a stop while the plugins load (probes can take seconds) ends the
         // process cleanly, its socket removed, rather than by the signal.
         let listening = Mutex<UnixSocket?>(nil)
@@ -64,7 +69,7 @@ enum ServeCommand {
             _exit(0)
         }, second: { _exit(1) })
         if let bus = try ConnectionOptions(arguments).bus {
-            try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard, signals: signals)
+            try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard, signals: signals, keep: keep)
         }
         // A host of the shared bus reads these; a local server would ignore them.
         for option in ["lease", "capacity"] where arguments.value(option) != nil {
@@ -96,6 +101,9 @@ enum ServeCommand {
         }
         for warning in session.debugBuildWarnings { log(.warning, warning) }
         let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics, signals: signals)
+        if let keep, let journal = session.journal {
+            JournalRetention.start(keeping: keep, log: log) { cutoff in try await journal.prune(endedBefore: cutoff) }
+        }
         if let dashboard {
             var sources = DashboardSources(
                 bus: session.bus, journal: session.journal, catalog: { server.catalog }, statistics: statistics, metrics: metrics
@@ -114,7 +122,7 @@ enum ServeCommand {
     /// `serve --bus`: a host of the shared bus. The bus is the journal; nothing is kept locally.
     private static func serveBus(
         _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration, dashboard: DashboardOptions?,
-        signals: ShutdownSignals
+        signals: ShutdownSignals, keep: Duration?
     ) async throws(HostFailure) -> Never {
         let remote = RemoteCommandHandler(connections: PGConnectionPool(url: url), waiter: ResultWaiter(url: url))
         var journal = try JournalOptions(arguments)
@@ -183,6 +191,10 @@ enum ServeCommand {
         }
         watcher?.start()
         watching.withLock { $0 = watcher }
+        if let keep {
+            let retained = BusJournal(connectingWhenReadTo: url)
+            JournalRetention.start(keeping: keep, log: log) { cutoff in try retained.prune(endedBefore: cutoff, takingTurns: true) }
+        }
         let leaving = Atomic<Bool>(false)
         ServiceStatus.ready {
             leaving.load(ordering: .acquiring) ? nil

@@ -35,8 +35,9 @@ package final class BusJournal: Sendable {
     /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
     /// each root in one of `rootStates` (any final state if empty) with every subcommand under it
     /// and their events, once all ended before `cutoff`; a thousand trees per statement.
+    /// - Parameter takingTurns: Skip a batch while another pruning with it runs (the hosts' `--keep`).
     /// - Returns: How many commands were removed.
-    package func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = []) throws(PGError) -> Int {
+    package func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = [], takingTurns: Bool = false) throws(PGError) -> Int {
         let finals = rootStates.isEmpty ? [CommandState.succeeded, .failed, .cancelled, .timedOut] : Array(rootStates)
         var after: Int64 = 0
         var total = 0
@@ -44,6 +45,7 @@ package final class BusJournal: Sendable {
             let row = try connections.with { connection throws(PGError) in
                 try connection.execute(BusSQL.prune, [
                     .text(String(cutoff.timeIntervalSince1970)), .textArray(finals.map(\.rawValue)), .integer(after), .integer(1_000),
+                    .bool(takingTurns),
                 ]).all.first
             }
             total += Int(row?.integer("removed") ?? 0)

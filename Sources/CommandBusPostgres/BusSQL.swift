@@ -302,11 +302,15 @@ enum BusSQL {
     /// since 1970) in one of the states $2, and whose every subcommand ended before $1 too, with
     /// their events. The trees are walked down `parent_id` (indexed), from roots read in `seq`
     /// order. Gives how many commands went, and the last root looked at (NULL: none was left).
+    /// With $5 true (a host's `--keep`), it does nothing while another statement of it runs:
+    /// the hosts of a bus take turns rather than deleting the same rows at once.
     static let prune = """
-        WITH RECURSIVE roots AS (
+        WITH RECURSIVE turn AS (
+            SELECT NOT $5::bool OR pg_try_advisory_xact_lock(hashtext('cmdbus.prune')) AS mine
+        ), roots AS (
             SELECT id, seq FROM cmdbus.commands
             WHERE kind = 'command' AND parent_id IS NULL AND seq > $3 AND state = ANY($2::text[])
-                AND finalized_at < to_timestamp($1::float8)
+                AND finalized_at < to_timestamp($1::float8) AND (SELECT mine FROM turn)
             ORDER BY seq LIMIT $4
         ), tree AS (
             SELECT c.id, c.id AS root, c.finalized_at FROM cmdbus.commands c WHERE c.id IN (SELECT id FROM roots)

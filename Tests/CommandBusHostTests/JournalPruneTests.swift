@@ -39,6 +39,21 @@ struct JournalPruneTests {
         #expect(try await setup.run("journal", "prune", "--older-than", "1s").stdout.hasPrefix("removed 0 entries"))
     }
 
+    /// `serve --keep AGE` prunes as it runs: a command gone past AGE leaves the journal, and
+    /// the log says so.
+    @Test func aServerKeepsOnlyWhatEndedWithinItsKeep() async throws {
+        let server = try await ServerTests.Server(arguments: ["--keep", "2s"])
+        defer { server.work.remove() }
+        #expect(try await cmdbus(["run", "greet", "-p", "name=Ada", "--connect", server.socket]).status == 0)
+        @Sendable func logged() -> String { (try? String(contentsOfFile: server.log, encoding: .utf8)) ?? "" }
+        #expect(await waitUntil(.seconds(30)) { logged().contains("pruned 1 journal entry that ended before ") }, "\(logged())")
+        await server.stop()
+        let left = try await cmdbus(["journal", "list", "--journal", server.journal], directory: server.work.url)
+        #expect(left.status == 0 && left.stdout.isEmpty, "\(left.stdout)")
+        let refused = try await cmdbus("serve", "--keep", "1d", "--no-journal")
+        #expect(refused.status == 64 && refused.stderr.contains("--keep prunes the journal, and --no-journal keeps none"), "\(refused.stderr)")
+    }
+
     @Test(arguments: [
         (["journal", "prune"], "'cmdbus journal prune' needs --older-than AGE (such as 30d or 12h)"),
         (["journal", "prune", "--older-than", "soon"], "--older-than takes a duration such as 30, 30s, 500ms or 5m"),
@@ -71,6 +86,18 @@ extension SharedBusTests {
         // The events left are the kept tree's: none of a removed tree's stays behind.
         let orphans = try await database.sql("SELECT count(*) FROM cmdbus.events e WHERE NOT EXISTS (SELECT 1 FROM cmdbus.commands c WHERE c.id = e.correlation_id)")
         #expect(orphans == "0\n")
+        await host.stop()
+    }
+
+    /// A host with `--keep` prunes the shared bus as it runs.
+    @Test(.timeLimit(.minutes(2)))
+    func aBusHostKeepsOnlyWhatEndedWithinItsKeep() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"], extra: ["--keep", "2s"])
+        #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Ada").status == 0)
+        #expect(await waitUntil(.seconds(30)) { host.output.contains("pruned 1 journal entry that ended before ") }, "\(host.output)")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE kind = 'command'") == "0\n")
         await host.stop()
     }
 }
