@@ -152,7 +152,7 @@ extension DashboardAssets {
               panel('Commands per second · last 2 minutes', chartBox, legend()),
               panel('Just ended', feed)),
             panel('By command', namesBox));
-          const feedItem = (e, cls) => h('li', cls ? { class: cls } : {}, badge(e.state), link('#/command/' + e.id, e.command, 'mono name'),
+          const feedItem = (e, cls) => h('li', cls ? { class: cls, 'data-id': e.id } : { 'data-id': e.id }, badge(e.state), link('#/command/' + e.id, e.command, 'mono name'),
             h('span', { class: 'muted' }, ms(e.durationMs)), h('span', { class: 'when' }, new Date(e.endedAt * 1000).toLocaleTimeString(undefined, { hour12: false })));
           // What ended before the page opened, newest first; then what ends while it is open.
           if (data.lastEnded.length) feed.append(...data.lastEnded.slice().reverse().map(e => feedItem(e)));
@@ -171,7 +171,9 @@ extension DashboardAssets {
             chartBox.replaceChildren(chart(series));
             if (tick.ended.length) {
               if (feed.firstChild && feed.firstChild.classList.contains('muted')) feed.replaceChildren();
-              for (const e of tick.ended) feed.prepend(feedItem(e, 'flash'));
+              // The first tick can bring what the page was opened with: each command is listed once.
+              const listed = new Set([...feed.children].map(li => li.dataset.id));
+              for (const e of tick.ended) if (!listed.has(e.id)) feed.prepend(feedItem(e, 'flash'));
               while (feed.children.length > 40) feed.lastChild.remove();
               refreshNames();
             }
