@@ -22,7 +22,9 @@ enum PayloadBuilder {
             }
         }
         let source = PayloadOperand(operand)
-        let json = try source?.text(command: command, maxBytes: maxBytes)
+        // A byte order mark (some editors save JSON with one) is not part of the text, as RFC 8259 allows.
+        let text = try source?.text(command: command, maxBytes: maxBytes)
+        let json = text.map { $0.hasPrefix("\u{FEFF}") ? String($0.dropFirst()) : $0 }
         // Refused here, saying where, rather than handed to a plugin to refuse (or, in C, to misread).
         if let json, let source, let problem = JSONValue.syntaxError(in: Array(json.utf8)) {
             guard case .argument = source else {

@@ -35,6 +35,11 @@ struct CommandLineTests {
         }
         let fromInput = try await shell(#""$0" run greet - --no-journal --plugins "$1" < "$2""#)
         #expect(fromInput.stdout == "{\"greeting\":\"Hello, File!\"}\n", "\(fromInput.stderr)")
+        // A file saved with a byte order mark, as some editors save JSON.
+        let marked = plugins.file("marked.json")
+        try Data([0xEF, 0xBB, 0xBF] + Array(#"{"name": "Marked"}"#.utf8)).write(to: marked)
+        let fromMarked = try await cmdbus("run", "greet", "@" + marked.path, "--no-journal", "--plugins", plugins.path)
+        #expect(fromMarked.stdout == "{\"greeting\":\"Hello, Marked!\"}\n", "\(fromMarked.stderr)")
         let fromPipe = try await shell(#"printf '{"name": "Pipe"}' | "$0" can greet @- --plugins "$1" && echo can"#)
         #expect(fromPipe.stdout == "can\n", "\(fromPipe.stderr)")
 

@@ -555,7 +555,9 @@ struct SharedBusTests {
         let first = try await Self.bus(overTCP, "run", "fixture.append", "-p", "file=\(runs.path)")
         #expect(first.status == 0 && first.stdout.contains(":\(remote.pid)"), "ran across the veth pair: \(first.stderr)")
 
-        async let slow = Self.bus(overTCP, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=4000")
+        // Long enough to be still running when the link is cut, however long the second host
+        // takes to join on a loaded machine (4 s once was not: the command ended first).
+        async let slow = Self.bus(overTCP, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=12000")
         #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 2 })
         let local = try await BusHostProcess(bus: cluster.localURL, plugins: ["libFixturePlugin.so"])
         await namespace.link(up: false)
