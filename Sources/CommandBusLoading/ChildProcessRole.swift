@@ -35,10 +35,26 @@ package enum ChildProcessRole {
         }
     }
 
+    /// No probe outlives its host: a thread waits for the host's end of the probe's stdout (a
+    /// pipe) to close (the host exited, or was killed) and ends the probe, even while the plugin
+    /// it loads spins in its entry point, which the host would have killed at its deadline.
+    private static func exitWhenTheHostStopsReading() {
+        DetachedThread.start {
+            // A pipe's writing end reports POLLERR once no one can read it; no event need be asked for.
+            var watch = pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)
+            while true {
+                let ready = poll(&watch, 1, -1)
+                if ready < 0 && errno == EINTR { continue }
+                if ready < 0 || watch.revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { _exit(0) }
+            }
+        }
+    }
+
     /// Does the job and ends the process.
     package func run() -> Never {
         switch self {
         case .probe(let file):
+            Self.exitWhenTheHostStopsReading()
             Console().out(PluginProbe.answer(for: file))
             fflush(nil)
             _exit(0)

@@ -287,6 +287,14 @@ struct ServerTests {
         #expect(!FileManager.default.fileExists(atPath: socket))
         let log = try String(contentsOf: work.file("server.log"), encoding: .utf8)
         #expect(log.contains("stopped while starting; nothing was taken yet") && !log.contains("serving on"), "\(log)")
+        // Nor does the probe of the plugin that spins outlive the server (it did, at 100% of a core, forever).
+        @Sendable func probes() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { pid in
+                guard Int(pid) != nil, let line = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return nil }
+                return line.contains("--cmdbus-probe") && line.contains(plugins.path) ? pid : nil
+            }
+        }
+        #expect(await waitUntil(.seconds(10)) { probes().isEmpty }, "probes left running: \(probes())")
     }
 
     @Test func aServerStoppedAndContinuedGoesOnServing() async throws {
