@@ -19,8 +19,7 @@ extension JournalCommand {
             throw .usage("'cmdbus journal prune' needs --older-than AGE (such as 30d or 12h): what ended longer ago than that is removed")
         }
         let states = try listQuery(arguments).states
-        let finals: Set<CommandState> = [.succeeded, .failed, .cancelled, .timedOut]
-        if let unfinished = states.subtracting(finals).first {
+        if let unfinished = states.first(where: { !$0.isTerminal }) {
             throw .usage("--state for 'journal prune' takes succeeded, failed, cancelled or timedOut, got \(quoted(unfinished.rawValue)): unfinished work is never pruned")
         }
         return (Date() - age.seconds, states)

@@ -38,7 +38,7 @@ package final class BusJournal: Sendable {
     /// - Parameter takingTurns: Skip a batch while another pruning with it runs (the hosts' `--keep`).
     /// - Returns: How many commands were removed.
     package func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = [], takingTurns: Bool = false) throws(PGError) -> Int {
-        let finals = rootStates.isEmpty ? [CommandState.succeeded, .failed, .cancelled, .timedOut] : Array(rootStates)
+        let finals = rootStates.isEmpty ? CommandState.allCases.filter(\.isTerminal) : Array(rootStates)
         var after: Int64 = 0
         var total = 0
         while true {

@@ -17,7 +17,7 @@ extension SQLiteJournalStatements {
     func prune(
         endedBefore cutoff: Date, rootStates: Set<CommandState>, after: Int64, limit: Int
     ) throws(CommandBusError) -> (removed: Int, lastRoot: Int64?) {
-        let finals = rootStates.isEmpty ? [CommandState.succeeded, .failed, .cancelled, .timedOut] : Array(rootStates)
+        let finals = rootStates.isEmpty ? CommandState.allCases.filter(\.isTerminal) : Array(rootStates)
         let states = finals.map { "'\($0.rawValue)'" }.joined(separator: ", ")  // the enum's own names: no quoting needed
         try database.execute("CREATE TEMP TABLE IF NOT EXISTS prune_roots (seq INTEGER PRIMARY KEY, id TEXT NOT NULL)")
         try begin()
