@@ -29,8 +29,11 @@ public enum CommandLineTool {
           can <command> [<json>]     Exit 0 if some handler would take it now, 69 if not.
           plugins [--json]           List loaded plugins, command routes and skipped files.
           plugins check <file>       Validate one plugin file.
+          plugins lock               Pin the plugins that load now (plugins.lock).
+          plugins forget <file>      Probe a quarantined file again.
           batch [FILE|-]             Run NDJSON commands; one result line each.
-          journal <subcommand>       list, show, tree, retry, replay, undo, import, discard, recover.
+          journal <subcommand>       list, show, tree, retry, replay, undo, import, discard,
+                                     recover, prune.
           serve                      Run a long-lived host on a Unix socket (NDJSON).
           status --connect           A running server's uptime, work and latencies.
           bus status --bus URL       The shared bus: hosts, queues, the oldest pending command.

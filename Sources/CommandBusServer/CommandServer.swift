@@ -70,7 +70,8 @@ package final class CommandServer: Sendable {
         session.bus.addObserver(CommandLogObserver(log: log))
         forwardHandlerLogs()
         watcher?.start()
-        log(.info, "serving on \(socket.path) (\(session.catalog.plugins.count) plugins)")
+        let plugins = session.catalog.plugins.count
+        log(.info, "serving on \(socket.path) (\(plugins) plugin\(plugins == 1 ? "" : "s"))")
         tellServiceManager()
         RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, onRefused: { [log] count in
             var limit = rlimit()

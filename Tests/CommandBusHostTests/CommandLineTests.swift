@@ -418,4 +418,25 @@ struct CommandLineTests {
         #expect(options.count > 15 && columns.count == 1, "\(options.joined(separator: "\n"))")
         #expect(try await cmdbus().status == 64)
     }
+
+    /// Every verb a subcommand dispatches (read from the completion script, which is built from the
+    /// verb tables) is named in `cmdbus --help` and described in the subcommand's own help.
+    @Test func everyVerbIsInTheHelp() async throws {
+        let script = try await cmdbus("completion", "bash").stdout
+        let usage = try await cmdbus("--help").stdout
+        var checked = 0
+        for match in script.matches(of: /(\w+):0:\*\) COMPREPLY=\(\$\(compgen -W "([^"]+)"/) {
+            let subcommand = String(match.1)
+            if subcommand == "help" { continue }  // its words are the subcommands themselves
+            let help = try await cmdbus(subcommand, "--help").stdout
+            for verb in match.2.split(separator: " ") {
+                let named = try Regex("\\b\(verb)\\b")
+                #expect(usage.contains(named), "'cmdbus --help' does not name '\(subcommand) \(verb)'")
+                let described = try Regex("(^  |cmdbus \(subcommand) )\(verb)\\b").anchorsMatchLineEndings()
+                #expect(help.contains(described), "'cmdbus \(subcommand) --help' does not describe '\(verb)'")
+                checked += 1
+            }
+        }
+        #expect(checked >= 12, "only \(checked) verbs were found in the completion script")
+    }
 }
