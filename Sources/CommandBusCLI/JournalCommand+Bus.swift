@@ -53,11 +53,22 @@ extension JournalCommand {
         guard operands.count == 1 else { throw .usage("'cmdbus journal import' takes one journal file") }
         let other: SQLiteJournal
         do { other = try SQLiteJournal(path: operands[0], durability: .synced, create: false, readOnly: true) } catch { throw .journal(error) }
-        let records: [JournalRecord]
-        do { records = try await other.records(JournalQuery()) } catch { throw .journal(error) }
-        let counts: (added: Int, present: Int)
         let journal = try busJournal(arguments)
-        do { counts = try journal.importHistory(records) } catch { throw PostgresBusClient.failure(error) }
+        // A thousand entries at a time, so a journal of any size imports in bounded memory.
+        var counts = (added: 0, present: 0)
+        var cursor: Int64?
+        while true {
+            let page: [JournalRecord]
+            do { page = try await other.records(JournalQuery(afterSequence: cursor, limit: 1_000)) } catch { throw .journal(error) }
+            guard let last = page.last else { break }
+            do {
+                let imported = try journal.importHistory(page)
+                counts = (counts.added + imported.added, counts.present + imported.present)
+            } catch {
+                throw PostgresBusClient.failure(error)
+            }
+            cursor = last.sequence
+        }
         if arguments.has("json") {
             console.out(JSONValue.object(["new": .integer(Int64(counts.added)), "present": .integer(Int64(counts.present)), "failed": .integer(0)]).text)
         } else {

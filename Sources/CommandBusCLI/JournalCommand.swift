@@ -220,9 +220,14 @@ enum JournalCommand {
         }
         for failure in report.failures { console.err("cmdbus: warning: replay: \(failure)") }
         if arguments.has("json") {
-            console.out(JSONValue.object(["replayed": .integer(Int64(report.replayed)), "failed": .integer(Int64(report.failed))]).text)
+            console.out(JSONValue.object([
+                "replayed": .integer(Int64(report.replayed)), "failed": .integer(Int64(report.failed)),
+                "sentByParents": .integer(Int64(report.sentByParents)),
+            ]).text)
         } else {
-            console.out("replayed \(report.replayed) entries; \(report.failed) failed")
+            let (entries, resent) = (report.replayed, report.sentByParents)
+            let subcommands = resent == 0 ? "" : " (and \(resent) subcommand\(resent == 1 ? "" : "s") their parents sent again)"
+            console.out("replayed \(entries) entr\(entries == 1 ? "y" : "ies")\(subcommands); \(report.failed) failed")
         }
     }
 
@@ -294,6 +299,8 @@ enum JournalCommand {
         }
     }
 
+    /// Plays the other journal's succeeded work this one has not seen, in order and under its
+    /// ids, as a replay would: a subcommand whose parent is played is sent again by it, not on its own.
     private static func importJournal(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.count == 1 else { throw .usage("'cmdbus journal import' takes one journal file") }
         let other: SQLiteJournal
@@ -301,13 +308,13 @@ enum JournalCommand {
         let session = try await session(arguments, console: console)
         guard let journal = session.journal else { throw .usage("'cmdbus journal import' needs a journal; drop --no-journal") }
         var added = 0, present = 0, failed = 0
-        do {
-            for record in try await other.records(JournalQuery(states: [.succeeded])) {
+        do throws(CommandBusError) {
+            _ = try await JournalReplayer(bus: session.bus, journal: other).forEachEntryToRun { record throws(CommandBusError) in
                 if try await journal.record(record.envelope.id) != nil {
                     present += 1
-                    continue
+                    return
                 }
-                do {
+                do throws(CommandBusError) {
                     _ = try await session.bus.resubmit(record).result
                     added += 1
                 } catch {

@@ -18,6 +18,8 @@ public struct JournalReplayer: Sendable {
         public var failed = 0
         /// The one-line reasons of the failures, with the entries' ids.
         public var failures: [String] = []
+        /// Subcommands not run on their own because their parent ran again and sent them anew.
+        public var sentByParents = 0
     }
 
     package let bus: CommandBus
@@ -40,7 +42,8 @@ public struct JournalReplayer: Sendable {
     }
 
     /// Replays the succeeded entries in the sequence range (and, if given, only these command names).
-    /// Entries taken out of replay (`undo --rebuild`) are skipped.
+    /// Entries taken out of replay (`undo --rebuild`) are skipped with their subcommands, and
+    /// subcommands whose parent runs again are left to it: it sends them anew (see ``ReplayAncestry``).
     ///
     /// The next page is read while this one runs: the journal reads on its own thread, so the
     /// reading and the running overlap instead of taking turns.
@@ -49,16 +52,45 @@ public struct JournalReplayer: Sendable {
         createdFrom: Date? = nil, createdUntil: Date? = nil
     ) async throws(CommandBusError) -> Report {
         var report = Report()
+        report.sentByParents = try await forEachEntryToRun(
+            commands: names, after: after, through: through, createdFrom: createdFrom, createdUntil: createdUntil
+        ) { record throws(CommandBusError) in
+            try await replay(record, into: &report)
+        }
+        return report
+    }
+
+    /// Calls `body`, in journal order, with each succeeded entry a replay of this range runs: in
+    /// range, of these names, not taken out of replay, and not sent again by an ancestor that runs.
+    /// Returns how many entries were left to their ancestors.
+    package func forEachEntryToRun(
+        commands names: Set<String>? = nil, after: Int64? = nil, through: Int64? = nil,
+        createdFrom: Date? = nil, createdUntil: Date? = nil,
+        _ body: (JournalRecord) async throws(CommandBusError) -> Void
+    ) async throws(CommandBusError) -> Int {
+        var ancestry = ReplayAncestry(journal: journal) { record in
+            record.state == .succeeded && !record.excluded
+                && (names?.contains(record.envelope.commandName) ?? true)
+                && after.map { record.sequence > $0 } ?? true && through.map { record.sequence <= $0 } ?? true
+                && createdFrom.map { record.envelope.createdAt >= $0 } ?? true
+                && createdUntil.map { record.envelope.createdAt <= $0 } ?? true
+        }
+        var sentByParents = 0
         var page = try await self.page(after: after, through: through).get()
         while true {
             let cursor = page.count == pageSize ? page.last?.sequence : nil
             async let following = cursor == nil ? .success([]) : self.page(after: cursor, through: through)
-            for record in page where !record.excluded && (names?.contains(record.envelope.commandName) ?? true) {
-                if let createdFrom, record.envelope.createdAt < createdFrom { continue }
-                if let createdUntil, record.envelope.createdAt > createdUntil { continue }
-                try await replay(record, into: &report)
+            ancestry.begin(page)
+            for record in page {
+                let fate = try await ancestry.fate(of: record)
+                guard ancestry.runs(record) else { continue }
+                switch fate {
+                case .theirOwn: try await body(record)
+                case .sentAgain: sentByParents += 1
+                case .dropped: continue
+                }
             }
-            guard cursor != nil else { return report }
+            guard cursor != nil else { return sentByParents }
             page = try await following.get()
         }
     }

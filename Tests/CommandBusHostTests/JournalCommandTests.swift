@@ -102,6 +102,30 @@ struct JournalCommandTests {
         #expect(Array(targetIDs.suffix(3)) == sourceIDs)
     }
 
+    /// A tree of work is imported and replayed as it ran: its root runs again and sends its
+    /// subcommands anew, which are not also run on their own (each greeting ran twice before).
+    @Test func importAndReplayRunASubcommandOnceUnderItsParent() async throws {
+        let source = try Setup(), target = try Setup()
+        defer { source.work.remove(); target.work.remove() }
+        for setup in [source, target] { try setup.plugins.install("libGreetAll.so") }
+        let sent = try await source.run("run", "greet-all", #"{"names":["Ada","Grace"]}"#)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let rootID = try #require(try await source.entries(command: "greet-all").first?["id"] as? String)
+
+        let imported = try await target.run("journal", "import", source.journal, "--json")
+        #expect(try jsonObject(imported.stdout) as NSDictionary == ["new": 1, "present": 0, "failed": 0] as NSDictionary, "\(imported.stderr)")
+        let roots = try await target.entries(command: "greet-all"), greetings = try await target.entries(command: "greet")
+        #expect(roots.map { $0["id"] as? String } == [rootID])
+        #expect(greetings.count == 2 && greetings.allSatisfy { $0["parentId"] as? String == rootID }, "\(greetings)")
+        let again = try await target.run("journal", "import", source.journal, "--json")
+        #expect(try jsonObject(again.stdout) as NSDictionary == ["new": 0, "present": 1, "failed": 0] as NSDictionary)
+
+        let replayed = try await source.run("journal", "replay", "--json")
+        #expect(try jsonObject(replayed.stdout) as NSDictionary == ["replayed": 1, "failed": 0, "sentByParents": 2] as NSDictionary, "\(replayed.stderr)")
+        let text = try await source.run("journal", "replay")
+        #expect(text.stdout == "replayed 1 entry (and 2 subcommands their parents sent again); 0 failed\n")
+    }
+
     /// Ctrl-C means cancel: the first SIGINT cancels a one-shot run's (or batch's) commands, which the
     /// journal records `cancelled` (so the next run does not run them again), and it exits 130.
     @Test(.timeLimit(.minutes(2)), arguments: ["run", "batch"])

@@ -78,4 +78,56 @@ struct JournalReplayerTests {
         let none = try await JournalReplayer(bus: bus, journal: journal, pageSize: 4).replay(commands: ["something else"])
         #expect(none.replayed == 0 && none.failed == 0)
     }
+
+    /// Sends a step for each value (and a batch of `inner` under it, if any), then fails if asked.
+    struct Batch: Command {
+        typealias Result = Int
+        static let name = "batch"
+        var values: [Int]
+        var inner: [Int]? = nil
+        var failAfterwards = false
+    }
+
+    struct Batches: CommandHandler {
+        struct Refused: Error {}
+        func handle(_ command: Batch, context: CommandContext) async throws -> Int {
+            for value in command.values { _ = try await context.send(Step(value: value)) }
+            if let inner = command.inner { _ = try await context.send(Batch(values: inner)) }
+            if command.failAfterwards { throw Refused() }
+            return command.values.count
+        }
+    }
+
+    /// A parent that runs again sends its subcommands anew, so they are not run a second time; a
+    /// subcommand whose parent failed runs on its own; one whose parent was taken out of replay goes
+    /// with it. Whether the parent is in the same page, an earlier one, or two levels up.
+    @Test(arguments: [1, 2, 100])
+    func subcommandsRunOnceUnderTheirParents(pageSize: Int) async throws {
+        let work = try TemporaryDirectory("cmdbus-replayer")
+        defer { work.remove() }
+        let journal = try SQLiteJournal(path: work.file("journal.sqlite").path)
+        let original = CommandBus(configuration: .init(journal: journal))
+        original.register(Recorder())
+        original.register(Batches())
+        _ = try await original.send(Batch(values: [1, 2]))
+        _ = try? await original.send(Batch(values: [3], failAfterwards: true))
+        _ = try await original.send(Batch(values: [4, 5]))
+        _ = try await original.send(Step(value: 6))
+        _ = try await original.send(Batch(values: [7], inner: [8]))
+        try await journal.flush()
+        let dropped = try #require(try await journal.records(JournalQuery(commandName: Batch.name)).first { String(decoding: $0.payload, as: UTF8.self).contains("[4,5]") })
+        try await journal.setExcluded(dropped.envelope.id, true)
+
+        let recorder = Recorder()
+        let bus = CommandBus()
+        bus.register(recorder)
+        bus.register(Batches())
+        let report = try await JournalReplayer(bus: bus, journal: journal, pageSize: pageSize).replay()
+
+        #expect(recorder.seen.withLock { $0 } == [1, 2, 3, 6, 7, 8])
+        // Run on their own: the first batch, step 3, step 6 and the outer batch of 7.
+        #expect(report.replayed == 4 && report.failed == 0, "\(report)")
+        // Left to their parents: steps 1, 2 and 7, the inner batch and its step 8.
+        #expect(report.sentByParents == 5, "\(report)")
+    }
 }
