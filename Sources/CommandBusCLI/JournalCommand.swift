@@ -248,11 +248,7 @@ enum JournalCommand {
         }
         let record: JournalRecord
         if operands.isEmpty {
-            let candidates = (try? await journal.records(JournalQuery(states: [.succeeded]))) ?? []
-            guard let latest = candidates.last(where: { $0.undoneBy == nil && $0.undoOf == nil && !$0.excluded }) else {
-                throw HostFailure(.entryNotApplicable, "journal has no succeeded entry left to undo")
-            }
-            record = latest
+            record = try await latestToUndo(in: journal, location: location)
         } else {
             record = try await find(operands, in: journal, location: location, verb: "undo")
         }
@@ -296,6 +292,28 @@ enum JournalCommand {
             console.out(String(decoding: result, as: UTF8.self))
         } catch {
             throw session.failure(error, command: inverse.name)
+        }
+    }
+
+    /// The newest succeeded piece of work that is not undone, not an undo and not taken out of
+    /// replay: a root, since a subcommand is undone with its parent. Read newest first, a page at
+    /// a time, so the newest is found without reading the journal whole.
+    private static func latestToUndo(in journal: any Journal, location: String) async throws(HostFailure) -> JournalRecord {
+        var through: Int64?
+        while true {
+            let page: [JournalRecord]
+            do {
+                page = try await journal.records(JournalQuery(states: [.succeeded], throughSequence: through, limit: 1_000, newestFirst: true))
+            } catch {
+                throw .journal(error)
+            }
+            if let latest = page.first(where: { $0.envelope.parentID == nil && $0.undoneBy == nil && $0.undoOf == nil && !$0.excluded }) {
+                return latest
+            }
+            guard page.count == 1_000, let oldest = page.last else {
+                throw HostFailure(.entryNotApplicable, "\(location) has no succeeded command left to undo")
+            }
+            through = oldest.sequence - 1
         }
     }
 

@@ -49,6 +49,12 @@ struct ReplayAncestry {
         if fates.count > Self.memoLimit { fates.removeAll(keepingCapacity: true) }
     }
 
+    /// Whether `record` can be decided without a look at its ancestors: a root that is no one's
+    /// parent in this page (most entries of most journals), whose fate is ``Fate/theirOwn``.
+    func isPlainRoot(_ record: JournalRecord) -> Bool {
+        record.envelope.parentID == nil && parentsInPage.isEmpty
+    }
+
     /// What `record`'s ancestors make of it. Call it for each entry of a page, in order.
     mutating func fate(of record: JournalRecord) async throws(CommandBusError) -> Fate {
         let fromAbove = try await fateFromAncestors(record)

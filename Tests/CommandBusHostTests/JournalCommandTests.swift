@@ -77,6 +77,23 @@ struct JournalCommandTests {
         #expect(undo.stderr.contains("('greet') cannot be undone: the command declares no inverse"))
     }
 
+    /// `journal undo` without an id takes the latest piece of work, a root: the last subcommand
+    /// of a tree is undone with its parent, never alone (it took the tree's last greeting).
+    @Test func undoWithoutAnIdTakesTheLatestRoot() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        try setup.plugins.install("libGreetAll.so")
+        _ = try await setup.run("run", "counter.add", "-p", "counter=u", "-p", "by=2")
+        #expect(try await setup.run("run", "greet-all", #"{"names":["Ada","Grace"]}"#).status == 0)
+        let undo = try await setup.run("journal", "undo")
+        #expect(undo.status == 1 && undo.stderr.contains("('greet-all') cannot be undone"), "\(undo.stderr)")
+        let empty = try Setup()
+        defer { empty.work.remove() }
+        _ = try await empty.run("run", "greet", "-p", "name=Ada", "--timeout", "0.000001")
+        let nothing = try await empty.run("journal", "undo")
+        #expect(nothing.status == 1 && nothing.stderr.contains("has no succeeded command left to undo"), "\(nothing.stderr)")
+    }
+
     @Test func undoWithRebuildDropsTheEntryFromReplay() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
