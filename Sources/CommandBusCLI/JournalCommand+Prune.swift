@@ -29,7 +29,11 @@ extension JournalCommand {
         let (cutoff, states) = try pruning(arguments, operands)
         let journal = try existingJournal(arguments)
         let removed: Int
-        do { removed = try await journal.prune(endedBefore: cutoff, rootStates: states) } catch { throw .journal(error) }
+        do {
+            removed = try await journal.prune(endedBefore: cutoff, rootStates: states, dryRun: arguments.has("dry-run"))
+        } catch {
+            throw .journal(error)
+        }
         report(removed, cutoff: cutoff, arguments, console)
     }
 
@@ -37,16 +41,27 @@ extension JournalCommand {
         let (cutoff, states) = try pruning(arguments, operands)
         let journal = try busJournal(arguments)
         let removed: Int
-        do { removed = try journal.prune(endedBefore: cutoff, rootStates: states) } catch { throw PostgresBusClient.failure(error) }
+        do {
+            removed = try journal.prune(endedBefore: cutoff, rootStates: states, dryRun: arguments.has("dry-run"))
+        } catch {
+            throw PostgresBusClient.failure(error)
+        }
         report(removed, cutoff: cutoff, arguments, console)
     }
 
     private static func report(_ removed: Int, cutoff: Date, _ arguments: ArgumentSpec.Parsed, _ console: Console) {
         let time = cutoff.formatted(.iso8601)
-        if arguments.has("json") {
+        let entries = "entr\(removed == 1 ? "y" : "ies")"
+        if arguments.has("dry-run") {
+            if arguments.has("json") {
+                console.out(JSONValue.object(["wouldRemove": .integer(Int64(removed)), "endedBefore": .string(time), "dryRun": .bool(true)]).text)
+            } else {
+                console.out("would remove \(removed) \(entries) that ended before \(time); nothing was removed (--dry-run)")
+            }
+        } else if arguments.has("json") {
             console.out(JSONValue.object(["removed": .integer(Int64(removed)), "endedBefore": .string(time)]).text)
         } else {
-            console.out("removed \(removed) entr\(removed == 1 ? "y" : "ies") that ended before \(time); unfinished work, and trees with a part that ended since, stay")
+            console.out("removed \(removed) \(entries) that ended before \(time); unfinished work, and trees with a part that ended since, stay")
         }
     }
 }

@@ -20,6 +20,7 @@ enum JournalCommand {
         .init(name: "rebuild", short: nil, help: "undo: drop the entry from replay instead of sending an inverse."),
         .init(name: "format", short: nil, value: "FORMAT", choices: ["text", "mermaid", "dot"], help: "tree: text (default), mermaid or dot."),
         .init(name: "older-than", short: nil, value: "AGE", help: "prune: remove what ended longer ago than AGE (30d, 12h, 90m)."),
+        .init(name: "dry-run", short: nil, help: "prune: count what would be removed, and remove nothing."),
         .json, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
@@ -41,7 +42,7 @@ enum JournalCommand {
                                  drop unfinished ones a dead process left (recorded, not deleted).
           recover                Run what processes that died left unfinished; one-shot commands only
                                  report it (cmdbus serve recovers at start).
-          prune --older-than AGE [--state S]
+          prune --older-than AGE [--state S] [--dry-run]
                                  Remove whole trees of work that ended longer ago than AGE (30d);
                                  unfinished work stays. The journal keeps everything until then.
 
@@ -63,7 +64,7 @@ enum JournalCommand {
     /// The options only some verbs read, by option. Given to another verb they would be ignored
     /// (`journal list --since x` listed everything), so they are refused instead.
     private static let verbOptions: [String: [String]] = [
-        "state": ["list", "prune"], "older-than": ["prune"], "command": ["list"], "limit": ["list"], "since": ["replay"], "until": ["replay"],
+        "state": ["list", "prune"], "older-than": ["prune"], "dry-run": ["prune"], "command": ["list"], "limit": ["list"], "since": ["replay"], "until": ["replay"],
         "rebuild": ["undo"], "format": ["tree"],
     ]
 

@@ -35,15 +35,19 @@ package final class BusJournal: Sendable {
     /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
     /// each root in one of `rootStates` (any final state if empty) with every subcommand under it
     /// and their events, once all ended before `cutoff`; a thousand trees per statement.
-    /// - Parameter takingTurns: Skip a batch while another pruning with it runs (the hosts' `--keep`).
-    /// - Returns: How many commands were removed.
-    package func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = [], takingTurns: Bool = false) throws(PGError) -> Int {
+    /// - Parameters:
+    ///   - takingTurns: Skip a batch while another pruning with it runs (the hosts' `--keep`).
+    ///   - dryRun: Only count what would be removed.
+    /// - Returns: How many commands were removed (or would be).
+    package func prune(
+        endedBefore cutoff: Date, rootStates: Set<CommandState> = [], takingTurns: Bool = false, dryRun: Bool = false
+    ) throws(PGError) -> Int {
         let finals = rootStates.isEmpty ? CommandState.allCases.filter(\.isTerminal) : Array(rootStates)
         var after: Int64 = 0
         var total = 0
         while true {
             let row = try connections.with { connection throws(PGError) in
-                try connection.execute(BusSQL.prune, [
+                try connection.execute(BusSQL.prune(counting: dryRun), [
                     .text(String(cutoff.timeIntervalSince1970)), .textArray(finals.map(\.rawValue)), .integer(after), .integer(1_000),
                     .bool(takingTurns),
                 ]).all.first

@@ -297,37 +297,43 @@ enum BusSQL {
     /// $1 id.
     static let read = "SELECT \(commandColumns) FROM cmdbus.commands c WHERE c.id = $1"
 
-    /// $1 ids. The ones of them that are final.
     /// Removes up to $4 trees of work past root number $3 whose root ended (before $1, seconds
     /// since 1970) in one of the states $2, and whose every subcommand ended before $1 too, with
     /// their events. The trees are walked down `parent_id` (indexed), from roots read in `seq`
     /// order. Gives how many commands went, and the last root looked at (NULL: none was left).
     /// With $5 true (a host's `--keep`), it does nothing while another statement of it runs:
-    /// the hosts of a bus take turns rather than deleting the same rows at once.
-    static let prune = """
-        WITH RECURSIVE turn AS (
-            SELECT NOT $5::bool OR pg_try_advisory_xact_lock(hashtext('cmdbus.prune')) AS mine
-        ), roots AS (
-            SELECT id, seq FROM cmdbus.commands
-            WHERE kind = 'command' AND parent_id IS NULL AND seq > $3 AND state = ANY($2::text[])
-                AND finalized_at < to_timestamp($1::float8) AND (SELECT mine FROM turn)
-            ORDER BY seq LIMIT $4
-        ), tree AS (
-            SELECT c.id, c.id AS root, c.finalized_at FROM cmdbus.commands c WHERE c.id IN (SELECT id FROM roots)
-            UNION ALL
-            SELECT c.id, t.root, c.finalized_at FROM cmdbus.commands c JOIN tree t ON c.parent_id = t.id
-        ), kept AS (
-            SELECT DISTINCT root FROM tree WHERE finalized_at IS NULL OR finalized_at >= to_timestamp($1::float8)
-        ), doomed AS (
-            SELECT id, root FROM tree WHERE root NOT IN (SELECT root FROM kept)
-        ), gone_events AS (
-            DELETE FROM cmdbus.events WHERE correlation_id IN (SELECT DISTINCT root FROM doomed)
-        ), gone AS (
-            DELETE FROM cmdbus.commands WHERE id IN (SELECT id FROM doomed) RETURNING 1
-        )
-        SELECT (SELECT count(*) FROM gone)::int8 AS removed, (SELECT max(seq) FROM roots)::int8 AS last_root
-        """
+    /// the hosts of a bus take turns rather than deleting the same rows at once. With `counting`,
+    /// the rows that would go are counted and nothing is deleted (`journal prune --dry-run`).
+    static func prune(counting: Bool) -> String {
+        let removal = counting ? "gone AS (SELECT 1 FROM doomed)" : """
+            gone_events AS (
+                DELETE FROM cmdbus.events WHERE correlation_id IN (SELECT DISTINCT root FROM doomed)
+            ), gone AS (
+                DELETE FROM cmdbus.commands WHERE id IN (SELECT id FROM doomed) RETURNING 1
+            )
+            """
+        return """
+            WITH RECURSIVE turn AS (
+                SELECT NOT $5::bool OR pg_try_advisory_xact_lock(hashtext('cmdbus.prune')) AS mine
+            ), roots AS (
+                SELECT id, seq FROM cmdbus.commands
+                WHERE kind = 'command' AND parent_id IS NULL AND seq > $3 AND state = ANY($2::text[])
+                    AND finalized_at < to_timestamp($1::float8) AND (SELECT mine FROM turn)
+                ORDER BY seq LIMIT $4
+            ), tree AS (
+                SELECT c.id, c.id AS root, c.finalized_at FROM cmdbus.commands c WHERE c.id IN (SELECT id FROM roots)
+                UNION ALL
+                SELECT c.id, t.root, c.finalized_at FROM cmdbus.commands c JOIN tree t ON c.parent_id = t.id
+            ), kept AS (
+                SELECT DISTINCT root FROM tree WHERE finalized_at IS NULL OR finalized_at >= to_timestamp($1::float8)
+            ), doomed AS (
+                SELECT id, root FROM tree WHERE root NOT IN (SELECT root FROM kept)
+            ), \(removal)
+            SELECT (SELECT count(*) FROM gone)::int8 AS removed, (SELECT max(seq) FROM roots)::int8 AS last_root
+            """
+    }
 
+    /// $1 ids. The ones of them that are final.
     static let finished = "SELECT \(commandColumns) FROM cmdbus.commands c WHERE c.id = ANY($1::uuid[]) AND c.finalized_at IS NOT NULL"
 
     /// $1 correlation, $2 after this event seq.

@@ -262,14 +262,15 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// `rootStates` (any final state if empty) with every subcommand under it, once all of them
     /// ended before `cutoff`. Unfinished work, and trees with a part that ended since, stay.
     /// A thousand trees go per transaction, so a server writing to the file waits for one at most.
-    /// - Returns: How many entries were removed.
-    public func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = []) async throws(CommandBusError) -> Int {
+    /// - Parameter dryRun: Only count what would be removed.
+    /// - Returns: How many entries were removed (or would be).
+    public func prune(endedBefore cutoff: Date, rootStates: Set<CommandState> = [], dryRun: Bool = false) async throws(CommandBusError) -> Int {
         var after: Int64 = 0
         var total = 0
         while true {
             let from = after
             let (removed, last) = try await read { statements throws(CommandBusError) in
-                try statements.prune(endedBefore: cutoff, rootStates: rootStates, after: from, limit: 1_000)
+                try statements.prune(endedBefore: cutoff, rootStates: rootStates, after: from, limit: 1_000, dryRun: dryRun)
             }
             total += removed
             guard let last else { return total }

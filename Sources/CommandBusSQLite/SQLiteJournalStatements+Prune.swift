@@ -12,10 +12,11 @@ extension SQLiteJournalStatements {
     /// Removes up to `limit` trees, oldest first, past `after` (a root's entry number), whose
     /// root ended in one of `rootStates` (any final state if empty) and whose every entry ended
     /// before `cutoff`. Unfinished work is never removed.
+    /// With `dryRun`, counts what would go and rolls the batch back.
     /// - Returns: The entries removed, and the last root looked at (where the next batch starts),
     ///   or `nil` once no root is left to look at.
     func prune(
-        endedBefore cutoff: Date, rootStates: Set<CommandState>, after: Int64, limit: Int
+        endedBefore cutoff: Date, rootStates: Set<CommandState>, after: Int64, limit: Int, dryRun: Bool = false
     ) throws(CommandBusError) -> (removed: Int, lastRoot: Int64?) {
         let finals = rootStates.isEmpty ? CommandState.allCases.filter(\.isTerminal) : Array(rootStates)
         let states = finals.map { "'\($0.rawValue)'" }.joined(separator: ", ")  // the enum's own names: no quoting needed
@@ -46,6 +47,12 @@ extension SQLiteJournalStatements {
                 """)
             keep.bind(1, cutoff.timeIntervalSince1970)
             _ = try keep.step()
+            if dryRun {
+                // A root's tree id is its own id, so this counts the roots and their subcommands.
+                let count = try database.integer("SELECT count(*) FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots)")
+                rollback()
+                return (Int(count), last)
+            }
             // Subcommands through the correlation index (whose rows have `correlation_id <> id`), then the roots.
             try database.execute("""
                 DELETE FROM endings WHERE seq IN (

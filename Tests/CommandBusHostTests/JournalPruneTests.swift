@@ -26,6 +26,12 @@ struct JournalPruneTests {
         try await Task.sleep(for: .seconds(2))
         #expect(try await setup.run("run", "greet", "-p", "name=New").status == 0)
 
+        // A dry run counts what would go, and the journal keeps all seven.
+        let counted = try await setup.run("journal", "prune", "--older-than", "1s", "--state", "succeeded", "--dry-run")
+        #expect(counted.status == 0 && counted.stdout.hasPrefix("would remove 4 entries that ended before "), "\(counted.stdout)\(counted.stderr)")
+        let countedJSON = try await setup.run("journal", "prune", "--older-than", "1s", "--dry-run", "--json")
+        #expect(try jsonObject(countedJSON.stdout)["wouldRemove"] as? Int == 5, "\(countedJSON.stdout)\(countedJSON.stderr)")
+        #expect(try await setup.entries().count == 7)
         let succeeded = try await setup.run("journal", "prune", "--older-than", "1s", "--state", "succeeded")
         #expect(succeeded.status == 0 && succeeded.stdout.hasPrefix("removed 4 entries that ended before "), "\(succeeded.stdout)\(succeeded.stderr)")
         #expect(try await setup.entries().compactMap { $0["command"] as? String }.sorted() == ["fixture.fail", "fixture.sleep", "greet"])
@@ -59,6 +65,7 @@ struct JournalPruneTests {
         (["journal", "prune", "--older-than", "soon"], "--older-than takes a duration such as 30, 30s, 500ms or 5m"),
         (["journal", "prune", "--older-than", "1d", "--state", "pending"], "--state for 'journal prune' takes succeeded, failed, cancelled or timedOut, got 'pending'"),
         (["journal", "list", "--older-than", "1d"], "--older-than is for 'cmdbus journal prune', not 'journal list'"),
+        (["journal", "replay", "--dry-run"], "--dry-run is for 'cmdbus journal prune', not 'journal replay'"),
     ])
     func badPruneLinesSayWhatIsWrong(arguments: [String], message: String) async throws {
         let setup = try Setup()
@@ -80,6 +87,9 @@ extension SharedBusTests {
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Old").status == 0)
         try await Task.sleep(for: .seconds(2))
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=New").status == 0)
+        let counted = try await Self.bus(database.url, "journal", "prune", "--older-than", "1s", "--dry-run", "--json")
+        #expect(try counted.status == 0 && jsonObject(counted.stdout)["wouldRemove"] as? Int == 4, "\(counted.stdout)\(counted.stderr)")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE kind = 'command'") == "5\n")
         let pruned = try await Self.bus(database.url, "journal", "prune", "--older-than", "1s", "--json")
         #expect(try pruned.status == 0 && jsonObject(pruned.stdout)["removed"] as? Int == 4, "\(pruned.stdout)\(pruned.stderr)")
         #expect(try await database.sql("SELECT string_agg(name, ',') FROM cmdbus.commands WHERE kind = 'command'") == "greet\n")
