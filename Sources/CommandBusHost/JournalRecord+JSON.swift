@@ -23,17 +23,17 @@ extension JournalRecord {
         var fields: [String: JSONValue] = [
             "sequence": .integer(record.sequence), "id": .string(record.envelope.id.uuidString),
             "command": .string(record.envelope.commandName), "correlationId": .string(record.envelope.correlationID.uuidString),
-            "createdAt": .string(record.envelope.createdAt.formatted(.iso8601)), "state": .string(record.state.rawValue),
+            "createdAt": .string(record.envelope.createdAt.timestamp), "state": .string(record.state.rawValue),
             "attempts": .integer(Int64(record.attempts)), "payload": inline(record.payload), "result": inline(record.result),
-            "updatedAt": .string(record.updatedAt.formatted(.iso8601)), "excluded": .bool(record.excluded),
+            "updatedAt": .string(record.updatedAt.timestamp), "excluded": .bool(record.excluded),
             "metadata": .object(record.envelope.metadata.mapValues(JSONValue.string)),
         ]
         fields["parentId"] = .optional(record.envelope.parentID?.uuidString)
         fields["undoOf"] = .optional(record.undoOf?.uuidString)
         fields["undoneBy"] = .optional(record.undoneBy?.uuidString)
-        fields["startedAt"] = .optional(record.startedAt?.formatted(.iso8601))
-        fields["finishedAt"] = .optional(record.finishedAt?.formatted(.iso8601))
-        fields["discardedAt"] = .optional(record.discardedAt?.formatted(.iso8601))
+        fields["startedAt"] = .optional(record.startedAt?.timestamp)
+        fields["finishedAt"] = .optional(record.finishedAt?.timestamp)
+        fields["discardedAt"] = .optional(record.discardedAt?.timestamp)
         fields["error"] = record.errorCode.map { .object(["code": .string($0), "message": .optional(record.errorMessage)]) } ?? .null
         return .object(fields)
     }

@@ -13,7 +13,7 @@ extension PluginCatalog {
             "path": .string(plugin.path), "name": .string(plugin.name), "version": .string(plugin.version),
             "abi": .string(plugin.abi), "priority": .integer(Int64(plugin.priority)),
             "commands": .array(plugin.commands.map(JSONValue.string)),
-            "loadedAt": .string(plugin.loadedAt.formatted(.iso8601)), "loadMilliseconds": .number(plugin.loadMilliseconds),
+            "loadedAt": .string(plugin.loadedAt.timestamp), "loadMilliseconds": .number(plugin.loadMilliseconds),
             "sdkVersion": .optional(plugin.sdkVersion), "swiftVersion": .optional(plugin.swiftVersion),
             "debugBuild": .bool(plugin.isDebugBuild),
         ])

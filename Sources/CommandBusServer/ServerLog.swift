@@ -51,7 +51,7 @@ package struct ServerLog: Sendable {
             console.err("cmdbus: \(level.rawValue): \(message)")
         case .json:
             console.err(JSONValue.object([
-                "time": .string(Date().formatted(.iso8601)), "level": .string(level.rawValue), "message": .string(message),
+                "time": .string(Date().timestamp), "level": .string(level.rawValue), "message": .string(message),
             ]).text)
         }
     }

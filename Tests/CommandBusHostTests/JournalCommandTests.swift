@@ -68,6 +68,18 @@ struct JournalCommandTests {
         #expect(try await setup.run("journal", "list", "--state", "succeeded", "--limit", "1").status == 0)
     }
 
+    /// An entry's times are written to the millisecond, so the order of what happened within one
+    /// second shows: accepted, then started, then finished (they all read the same second before).
+    @Test func anEntrysTimesHaveMilliseconds() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        #expect(try await setup.run("run", "fixture.sleep", "-p", "milliseconds=20").status == 0)
+        let entry = try jsonObject(try await setup.run("journal", "show", "1", "--json").stdout)
+        let times = try ["createdAt", "startedAt", "finishedAt", "updatedAt"].map { try #require(entry[$0] as? String, "\($0): \(entry)") }
+        for time in times { #expect(time.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "\(time)") }
+        #expect(times[0] <= times[1] && times[1] < times[2], "\(times)")
+    }
+
     @Test func undoOfACommandWithoutAnInverseIsRefused() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
