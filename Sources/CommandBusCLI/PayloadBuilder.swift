@@ -15,10 +15,16 @@ import Foundation
 enum PayloadBuilder {
     static func build(command: String, operand: String?, pairs: [String], maxBytes: Int) throws(HostFailure) -> Data {
         // `-p key value` first: its value then stands where the JSON would, and is not the problem.
+        var given: [Substring: Substring] = [:]
         for pair in pairs {
             if pair.hasPrefix("=") { throw .usage("-p takes key=value, got \(quoted(pair)), which has no key; name the field before the '='") }
-            guard pair.contains("=") else {
+            guard let equals = pair.firstIndex(of: "=") else {
                 throw .usage("-p takes key=value, got \(quoted(pair)); write it as one argument: -p \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
+            }
+            // The last would silently win; say so instead (a JSON operand's fields may be overridden, by design).
+            let key = pair[..<equals], value = pair[pair.index(after: equals)...]
+            if let earlier = given.updateValue(value, forKey: key) {
+                throw .usage("-p sets \(quoted(String(key))) twice (\(quoted(String(earlier))), then \(quoted(String(value)))); give each field once, or a JSON array as its value")
             }
         }
         let source = PayloadOperand(operand)

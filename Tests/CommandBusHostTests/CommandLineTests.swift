@@ -145,6 +145,7 @@ struct CommandLineTests {
         (["run"], 64, "'cmdbus run' needs a command name"),
         (["run", "greet", "-p", "novalue"], 64, "-p takes key=value"),
         (["run", "greet", "-p", "=x"], 64, "-p takes key=value, got '=x', which has no key; name the field before the '='"),
+        (["run", "greet", "-p", "name=Ada", "-p", "name=Grace"], 64, "-p sets 'name' twice ('Ada', then 'Grace'); give each field once, or a JSON array as its value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
         // Found by hand: seconds whose milliseconds overflow Int64 stopped cmdbus with SIGILL.
         (["run", "greet", "--timeout", "1e300"], 64, "--timeout takes a positive number of seconds, at most 1000000000, got '1e300'"),
