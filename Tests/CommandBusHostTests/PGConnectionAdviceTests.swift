@@ -17,6 +17,7 @@ struct PGConnectionAdviceTests {
         (#"connection to server at "10.0.0.5", port 5432 failed: server does not support SSL, but SSL was required"#, "sslmode=disable"),
         (#"connection to server at "10.0.0.5", port 5432 failed: FATAL:  sorry, too many clients already"#, "max_connections"),
         (#"connection to server at "10.0.0.5", port 5432 failed: timeout expired"#, "check the host and port"),
+        (#"connection to server on socket "/run/postgresql/.s.PGSQL.5432" failed: timeout expired"#, "did not take the connection on its socket in time"),
     ])
     func aKnownFailureSaysWhatToDo(message: String, advice: String) {
         #expect(PGConnectionAdvice.advice(for: message)?.contains(advice) == true, "\(message)")
