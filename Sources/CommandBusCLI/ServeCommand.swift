@@ -153,20 +153,19 @@ enum ServeCommand {
         })
         // The dashboard, /metrics and /readyz answer while the host waits for the bus (not
         // ready, saying why), so a probe can tell waiting from dead.
+        // The catalog now: the one loaded at start until the watcher (started once joined) has its own.
         let watching = Mutex<PluginWatcher?>(nil)
+        let currentCatalog: @Sendable () -> PluginCatalog = { watching.withLock { $0 }?.catalog ?? session.catalog }
+        // What the dashboard reads and --keep prunes: one pool, connecting when first used.
+        let busJournal = BusJournal(connectingWhenReadTo: url)
         if let dashboard {
-            let busJournal = BusJournal(connectingWhenReadTo: url)
             var sources = DashboardSources(
-                bus: session.bus, journal: busJournal, catalog: { watching.withLock { $0 }?.catalog ?? session.catalog },
-                statistics: statistics, metrics: metrics
+                bus: session.bus, journal: busJournal, catalog: currentCatalog, statistics: statistics, metrics: metrics
             )
-            let statusConnections = PGConnectionPool(url: url)
             sources.busHost = { host.leaseCounts }
             sources.notReadyReason = { host.notReadyReason }
             sources.sharedBus = {
-                guard case .object(var fields)? = try? statusConnections.with({ connection throws(PGError) in try BusStatus.read(on: connection) }) else {
-                    return nil
-                }
+                guard case .object(var fields)? = try? busJournal.status() else { return nil }
                 fields["shared"] = .bool(true)
                 return .object(fields)
             }
@@ -192,19 +191,18 @@ enum ServeCommand {
         watcher?.start()
         watching.withLock { $0 = watcher }
         if let keep {
-            let retained = BusJournal(connectingWhenReadTo: url)
-            JournalRetention.start(keeping: keep, log: log) { cutoff in try retained.prune(endedBefore: cutoff, takingTurns: true) }
+            JournalRetention.start(keeping: keep, log: log) { cutoff in try busJournal.prune(endedBefore: cutoff, takingTurns: true) }
         }
         let leaving = Atomic<Bool>(false)
         ServiceStatus.ready {
             leaving.load(ordering: .acquiring) ? nil
-                : "host \(host.id) of the bus at \(PGURL.redacted(url)): " + statistics.workSummary(plugins: (watcher?.catalog ?? session.catalog).plugins.count)
+                : "host \(host.id) of the bus at \(PGURL.redacted(url)): " + statistics.workSummary(plugins: currentCatalog().plugins.count)
         }
         for await _ in stop.stream { break }
         leaving.store(true, ordering: .releasing)
         ServiceNotifier.shared.stopping(status: "draining \(statistics.inFlight) command(s) for up to \(drain), then leaving the bus")
         await host.drain(for: drain)
-        (watcher?.catalog ?? session.catalog).stopWorkers()
+        currentCatalog().stopWorkers()
         fflush(nil)
         _exit(0)
     }

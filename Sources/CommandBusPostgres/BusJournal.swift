@@ -11,7 +11,10 @@ import Foundation
 /// shows, retries and imports into.
 package final class BusJournal: Sendable {
     private let connections: PGConnectionPool
-    private let waiter: ResultWaiter
+    /// Started by the first retry: a waiter holds a connection and a thread, which a dashboard
+    /// or a pruning that never waits for a result should not.
+    private let waiter: Mutex<ResultWaiter?> = Mutex(nil)
+    private let url: String
     /// The bus's URL without its password, for messages.
     package let location: String
 
@@ -27,10 +30,25 @@ package final class BusJournal: Sendable {
     package init(connectingWhenReadTo url: String) {
         connections = PGConnectionPool(url: url)
         location = PGURL.redacted(url)
-        waiter = ResultWaiter(url: url)
+        self.url = url
     }
 
-    deinit { waiter.stop() }
+    deinit { waiter.withLock { $0 }?.stop() }
+
+    /// The waiter for results, started on first use.
+    private var resultWaiter: ResultWaiter {
+        waiter.withLock { waiter in
+            if let waiter { return waiter }
+            let started = ResultWaiter(url: url)
+            waiter = started
+            return started
+        }
+    }
+
+    /// The bus's hosts, queues and oldest pending command, as `cmdbus bus status` reads them.
+    package func status() throws(PGError) -> JSONValue {
+        try connections.with { connection throws(PGError) in try BusStatus.read(on: connection) }
+    }
 
     /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
     /// each root in one of `rootStates` (any final state if empty) with every subcommand under it
@@ -89,6 +107,7 @@ package final class BusJournal: Sendable {
     /// it, and waits for it to end again.
     package func retry(_ id: UUID) async throws(PGError) -> BusCommandRow {
         let failure = Mutex<PGError?>(nil)
+        let waiter = resultWaiter
         let row: BusCommandRow? = await withUnsafeContinuation { continuation in
             waiter.watch(id) { row in continuation.resume(returning: row) }
             do throws(PGError) {
