@@ -6,6 +6,8 @@ import Glibc
 package struct UnixSocket {
     package let path: String
     package let descriptor: Int32
+    /// The socket file's device and inode, so a stop removes this server's file and nothing else.
+    private let file: (device: UInt64, inode: UInt64)?
 
     /// Why a socket could not be served.
     package enum Failure: Error {
@@ -14,10 +16,14 @@ package struct UnixSocket {
         case failed(String)
     }
 
-    /// Binds and listens on `path`. A socket file nobody answers on is a dead server's and is replaced.
+    /// Binds and listens on `path`. A socket file nobody answers on is a dead server's and is
+    /// replaced; anything else at the path (a file, a directory, a link) is left alone and refused.
     package static func listen(at path: String) throws(Failure) -> UnixSocket {
         guard path.utf8.count < 100 else { throw .failed("socket path \(path) is too long (at most 99 bytes)") }
-        if FileSystem.kind(of: path) != .missing {
+        if let mode = fileMode(path) {
+            guard mode & S_IFMT == S_IFSOCK else {
+                throw .failed("cannot listen on \(path): it is \(describe(mode)), not a socket, and is left as it is; give --socket a path that is free (or holds a socket a stopped server left)")
+            }
             if let probe = try? connect(to: path) {
                 Glibc.close(probe)
                 throw .inUse("a cmdbus server is already listening on \(path)")
@@ -42,7 +48,24 @@ package struct UnixSocket {
             Glibc.close(descriptor)
             throw .failed("cannot listen on \(path): \(reason); give --socket a path in a directory this user can write")
         }
-        return UnixSocket(path: path, descriptor: descriptor)
+        var info = stat()
+        let file = lstat(path, &info) == 0 ? (UInt64(info.st_dev), UInt64(info.st_ino)) : nil
+        return UnixSocket(path: path, descriptor: descriptor, file: file)
+    }
+
+    /// The mode of what `path` names, not following a symlink, or `nil` if nothing is there.
+    private static func fileMode(_ path: String) -> mode_t? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info.st_mode : nil
+    }
+
+    private static func describe(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFREG: "a regular file"
+        case S_IFDIR: "a directory"
+        case S_IFLNK: "a symbolic link"
+        default: "a special file"
+        }
     }
 
     /// Connects to the server at `path`.
@@ -60,10 +83,13 @@ package struct UnixSocket {
         return descriptor
     }
 
-    /// Stops accepting and removes the socket file.
+    /// Stops accepting and removes the socket file, if it is still this server's (not one that
+    /// replaced it since).
     package func close() {
         shutdown(descriptor, Int32(SHUT_RDWR))
         Glibc.close(descriptor)
+        var info = stat()
+        guard let file, lstat(path, &info) == 0, UInt64(info.st_dev) == file.device, UInt64(info.st_ino) == file.inode else { return }
         unlink(path)
     }
 

@@ -201,6 +201,27 @@ struct ServerTests {
         #expect(refused.stderr.contains("afile exists and is not a directory; give --socket a path in a directory this user can write"), "\(refused.stderr)")
     }
 
+    /// Only a socket a stopped server left is replaced: a regular file, a directory or a link at
+    /// `--socket` is refused and left as it was (a file there was deleted, and the server served).
+    @Test func whatIsNotASocketAtTheSocketPathIsLeftAlone() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so")
+        try Data("precious".utf8).write(to: work.file("notes.txt"))
+        try FileManager.default.createDirectory(atPath: work.file("adir").path, withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: work.file("alink").path, withDestinationPath: "notes.txt")
+        for (name, kind) in [("notes.txt", "a regular file"), ("adir", "a directory"), ("alink", "a symbolic link")] {
+            let refused = try await cmdbus(["serve", "--plugins", plugins.path, "--socket", work.file(name).path, "--no-journal"], directory: work.url)
+            #expect(refused.status == 1 && refused.stderr.split(separator: "\n").count == 1, "\(name): \(refused.stderr)")
+            #expect(refused.stderr.contains("\(name): it is \(kind), not a socket, and is left as it is; give --socket a path that is free"), "\(refused.stderr)")
+        }
+        #expect(try String(contentsOfFile: work.file("notes.txt").path, encoding: .utf8) == "precious")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: work.file("alink").path) == "notes.txt")
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: work.file("adir").path, isDirectory: &isDirectory) && isDirectory.boolValue)
+    }
+
     /// A server out of file descriptors (more clients than its limit) refuses the connections it
     /// cannot take, saying why, and takes new ones once clients leave: it stopped accepting for
     /// good at the first `EMFILE`, and every later client hung.
