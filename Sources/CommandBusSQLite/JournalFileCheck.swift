@@ -21,11 +21,12 @@ package enum JournalFileCheck {
         guard let header = FileSystem.readPrefix(of: path, count: 100) else {
             throw .journalFailed(path, "cannot be read (permission denied?)")
         }
+        // Checked first: a short file that does not start as SQLite's do is some other file, not a cut-off journal.
+        guard header.starts(with: sqliteMagic.prefix(header.count)) else {
+            throw .journalFailed(path, "is not an SQLite database (bad header); it was left untouched")
+        }
         guard header.count == 100 else {
             throw .journalFailed(path, "is truncated (\(size) bytes, shorter than an SQLite header); it was left untouched")
-        }
-        guard header.starts(with: sqliteMagic) else {
-            throw .journalFailed(path, "is not an SQLite database (bad header); it was left untouched")
         }
         let rawPageSize = Int(header[16]) << 8 | Int(header[17])
         let pageSize = rawPageSize == 1 ? 65536 : rawPageSize

@@ -189,6 +189,9 @@ struct JournalReliabilityTests {
         #expect(result.stderr.split(separator: "\n").count == 1)
         #expect(result.stderr.contains("journal \(path)") && result.stderr.contains("left untouched"), "stderr: \(result.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "the damaged journal was written to")
+        // A short text file is some other file, not a journal cut short (it was called truncated).
+        let reason = ["text": "is not an SQLite database", "truncated": "is truncated"][kind]
+        if let reason { #expect(result.stderr.contains(reason), "stderr: \(result.stderr)") }
     }
 
     /// A process killed while SQLite copied its write-ahead log into the journal (a checkpoint)
