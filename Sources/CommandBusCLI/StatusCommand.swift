@@ -33,7 +33,7 @@ enum StatusCommand {
             default: "?"
             }
         }
-        console.out("uptime \(number("uptimeSeconds")) s, \(number("plugins")) plugins, \(number("inFlight")) in flight, "
+        console.out("uptime \(number("uptimeSeconds")) s, \(number("plugins")) plugin\(status["plugins"] == .integer(1) ? "" : "s"), \(number("inFlight")) in flight, "
             + "\(number("completed")) completed, \(number("failed")) failed")
         if case .object(let commands)? = status["commands"] {
             for name in commands.keys.sorted() {

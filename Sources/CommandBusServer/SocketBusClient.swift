@@ -16,6 +16,12 @@ import Glibc
 package struct SocketBusClient: BusClient {
     /// The server's socket.
     package let socket: String
+    /// How long a question that runs nothing (`status`, `plugins`, `can`, `cancel`, a `post`)
+    /// waits for its answer: a server that does not answer in this time is stopped or stuck.
+    package static let answerTime = Duration.seconds(10)
+    /// How much longer than its `--timeout` a `send` waits for the server's answer (which says
+    /// that it timed out) before giving up on the server.
+    package static let timeoutGrace = Duration.seconds(5)
 
     /// A client of the server listening on `socket`.
     package init(socket: String) {
@@ -28,7 +34,9 @@ package struct SocketBusClient: BusClient {
         fields["events"] = .bool(onEvent != nil)
         // Ctrl-C ends this process, which closes the connection: the server cancels the command then.
         fields["cancelOnDisconnect"] = .bool(true)
-        let response = try await self.request(fields) { event in onEvent?(event) }
+        // Without a timeout a command may run for as long as it takes; with one, the server says when it ran out.
+        let within = request.timeout.map { $0 + Self.timeoutGrace }
+        let response = try await self.request(fields, answerWithin: within) { event in onEvent?(event) }
         guard response["ok"] == .bool(true), let result = response["result"] else { throw Self.failure(response, command: request.name) }
         return result.data
     }
@@ -124,11 +132,20 @@ package struct SocketBusClient: BusClient {
     /// Sends one request (an `id` is added) and returns the response's fields; event lines that
     /// carry the request's id go to `onEvent` on the way.
     /// Cancelling the waiting task (Ctrl-C) shuts the connection, which ends the wait; the server
-    /// then cancels a `send` that asked for `cancelOnDisconnect`.
+    /// then cancels a `send` that asked for `cancelOnDisconnect`. So does `answerWithin` passing
+    /// without an answer (``answerTime`` unless given; `nil` waits as long as it takes).
     private func request(
-        _ request: [String: JSONValue], onEvent: ([String: JSONValue]) -> Void = { _ in }
+        _ request: [String: JSONValue], answerWithin: Duration? = Self.answerTime, onEvent: ([String: JSONValue]) -> Void = { _ in }
     ) async throws(HostFailure) -> [String: JSONValue] {
         let connection = try ServerConnection(socket)
+        // Ends the wait by shutting the connection; says whether it did.
+        let deadline = answerWithin.map { limit in
+            Task { () -> Bool in
+                do { try await Task.sleep(for: limit) } catch { return false }
+                connection.shutDown()
+                return true
+            }
+        }
         let outcome: Result<[String: JSONValue], HostFailure> = await withTaskCancellationHandler {
             do throws(HostFailure) {
                 try connection.send(.object(request.merging(["id": .integer(1)]) { _, new in new }))
@@ -145,6 +162,17 @@ package struct SocketBusClient: BusClient {
             }
         } onCancel: {
             connection.shutDown()
+        }
+        deadline?.cancel()
+        if case .failure = outcome, let limit = answerWithin, await deadline?.value == true {
+            let op = request["op"]?.stringValue ?? "the request"
+            let command = request["command"]?.stringValue
+            let after = command == nil ? "" : "; the command may still run if it resumes ('cmdbus journal list' tells)"
+            throw HostFailure(
+                .serverUnreachable,
+                "the server at \(socket) did not answer '\(op)' within \(limit.seconds) s: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why\(after)",
+                command: command
+            )
         }
         return try outcome.get()
     }

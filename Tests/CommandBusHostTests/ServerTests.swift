@@ -201,6 +201,28 @@ struct ServerTests {
         #expect(refused.stderr.contains("afile exists and is not a directory; give --socket a path in a directory this user can write"), "\(refused.stderr)")
     }
 
+    /// A client of a server that does not answer (stopped with SIGSTOP here) gives up, saying so:
+    /// a question that runs nothing after ten seconds, a send five seconds past its `--timeout`.
+    /// Both waited forever. A send without a timeout still waits as long as its command runs.
+    @Test(.timeLimit(.minutes(2)))
+    func aClientOfAServerThatDoesNotAnswerGivesUpSayingWhy() async throws {
+        let server = try await Server(arguments: ["--no-journal"])
+        defer { server.work.remove() }
+        server.process.send(SIGSTOP)
+        async let status = cmdbus(["status", "--connect", server.socket], directory: server.work.url)
+        async let send = cmdbus(["run", "greet", "-p", "name=Ada", "--connect", server.socket, "--timeout", "1", "--json"], directory: server.work.url)
+        let (asked, sent) = try await (status, send)
+        server.process.send(SIGCONT)
+        #expect(asked.status == 1 && asked.stderr == "cmdbus: error: the server at \(server.socket) did not answer 'status' within 10.0 s: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why\n", "\(asked.stderr)")
+        let error = try #require(try jsonObject(sent.stdout.isEmpty ? sent.stderr : sent.stdout)["error"] as? [String: Any], "\(sent.stdout)\(sent.stderr)")
+        #expect(error["code"] as? String == "serverUnreachable" && error["command"] as? String == "greet")
+        #expect((error["message"] as? String)?.contains("did not answer 'send' within 6.0 s") == true, "\(error)")
+        // Resumed, it answers again.
+        let again = try await cmdbus(["status", "--connect", server.socket], directory: server.work.url)
+        #expect(again.status == 0 && again.stdout.contains(" 3 plugins, "), "\(again.stdout)\(again.stderr)")
+        await server.stop()
+    }
+
     /// Only a socket a stopped server left is replaced: a regular file, a directory or a link at
     /// `--socket` is refused and left as it was (a file there was deleted, and the server served).
     @Test func whatIsNotASocketAtTheSocketPathIsLeftAlone() async throws {
