@@ -2,8 +2,8 @@ import CommandBusSupport
 import CommandBusHost
 /// The options one subcommand accepts, and a parser for its arguments.
 ///
-/// Supports `--name value`, `--name=value`, short aliases (`-p value`), flags,
-/// repeatable options, and `--` to end options. Anything else is a usage error
+/// Supports `--name value`, `--name=value`, short aliases (`-p value`, or getopt's `-pvalue`),
+/// flags, repeatable options, and `--` to end options. Anything else is a usage error
 /// that names the offending argument.
 struct ArgumentSpec: Sendable {
     /// One option: its long name, an optional one-letter alias, and the value it takes, if any.
@@ -76,7 +76,7 @@ struct ArgumentSpec: Sendable {
                 optionsEnded = true
                 continue
             }
-            let (key, inlineValue) = Self.split(argument)
+            let (key, inlineValue) = split(argument)
             guard let option = find(key) else {
                 let nearest = key.hasPrefix("--") ? nearestName(to: String(key.dropFirst(2)), among: options.map(\.name)) : nil
                 let hint = nearest.map { "did you mean \(quoted("--" + $0))? " } ?? ""
@@ -121,7 +121,13 @@ struct ArgumentSpec: Sendable {
         return options.first { $0.short == letter }
     }
 
-    private static func split(_ argument: String) -> (String, String?) {
+    /// An option and the value written in the same argument: `--name=value`, or a short alias
+    /// with its value attached as getopt allows (`-pname=Ada`, `-c8`).
+    private func split(_ argument: String) -> (String, String?) {
+        if !argument.hasPrefix("--"), argument.count > 2, let letter = argument.dropFirst().first,
+           let option = options.first(where: { $0.short == letter }), option.takesValue {
+            return ("-" + String(letter), String(argument.dropFirst(2)))
+        }
         guard argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") else { return (argument, nil) }
         return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
     }

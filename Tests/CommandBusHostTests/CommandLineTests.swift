@@ -18,6 +18,9 @@ struct CommandLineTests {
         let result = try await cmdbus("run", "c.echo", "-p", "name=Ada", "-p", "count=3", "-p", "tags=[\"a\"]", "--plugins", plugins.path)
         #expect(result.status == 0)
         #expect(try jsonObject(result.stdout) as NSDictionary == ["name": "Ada", "count": 3, "tags": ["a"]] as NSDictionary)
+        // A short option's value may be attached, as getopt allows (it was an unknown option).
+        let attached = try await cmdbus("run", "c.echo", "-pname=Ada", "-pcount=3", "--plugins", plugins.path)
+        #expect(try attached.status == 0 && jsonObject(attached.stdout) as NSDictionary == ["name": "Ada", "count": 3] as NSDictionary, "\(attached.stderr)")
     }
 
     /// A payload from a file (`@PATH`) or standard input (`-`, `@-`), which can be larger than
