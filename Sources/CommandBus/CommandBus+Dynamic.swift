@@ -25,10 +25,13 @@ extension CommandBus {
 
     /// Posts a command by name, to run in a task of its own that prefers `executor` (see
     /// ``post(_:name:parent:metadata:timeout:envelope:preferring:)``); `nil` runs it on the runners as usual.
+    /// - Parameter envelope: The command's envelope, made by the caller (who then knows its id
+    ///   before it starts, to subscribe to its events alone); it carries the metadata.
     package func post(
-        name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil, preferring executor: (any TaskExecutor)?
+        name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil, envelope: CommandEnvelope? = nil,
+        preferring executor: (any TaskExecutor)?
     ) -> CommandTicket<Data> {
-        CommandTicket(json: post(.json(payload), name: name, parent: nil, metadata: metadata, timeout: timeout, preferring: executor))
+        CommandTicket(json: post(.json(payload), name: name, parent: nil, metadata: metadata, timeout: timeout, envelope: envelope, preferring: executor))
     }
 
     /// Whether some handler would take the named command with this payload now. Nothing runs.

@@ -12,10 +12,24 @@ import Glibc
 /// While the request loop handles a burst of this client's requests it holds the connection
 /// (``hold()``): lines gather and go out in one `send` when it lets go (``release()``), not one
 /// system call per answer.
+///
+/// It also counts the client's requests not answered yet, so the loop can stop reading a client
+/// that asks faster than its commands end (``isSaturated(resume:)``): its requests then wait in
+/// the socket, and its writes block, rather than the server holding every one of them in memory.
 package final class ClientConnection: Sendable {
     private let descriptor: Int32
     /// The most bytes waiting for a client before it is dropped.
     package static let maxQueuedBytes = 64 << 20
+    /// The most requests of one client the server holds unanswered before it stops reading it.
+    package static let maxUnanswered = 4_096
+    /// Reading resumes once this few are unanswered.
+    package static let resumeAtUnanswered = maxUnanswered / 2
+    private struct Backlog {
+        var unanswered = 0
+        /// Called once enough are answered, while the loop does not read the client.
+        var resume: (@Sendable () -> Void)?
+    }
+    private let backlog = Mutex(Backlog())
     private struct Outgoing {
         var lines: [[UInt8]] = []
         var bytes = 0
@@ -33,13 +47,48 @@ package final class ClientConnection: Sendable {
         DetachedThread.start { [self] in self.writeLoop() }
     }
 
-    /// Queues one JSON line for the client.
+    /// Counts a request that will be answered (by ``send(_:)``, ``send(line:)`` or ``sendSoon(line:)``).
+    package func expectAnswer() {
+        backlog.withLock { $0.unanswered += 1 }
+    }
+
+    /// Whether the client has ``maxUnanswered`` requests unanswered; if so, `resume` is called
+    /// once ``resumeAtUnanswered`` are, and the loop should not read the client until then.
+    package func isSaturated(resume: @escaping @Sendable () -> Void) -> Bool {
+        backlog.withLock { backlog in
+            guard backlog.unanswered >= Self.maxUnanswered else { return false }
+            backlog.resume = resume
+            return true
+        }
+    }
+
+    private func answered() {
+        let resume = backlog.withLock { backlog -> (@Sendable () -> Void)? in
+            backlog.unanswered -= 1
+            guard backlog.unanswered <= Self.resumeAtUnanswered, let resume = backlog.resume else { return nil }
+            backlog.resume = nil
+            return resume
+        }
+        resume?()
+    }
+
+    /// Queues one JSON line answering a request.
     package func send(_ value: JSONValue) {
         send(line: ReplyLine.line(value))
     }
 
-    /// Queues one line for the client, its newline included.
+    /// Queues one event line (a command's progress): it answers no request.
+    package func sendEvent(_ value: JSONValue) {
+        queueLine(ReplyLine.line(value))
+    }
+
+    /// Queues one line answering a request, its newline included.
     package func send(line: [UInt8]) {
+        answered()
+        queueLine(line)
+    }
+
+    private func queueLine(_ line: [UInt8]) {
         let next = outgoing.withLock { state -> Next in
             guard state.held == nil else {
                 state.held!.append(contentsOf: line)
@@ -56,6 +105,7 @@ package final class ClientConnection: Sendable {
     /// and one wake for many, where ``send(line:)`` would make a call each. While the connection
     /// is held, the line joins those gathered.
     package func sendSoon(line: [UInt8]) {
+        answered()
         let next = outgoing.withLock { state -> Next in
             guard !state.closed else { return .done }
             if state.held != nil {

@@ -162,9 +162,12 @@ package final class CommandServer: Sendable {
     private func process(_ line: LineSplitter.Line, on connection: ClientConnection, owned: TicketTable) {
         switch line {
         case .tooLong(let length):
+            connection.expectAnswer()
             connection.send(Self.failure(nil, code: "payloadTooLarge", "request line of \(length) bytes is longer than the \(Self.maxLineBytes)-byte limit"))
         case .text(let bytes):
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+            // Every other line gets exactly one answer (events aside), which counts it off.
+            connection.expectAnswer()
             do throws(ServerRequest.Malformed) {
                 handle(try ServerRequest(line: bytes), on: connection, owned: owned)
             } catch {
@@ -188,13 +191,18 @@ package final class CommandServer: Sendable {
             }
             let payload = (request.payload ?? .object([:])).data
             let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
-            // Subscribed before the command starts, so none of its events is missed.
-            let events = request.op == "send" && request.events == true ? bus.events(bufferingPolicy: .bufferingNewest(10_000)) : nil
+            // Subscribed before the command starts, so none of its events is missed, and to its own
+            // tree's alone: following every event of a busy bus, the follower fell behind, the
+            // buffer dropped this command's end, and its reply never came.
+            let envelope = request.op == "send" && request.events == true ? CommandEnvelope(commandName: name, metadata: metadata) : nil
+            let events = envelope.map { bus.events(matching: .correlation($0.id), bufferingPolicy: .bufferingNewest(10_000)) }
             // A plain send the loop can run itself wakes no other thread (see InlineSends).
             let inline = events == nil && request.op == "send" && inlineSends.admits(name)
             let started = inline ? inlineSends.start() : nil
             if request.op == "send" { inlineSends.count(onLoop: inline) }
-            let ticket = bus.post(name: name, payload: payload, metadata: metadata, timeout: timeout, preferring: inline ? inlineSends.executor : nil)
+            let ticket = bus.post(
+                name: name, payload: payload, metadata: metadata, timeout: timeout, envelope: envelope, preferring: inline ? inlineSends.executor : nil
+            )
             running.insert(ticket)
             if request.op == "post" {
                 acknowledge(request, ticket: ticket, on: connection)
@@ -215,7 +223,7 @@ package final class CommandServer: Sendable {
                 }
             }
             let forwarding = Task {
-                await events.follow(ticket.id) { event in connection.send(.object(["id": request.id ?? .null, "event": event.json])) }
+                await events.follow(ticket.id) { event in connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json])) }
             }
             Task { [running] in
                 let outcome: Result<Data, CommandBusError>
@@ -260,7 +268,7 @@ package final class CommandServer: Sendable {
             Task {
                 for await event in events {
                     guard !connection.isClosed else { break }
-                    connection.send(.object(["id": request.id ?? .null, "event": event.json]))
+                    connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json]))
                 }
             }
         default:

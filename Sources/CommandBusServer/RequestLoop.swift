@@ -3,6 +3,7 @@ import CommandBus
 import CommandBusHost
 import CEpoll
 import Glibc
+import Synchronization
 
 /// The one thread that accepts every client and reads every request: one `epoll` set for the
 /// listening socket and all connections, instead of a thread per connection. Between bursts it
@@ -13,6 +14,10 @@ import Glibc
 /// reads them in turn, a burst at a time, so a flooding client cannot starve the others.
 /// Answers do not come back through the reading: whoever ends a command writes its reply on the
 /// client's ``ClientConnection``.
+///
+/// A client with ``ClientConnection/maxUnanswered`` requests unanswered is taken out of the set
+/// until half of them are answered: its further requests wait in the socket (and then its writes
+/// block), so one client that asks without reading cannot fill the server's memory with commands.
 ///
 /// Its state is touched by the thread driving it only, and a takeover hands it to the next
 /// thread under the executor's lock, while the previous one is inside a job; hence
@@ -57,6 +62,11 @@ final class RequestLoop: @unchecked Sendable {
     private let onRefused: (Int) -> Void
     private var refusedUntold = 0
     private var lastToldOfRefusals: ContinuousClock.Instant?
+    /// Clients out of the set until enough of their requests are answered.
+    private var paused: Set<UInt64> = []
+    /// Paused clients whose answers caught up, for the driver to read again: added to by the
+    /// threads that answer, taken by the driver.
+    private let caughtUp = Mutex<[UInt64]>([])
 
     /// What a connection refused for want of descriptors reads before it is closed.
     static let busyLine = Array((JSONValue.object([
@@ -98,6 +108,7 @@ final class RequestLoop: @unchecked Sendable {
             let count = wait(&events)
             // Only a broken epoll descriptor fails here (an interrupted wait returns no events).
             guard count >= 0 else { return }
+            if !paused.isEmpty { resumeCaughtUp() }
             for event in events.prefix(Int(count)) {
                 switch event.data.u64 {
                 case Self.wakeID: continue
@@ -191,6 +202,24 @@ final class RequestLoop: @unchecked Sendable {
         client.connection.hold()
         while let line = client.lines.next() { handle(line, client.connection, client.owned) }
         client.connection.release()
+        if client.connection.isSaturated(resume: { [self] in caughtUp(id) }) {
+            _ = epoll_ctl(epoll, EPOLL_CTL_DEL, client.descriptor, nil)
+            paused.insert(id)
+        }
+    }
+
+    /// A paused client's answers caught up (on the thread that answered): the driver is woken to
+    /// read it again.
+    private func caughtUp(_ id: UInt64) {
+        caughtUp.withLock { $0.append(id) }
+        Task(executorPreference: executor) {}
+    }
+
+    /// Puts the paused clients whose answers caught up back in the set (on the driver).
+    private func resumeCaughtUp() {
+        for id in caughtUp.withLock({ ids in defer { ids = [] }; return ids }) where paused.remove(id) != nil {
+            if let client = clients[id] { register(client.descriptor, id: id) }
+        }
     }
 
     /// The client went away: it cancels only the sends it asked to, and its connection closes.

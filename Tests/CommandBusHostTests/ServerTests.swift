@@ -201,6 +201,64 @@ struct ServerTests {
         #expect(refused.stderr.contains("afile exists and is not a directory; give --socket a path in a directory this user can write"), "\(refused.stderr)")
     }
 
+    /// A client that sends requests without reading the answers is read only while it has fewer
+    /// than 4,096 unanswered: the server held every request it sent (207,000 commands and 1 GB in
+    /// eight seconds of such a client), and now its requests wait in the socket until the
+    /// server catches up.
+    @Test(.timeLimit(.minutes(2)))
+    func aClientThatDoesNotReadIsReadNoFurtherThanItsAnswersAllow() async throws {
+        let server = try await Server(arguments: ["--no-journal"])
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import threading, time
+            flood, _ = connect()
+            flood.setblocking(False)
+            line = (json.dumps({"op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 200}, "cancelOnDisconnect": True}) + "\\n").encode() * 100
+            sent, until = 0, time.time() + 4
+            while time.time() < until:
+                try: sent += flood.send(line) // len(line) * 100
+                except BlockingIOError: time.sleep(0.01)
+            s, f = connect()
+            in_flight = ask(f, {"id": 1, "op": "status"})["status"]["inFlight"]
+            print(sent > 8000, in_flight <= 4096 + 1200, in_flight)
+            flood.close()
+            """)
+        #expect(output.hasPrefix("True True "), "\(output)")
+        await server.stop()
+    }
+
+    /// While one client floods the server with quick commands, another's `send` that asks for its
+    /// events is answered: the bus's runners held both threads of the global executor for as
+    /// long as the flood lasted, and the reply's task, and its events, waited for the flood to end.
+    @Test(.timeLimit(.minutes(2)))
+    func aFloodFromOneClientDoesNotStarveAnothersSendWithEvents() async throws {
+        let server = try await Server(arguments: ["--no-journal"])
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import threading, time
+            stop = threading.Event()
+            def flood():
+                s, f = connect()
+                line = (json.dumps({"op": "send", "command": "greet", "payload": {"name": "flood"}}) + "\\n").encode() * 200
+                def drain():
+                    while not stop.is_set() and s.recv(1 << 20): pass
+                threading.Thread(target=drain, daemon=True).start()
+                while not stop.is_set(): s.sendall(line)
+            threading.Thread(target=flood, daemon=True).start()
+            time.sleep(1)
+            s, f = connect()
+            s.settimeout(60)
+            f.write(json.dumps({"id": 7, "op": "send", "command": "greet", "payload": {"name": "Ada"}, "events": True}) + "\\n"); f.flush()
+            while True:
+                reply = json.loads(f.readline())
+                if "event" not in reply: break
+            stop.set()
+            print(reply["ok"], reply["result"])
+            """)
+        #expect(output == "True {'greeting': 'Hello, Ada!'}\n", "\(output)")
+        await server.stop()
+    }
+
     /// A client of a server that does not answer (stopped with SIGSTOP here) gives up, saying so:
     /// a question that runs nothing after ten seconds, a send five seconds past its `--timeout`.
     /// Both waited forever. A send without a timeout still waits as long as its command runs.

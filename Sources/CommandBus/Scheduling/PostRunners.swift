@@ -218,8 +218,12 @@ final class PostRunner: Sendable {
         if cancel { task.cancel() }
     }
 
+    /// Commands a runner runs before it lets the other jobs of the global executor have its thread.
+    static let commandsPerTurn = 128
+
     private func run(_ pool: PostRunners) async {
         pool.startingRunners.subtract(1, ordering: .relaxed)
+        var ranThisTurn = 0
         while let context = await pool.next() {
             state.withLock { $0.current = context }
             context.attach(runner: self)
@@ -229,6 +233,15 @@ final class PostRunner: Sendable {
                 return state.cancelled
             }
             if cancelled { return pool.retire() }
+            // Taking the next command suspends only when the queue is empty, and a quick command
+            // never does: under a steady flood the runners held every thread of the global
+            // executor, and every other task (a subcommand, a server's reply with events, a
+            // heartbeat) waited seconds for the flood to end.
+            ranThisTurn += 1
+            if ranThisTurn == Self.commandsPerTurn {
+                ranThisTurn = 0
+                await Task.yield()
+            }
         }
     }
 
