@@ -62,6 +62,11 @@ struct ServerTests {
             _ = await waitUntil(.seconds(30)) { !self.process.isRunning }
         }
 
+        /// A test that failed (or timed out) before `stop()` leaves no server running behind it.
+        deinit {
+            if process.isRunning { process.send(SIGKILL) }
+        }
+
         static let prelude = """
             import json, socket, sys
             def connect():
