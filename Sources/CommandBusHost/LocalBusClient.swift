@@ -36,9 +36,13 @@ package struct LocalBusClient: BusClient {
 
     package func send(_ request: CommandRequest, onEvent: (@Sendable ([String: JSONValue]) -> Void)?) async throws(HostFailure) -> Data {
         if let delay = request.delay { try? await Task.sleep(for: delay) }
-        // Subscribed before the command starts, so none of its events is missed.
-        let events = onEvent.map { _ in session.bus.events(bufferingPolicy: .unbounded) }
-        let ticket = session.bus.post(name: request.name, payload: request.payload, metadata: request.metadata, timeout: request.timeout)
+        // Subscribed before the command starts, so none of its events is missed, and to its own
+        // tree's alone (the server's reason: a busy bus's every event is not this command's).
+        let envelope = onEvent.map { _ in CommandEnvelope(commandName: request.name, metadata: request.metadata) }
+        let events = envelope.map { session.bus.events(matching: .correlation($0.id), bufferingPolicy: .unbounded) }
+        let ticket = session.bus.post(
+            name: request.name, payload: request.payload, metadata: request.metadata, timeout: request.timeout, envelope: envelope, preferring: nil
+        )
         running.insert(ticket)
         defer { running.remove(ticket.id) }
         let forwarding = events.map { stream in
