@@ -190,6 +190,7 @@ enum ServeCommand {
         }
         watcher?.start()
         watching.withLock { $0 = watcher }
+        signals.onHangUp(CommandServer.reload(watcher, log: log))
         if let keep {
             JournalRetention.start(keeping: keep, log: log) { cutoff in try busJournal.prune(endedBefore: cutoff, takingTurns: true) }
         }

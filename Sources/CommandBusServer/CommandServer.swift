@@ -109,6 +109,14 @@ package final class CommandServer: Sendable {
         }
     }
 
+    /// What SIGHUP does to a server, local or a bus host: its plugin directories are read again.
+    package static func reload(_ watcher: PluginWatcher?, log: ServerLog) -> @Sendable () -> Void {
+        { [watcher, log] in
+            if let watcher { return watcher.rescanSoon() }
+            log(.info, "SIGHUP: the plugin directories are not watched here, so there is nothing to read again")
+        }
+    }
+
     private func handleSignals() {
         let first: @Sendable () -> Void = { [self] in shutDown() }
         let second: @Sendable () -> Void = { [self] in
@@ -117,6 +125,7 @@ package final class CommandServer: Sendable {
         }
         signals.withLock { signals in
             if let signals { signals.handle(first: first, second: second) } else { signals = ShutdownSignals(first: first, second: second) }
+            signals?.onHangUp(Self.reload(watcher, log: log))
         }
     }
 

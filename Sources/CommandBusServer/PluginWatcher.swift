@@ -3,6 +3,7 @@ import CommandBusLoading
 import CommandBus
 import Synchronization
 import Glibc
+import CEpoll
 
 /// Hot loading for `cmdbus serve`: watches the plugin directories with inotify and loads a
 /// `.so` once it has been written and closed, or moved in whole; takes a removed one's
@@ -37,6 +38,8 @@ package final class PluginWatcher: Sendable {
     /// What is loaded, by file path.
     private let loaded = Mutex<[String: LoadedFile]>([:])
     private let descriptor: Int32
+    /// Written to ask the watching thread to read the directories again (``rescanSoon()``).
+    private let rescanRequests: Int32
     private let watches: Mutex<Watches>
     /// The catalog loaded at start: its directories and skipped files.
     private let initial: PluginCatalog
@@ -85,6 +88,7 @@ package final class PluginWatcher: Sendable {
         self.log = log
         self.drain = drain
         self.descriptor = descriptor
+        rescanRequests = eventfd(0, Int32(EFD_CLOEXEC))
         self.watches = Mutex(watches)
         self.initial = catalog
         self.onChange = onChange
@@ -106,6 +110,13 @@ package final class PluginWatcher: Sendable {
     package var catalog: PluginCatalog {
         let appeared = watches.withLock { $0.appeared }
         return PluginCatalog(directories: initial.directories, plugins: plugins, skipped: initial.skipped.filter { !appeared.contains($0.path) })
+    }
+
+    /// Asks the watching thread to read the plugin directories again, as after lost events (a
+    /// `kill -HUP`): it does so between events, so no file is loaded twice at once.
+    package func rescanSoon() {
+        var one: UInt64 = 1
+        _ = write(rescanRequests, &one, 8)
     }
 
     /// Starts watching on a thread of its own.
@@ -136,7 +147,15 @@ package final class PluginWatcher: Sendable {
 
     private func watch() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var ready = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: rescanRequests, events: Int16(POLLIN), revents: 0)]
         while true {
+            guard poll(&ready, 2, -1) >= 0 || errno == EINTR else { return }
+            if ready[1].revents != 0 {
+                var requests: UInt64 = 0
+                _ = read(rescanRequests, &requests, 8)
+                rescan(announcing: "SIGHUP: reading the plugin directories again", level: .info)
+            }
+            guard ready[0].revents != 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return }
@@ -150,7 +169,7 @@ package final class PluginWatcher: Sendable {
                 offset += 16 + nameLength
                 let name = String(decoding: nameBytes, as: UTF8.self)
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    rescan()
+                    rescan(announcing: "plugin file events were lost (the kernel's queue for them overflowed); reading the plugin directories again")
                     continue
                 }
                 if mask & Self.directoryGone != 0 {
@@ -190,12 +209,12 @@ package final class PluginWatcher: Sendable {
         for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
     }
 
-    /// The kernel dropped events (this watcher's queue overflowed, as a burst of file changes
-    /// while the server is stopped or busy can make it): the plugin directories are read again,
-    /// so what was added, replaced or removed meanwhile is loaded or taken off as its events
-    /// would have had it. Unchanged files stay as they are.
-    private func rescan() {
-        log(.warning, "plugin file events were lost (the kernel's queue for them overflowed); reading the plugin directories again")
+    /// Reads the plugin directories again, so what was added, replaced or removed is loaded or
+    /// taken off as its events would have had it; unchanged files stay as they are. For when the
+    /// kernel dropped events (this watcher's queue overflowed, as a burst of file changes while
+    /// the server is stopped or busy can make it), or when asked (``rescanSoon()``).
+    private func rescan(announcing message: String, level: LogLevel = .warning) {
+        log(level, message)
         let directories = watches.withLock { $0.directories }
         for (watch, directory) in directories where FileSystem.kind(of: directory) != .directory { vanished(watch) }
         let removed = loaded.withLock { Array($0.keys) }.filter { FileSystem.status(of: $0) == nil }

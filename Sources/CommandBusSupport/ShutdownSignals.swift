@@ -3,7 +3,10 @@ import Glibc
 import Synchronization
 
 /// SIGTERM and SIGINT for a long-running process: the first calls `first` (drain and stop),
-/// a second calls `second` (stop now). The sources live as long as this object.
+/// a second calls `second` (stop now). SIGHUP calls what ``onHangUp(_:)`` set (a server reads
+/// its plugin directories again), and never ends the process: a terminal that closes, or a
+/// `kill -HUP` meant as a reload, stopped a server at once, without a drain. The sources live
+/// as long as this object.
 ///
 /// What they call can change as the process goes on (``handle(first:second:)``): a server
 /// listens from its start, while it loads its plugins, and hands the signals to its drain
@@ -16,6 +19,7 @@ package final class ShutdownSignals: @unchecked Sendable {
     /// What the signals call, shared with their sources.
     private final class Handlers: Sendable {
         let calls: Mutex<(first: @Sendable () -> Void, second: @Sendable () -> Void)>
+        let hangUp = Mutex<@Sendable () -> Void>({})
         init(_ first: @escaping @Sendable () -> Void, _ second: @escaping @Sendable () -> Void) { calls = Mutex((first, second)) }
     }
 
@@ -34,6 +38,16 @@ package final class ShutdownSignals: @unchecked Sendable {
             source.resume()
             sources.append(source)
         }
+        signal(SIGHUP, SIG_IGN)
+        let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        hangUp.setEventHandler { [handlers] in handlers.hangUp.withLock { $0 }() }
+        hangUp.resume()
+        sources.append(hangUp)
+    }
+
+    /// What SIGHUP calls from now on (nothing until this is called).
+    package func onHangUp(_ body: @escaping @Sendable () -> Void) {
+        handlers.hangUp.withLock { $0 = body }
     }
 
     /// What the next signals call: `first` for the first signal, if none has come yet, `second`

@@ -40,6 +40,27 @@ struct PluginReplacementTests {
         return read()
     }
 
+    /// SIGHUP reads the plugin directories again, for a change that makes no file event the
+    /// watcher acts on (a hard link made into the directory, a mode fixed with chmod); it stopped
+    /// the server at once, without a drain, as it would when the terminal that started it closes.
+    @Test func sighupReadsThePluginDirectoriesAgainAndTheServerServesOn() async throws {
+        let server = try await ServerTests.Server()
+        defer { server.work.remove() }
+        let built = server.work.file("greetall.so").path
+        try FileManager.default.copyItem(atPath: try TestPaths.product("libGreetAll.so").path, toPath: built)
+        try FileManager.default.linkItem(atPath: built, toPath: server.plugins.file("libGreetAll.so").path)
+        let before = try await cmdbus(["can", "greet-all", "--connect", server.socket], directory: server.work.url)
+        #expect(before.status == 69, "a hard link makes no event the watcher loads on: \(before.stderr)")
+        server.process.send(SIGHUP)
+        let log = await Self.log(of: server, containing: "loaded \(server.plugins.path)/libGreetAll.so", count: 1)
+        #expect(log.contains("SIGHUP: reading the plugin directories again"), "\(log.suffix(2_000))")
+        let after = try await cmdbus(["run", "greet-all", #"{"names":["Ada"]}"#, "--connect", server.socket], directory: server.work.url)
+        #expect(after.status == 0 && after.stdout.contains("Hello, Ada!"), "\(after.stderr)")
+        #expect(server.process.isRunning)
+        server.process.send(SIGTERM)
+        #expect(await server.process.wait() == .exited(0))
+    }
+
     /// Opening a plugin for writing and closing it unchanged (as a process that inherited a
     /// writable descriptor to it does when it exits) leaves it loaded: no moment without its handlers.
     @Test func aFileClosedAfterWritingButUnchangedStaysLoaded() async throws {
