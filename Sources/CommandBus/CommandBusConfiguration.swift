@@ -13,6 +13,10 @@ public struct CommandBusConfiguration: Sendable {
     public var journal: (any Journal)?
     /// The largest JSON payload the dynamic path accepts, in bytes; `nil` means no limit.
     public var maxPayloadBytes: Int?
+    /// How many levels of subcommands a tree of work may have below its root (100 unless set): a
+    /// subcommand past it is refused with `tooDeep`. A handler that sends itself without end
+    /// would otherwise hold a task per level until the process runs out of memory.
+    public var maxSubcommandDepth = 100
     /// Asked for a command after every registered handler for its name declined, or when none is
     /// registered: a bus that forwards what it cannot run to other hosts. Its `commandName` is unused.
     public var fallback: (any DynamicCommandHandler)?

@@ -13,7 +13,7 @@ public struct CommandBusError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: String, Hashable, Sendable {
             case noHandler, handlerFailed, decodingFailed, encodingFailed, cancelled, timedOut
-            case childFailed, payloadTooLarge, journalFailed
+            case childFailed, payloadTooLarge, journalFailed, tooDeep
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -36,6 +36,8 @@ public struct CommandBusError: Error, Sendable, CustomStringConvertible {
         public static let payloadTooLarge = Code(.payloadTooLarge)
         /// The journal could not be read or written.
         public static let journalFailed = Code(.journalFailed)
+        /// A subcommand would be deeper below its root than ``CommandBusConfiguration/maxSubcommandDepth``.
+        public static let tooDeep = Code(.tooDeep)
 
         /// The code's stable name, such as `noHandler`.
         public var description: String { value.rawValue }

@@ -33,6 +33,8 @@ package struct HostFailure: Error, Sendable {
         package static let handlerFailed = Code("handlerFailed", .failure)
         /// A subcommand failed and its parent did not handle it.
         package static let childFailed = Code("childFailed", .failure)
+        /// A subcommand would be deeper below its root than the bus allows (a command that sends itself without end?).
+        package static let tooDeep = Code("tooDeep", .failure)
         /// A command or result could not be encoded.
         package static let encodingFailed = Code("encodingFailed", .failure)
         /// The command was cancelled.
@@ -69,7 +71,7 @@ package struct HostFailure: Error, Sendable {
         package static let outputFailed = Code("outputFailed", .failure)
 
         private static let all: [Code] = [
-            .usage, .badConfiguration, .noInput, .decodingFailed, .payloadTooLarge, .noHandler, .handlerFailed, .childFailed,
+            .usage, .badConfiguration, .noInput, .decodingFailed, .payloadTooLarge, .noHandler, .handlerFailed, .childFailed, .tooDeep,
             .encodingFailed, .cancelled, .timedOut, .journalFailed, .entryNotFound, .entryNotApplicable, .pluginFailed, .pluginCrashed,
             .serverUnreachable, .serverShuttingDown, .badResponse, .socketInUse, .someFailed, .socketFailed, .interrupted, .outputFailed, .serverBusy,
         ]

@@ -199,6 +199,29 @@ struct IsolationTests {
         #expect(result.status == 0 && result.stdout == "{\"n\":7}\n", "\(result.stderr)")
     }
 
+    /// A plugin whose command sends itself without end is stopped at the bus's depth limit, in
+    /// process and isolated, with the journal holding the 101 levels that ran: each level held a
+    /// task and wrote an entry until the host ran out of memory.
+    @Test(.timeLimit(.minutes(2)), arguments: [false, true])
+    func aCommandThatSendsItselfWithoutEndIsStoppedAtTheDepthLimit(isolated: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await compileFixture("recurse", into: directory.subdirectory("plugins"))
+        let journal = directory.file("journal.sqlite").path
+        let result = try await cmdbus(
+            ["run", "recurse.down", "{}", "--timeout", "60", "--journal", journal, "--plugins", directory.file("plugins").path, "--json"] + (isolated ? ["--isolate"] : [])
+        )
+        // The error is the last line (the levels' events come before it); through the C ABI its code is the plugin's failure.
+        let last = String(result.stderr.split(separator: "\n").last ?? "")
+        let error = try #require(try jsonObject(last)["error"] as? [String: Any], "\(result.stderr.suffix(2_000))")
+        let message = error["message"] as? String ?? ""
+        #expect(result.status == 1 && error["code"] as? String == "handlerFailed", "\(error)")
+        #expect(message.hasPrefix("command 'recurse.down' failed in plugin 'recurse' (recurse.so): subcommand 'recurse.down' of 'recurse.down' would be 101 levels below its root command 'recurse.down'"), "\(message.prefix(1_000))")
+        let entries = try await cmdbus("journal", "list", "--journal", journal, "--json")
+        let states = try #require(try JSONSerialization.jsonObject(with: Data(entries.stdout.utf8)) as? [[String: Any]]).map { $0["state"] as? String ?? "" }
+        #expect(states.count == 101 && Set(states) == ["failed"], "\(states.count) entries: \(Set(states))")
+    }
+
     /// No worker outlives its host: a one-shot run whose spinning handler times out leaves no
     /// worker behind, and the timeout names the plugin; a killed server's workers end too.
     @Test(.timeLimit(.minutes(2)))

@@ -114,3 +114,40 @@ struct SubcommandTests {
         #expect(await waitUntil { childCancelled.isFired })
     }
 }
+
+/// A command that sends itself, one level deeper each time, until `levels` is 0 (or forever).
+struct Descend: Command {
+    typealias Result = Int
+    static let name = "descend"
+    var levels: Int
+}
+
+/// A handler that sends itself without end (a plugin's bug) is stopped at the bus's depth limit,
+/// where each level held a task and the host's memory grew until it was killed.
+struct SubcommandDepthTests {
+    static func bus(limit: Int? = nil) -> CommandBus {
+        var configuration = CommandBusConfiguration()
+        if let limit { configuration.maxSubcommandDepth = limit }
+        let bus = CommandBus(configuration: configuration)
+        bus.register(ClosureHandler<Descend> { command, context in
+            command.levels == 0 ? 0 : try await context.send(Descend(levels: command.levels - 1)) + 1
+        })
+        return bus
+    }
+
+    @Test func aCommandThatSendsItselfForeverStopsAtTheLimit() async throws {
+        let bus = Self.bus()
+        let error = await #expect(throws: CommandBusError.self) { try await bus.send(Descend(levels: -1)) }
+        #expect(error?.code == .tooDeep, "\(error?.message.prefix(500) ?? "")")
+        #expect((error?.message.count ?? .max) < 1_000, "the message grows with each level: \(error?.message.count ?? 0) characters")
+        let message = error?.message ?? ""
+        #expect(message.hasPrefix("subcommand 'descend' of 'descend' would be 101 levels below its root command 'descend' ("), "\(message.prefix(800))")
+        #expect(message.contains("past the limit of 100: a command that sends itself, or its ancestors, without end?"), "\(message.prefix(800))")
+    }
+
+    @Test func treesUpToTheLimitRun() async throws {
+        #expect(try await Self.bus().send(Descend(levels: 100)) == 100)
+        #expect(try await Self.bus(limit: 500).send(Descend(levels: 400)) == 400)
+        await #expect(throws: CommandBusError.self) { try await Self.bus(limit: 3).send(Descend(levels: 4)) }
+    }
+}

@@ -98,12 +98,36 @@ extension CommandBus {
         try await start(context).result()
     }
 
+    /// Refuses a subcommand of `parent` that would be more than ``CommandBusConfiguration/maxSubcommandDepth``
+    /// levels below its root: counted up the chain of parents, at most that far.
+    private func checkDepth(below parent: CommandContext, name: String) throws(CommandBusError) {
+        let limit = configuration.maxSubcommandDepth
+        var depth = 1
+        var node = parent
+        while let up = node.parent {
+            depth += 1
+            node = up
+            if depth > limit { break }
+        }
+        guard depth > limit else { return }
+        // Only past the limit (the first subcommand refused is exactly one past it): find the root to name it.
+        var root = node
+        while let up = root.parent { root = up }
+        throw CommandBusError(
+            code: .tooDeep,
+            message: "subcommand '\(name)' of '\(parent.envelope.commandName)' would be \(limit + 1) levels below its root command "
+                + "'\(root.envelope.commandName)' (\(root.envelope.id)), past the limit of \(limit): a command that sends itself, "
+                + "or its ancestors, without end? (CommandBusConfiguration.maxSubcommandDepth)"
+        )
+    }
+
     /// Routes a command and makes its context, without starting it.
     /// - Parameter writtenAheadOnPost: The command, if journaled, is written ahead before it is queued (see ``CommandContext/isWrittenAheadOnPost``).
     func routedContext(
         _ payload: CommandPayload, name: String, parent: CommandContext?,
         metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope?, journaled: Bool, writtenAheadOnPost: Bool = false
     ) throws(CommandBusError) -> CommandContext {
+        if let parent { try checkDepth(below: parent, name: name) }
         let (entry, prepared) = try route(payload, name: name)
         return makeContext(
             name: name, parent: parent, metadata: metadata, timeout: timeout ?? configuration.defaultTimeout, envelope: envelope,

@@ -17,9 +17,10 @@ package enum PluginErrors {
             return .cancelled(command)
         default:
             let retryable = status == Int32(CMDBUS_FAILED_RETRYABLE.rawValue)
-            return CommandBusError(
-                code: .handlerFailed, message: "command '\(command)' failed in \(origin): \(message)", isRetryable: retryable
-            )
+            // A handler that fails with its own subcommand's failure (the same command, as one that
+            // sends itself does) is named once, not once a level: 100 levels made a 7 KB message.
+            let prefix = "command '\(command)' failed in \(origin): "
+            return CommandBusError(code: .handlerFailed, message: message.hasPrefix(prefix) ? message : prefix + message, isRetryable: retryable)
         }
     }
 }
