@@ -23,26 +23,34 @@ struct JournalPruneTests {
         #expect(await waitUntil(.seconds(30)) { JournalCommandTests.runningCount(setup.journal) == 1 })
         killed.send(SIGKILL)
         _ = await killed.wait()
-        try await Task.sleep(for: .seconds(2))
+        // What ended so far ended two days ago, as far as the journal knows: the cutoff of a day
+        // then falls between it and what comes next, however slowly a loaded machine runs the
+        // steps below (with a second's cutoff and a pause, "New" had aged past it by the last one).
+        let backdated = try await runProcess("/usr/bin/env", [
+            "python3", "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('UPDATE endings SET finished_at = finished_at - 172800 WHERE finished_at IS NOT NULL'); c.commit()",
+            setup.journal,
+        ])
+        try #require(backdated.status == 0, "\(backdated.stderr)")
         #expect(try await setup.run("run", "greet", "-p", "name=New").status == 0)
 
         // A dry run counts what would go, and the journal keeps all seven.
-        let counted = try await setup.run("journal", "prune", "--older-than", "1s", "--state", "succeeded", "--dry-run")
+        let counted = try await setup.run("journal", "prune", "--older-than", "1d", "--state", "succeeded", "--dry-run")
         #expect(counted.status == 0 && counted.stdout.hasPrefix("would remove 4 entries that ended before "), "\(counted.stdout)\(counted.stderr)")
-        let countedJSON = try await setup.run("journal", "prune", "--older-than", "1s", "--dry-run", "--json")
+        let countedJSON = try await setup.run("journal", "prune", "--older-than", "1d", "--dry-run", "--json")
         #expect(try jsonObject(countedJSON.stdout)["wouldRemove"] as? Int == 5, "\(countedJSON.stdout)\(countedJSON.stderr)")
         #expect(try await setup.entries().count == 7)
-        let succeeded = try await setup.run("journal", "prune", "--older-than", "1s", "--state", "succeeded")
+        let succeeded = try await setup.run("journal", "prune", "--older-than", "1d", "--state", "succeeded")
         #expect(succeeded.status == 0 && succeeded.stdout.hasPrefix("removed 4 entries that ended before "), "\(succeeded.stdout)\(succeeded.stderr)")
         #expect(try await setup.entries().compactMap { $0["command"] as? String }.sorted() == ["fixture.fail", "fixture.sleep", "greet"])
 
-        let rest = try await setup.run("journal", "prune", "--older-than", "1s", "--json")
+        let rest = try await setup.run("journal", "prune", "--older-than", "1d", "--json")
         #expect(try rest.status == 0 && jsonObject(rest.stdout)["removed"] as? Int == 1, "\(rest.stdout)\(rest.stderr)")
         let left = try await setup.entries()
         #expect(left.map { "\($0["command"] ?? "") \($0["state"] ?? "")" }.sorted() == ["fixture.sleep running", "greet succeeded"])
         #expect((left.first { $0["command"] as? String == "greet" }?["payload"] as? [String: Any])?["name"] as? String == "New")
         // Nothing old is left: pruning again removes nothing.
-        #expect(try await setup.run("journal", "prune", "--older-than", "1s").stdout.hasPrefix("removed 0 entries"))
+        #expect(try await setup.run("journal", "prune", "--older-than", "1d").stdout.hasPrefix("removed 0 entries"))
     }
 
     /// `serve --keep AGE` prunes as it runs: a command gone past AGE leaves the journal, and
@@ -85,12 +93,14 @@ extension SharedBusTests {
         let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so", "libGreetAll.so"])
         #expect(try await Self.bus(database.url, "run", "greet-all", "-p", #"names=["Ada","Grace"]"#).status == 0)
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Old").status == 0)
-        try await Task.sleep(for: .seconds(2))
+        // Ended two days ago, as far as the bus knows: "New" stays younger than a day's cutoff
+        // however slowly the steps below run (a second's cutoff could catch it up).
+        _ = try await database.sql("UPDATE cmdbus.commands SET finalized_at = finalized_at - interval '2 days' WHERE finalized_at IS NOT NULL")
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=New").status == 0)
-        let counted = try await Self.bus(database.url, "journal", "prune", "--older-than", "1s", "--dry-run", "--json")
+        let counted = try await Self.bus(database.url, "journal", "prune", "--older-than", "1d", "--dry-run", "--json")
         #expect(try counted.status == 0 && jsonObject(counted.stdout)["wouldRemove"] as? Int == 4, "\(counted.stdout)\(counted.stderr)")
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE kind = 'command'") == "5\n")
-        let pruned = try await Self.bus(database.url, "journal", "prune", "--older-than", "1s", "--json")
+        let pruned = try await Self.bus(database.url, "journal", "prune", "--older-than", "1d", "--json")
         #expect(try pruned.status == 0 && jsonObject(pruned.stdout)["removed"] as? Int == 4, "\(pruned.stdout)\(pruned.stderr)")
         #expect(try await database.sql("SELECT string_agg(name, ',') FROM cmdbus.commands WHERE kind = 'command'") == "greet\n")
         // The events left are the kept tree's: none of a removed tree's stays behind.
