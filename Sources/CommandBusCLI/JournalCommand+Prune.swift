@@ -51,17 +51,17 @@ extension JournalCommand {
 
     private static func report(_ removed: Int, cutoff: Date, _ arguments: ArgumentSpec.Parsed, _ console: Console) {
         let time = cutoff.formatted(.iso8601)
-        let entries = "entr\(removed == 1 ? "y" : "ies")"
+        let entries = counted(removed, "entry", plural: "entries")
         if arguments.has("dry-run") {
             if arguments.has("json") {
                 console.out(JSONValue.object(["wouldRemove": .integer(Int64(removed)), "endedBefore": .string(time), "dryRun": .bool(true)]).text)
             } else {
-                console.out("would remove \(removed) \(entries) that ended before \(time); nothing was removed (--dry-run)")
+                console.out("would remove \(entries) that ended before \(time); nothing was removed (--dry-run)")
             }
         } else if arguments.has("json") {
             console.out(JSONValue.object(["removed": .integer(Int64(removed)), "endedBefore": .string(time)]).text)
         } else {
-            console.out("removed \(removed) \(entries) that ended before \(time); unfinished work, and trees with a part that ended since, stay")
+            console.out("removed \(entries) that ended before \(time); unfinished work, and trees with a part that ended since, stay")
         }
     }
 }

@@ -226,9 +226,8 @@ enum JournalCommand {
                 "sentByParents": .integer(Int64(report.sentByParents)),
             ]).text)
         } else {
-            let (entries, resent) = (report.replayed, report.sentByParents)
-            let subcommands = resent == 0 ? "" : " (and \(resent) subcommand\(resent == 1 ? "" : "s") their parents sent again)"
-            console.out("replayed \(entries) entr\(entries == 1 ? "y" : "ies")\(subcommands); \(report.failed) failed")
+            let resent = report.sentByParents == 0 ? "" : " (and \(counted(report.sentByParents, "subcommand")) their parents sent again)"
+            console.out("replayed \(counted(report.replayed, "entry", plural: "entries"))\(resent); \(report.failed) failed")
         }
     }
 

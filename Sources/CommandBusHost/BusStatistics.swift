@@ -72,7 +72,7 @@ package final class BusStatistics: CommandObserver {
     /// 1204 succeeded, 3 failed`.
     package func workSummary(plugins: Int) -> String {
         let (inFlight, completed, failed) = state.withLock { ($0.started.count, $0.completed, $0.failed) }
-        return "\(plugins) plugin\(plugins == 1 ? "" : "s"), \(inFlight) in flight, \(completed) succeeded, \(failed) failed"
+        return "\(counted(plugins, "plugin")), \(inFlight) in flight, \(completed) succeeded, \(failed) failed"
     }
 
     /// The ids of the commands accepted and not finished.

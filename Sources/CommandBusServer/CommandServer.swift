@@ -70,8 +70,7 @@ package final class CommandServer: Sendable {
         session.bus.addObserver(CommandLogObserver(log: log))
         forwardHandlerLogs()
         watcher?.start()
-        let plugins = session.catalog.plugins.count
-        log(.info, "serving on \(socket.path) (\(plugins) plugin\(plugins == 1 ? "" : "s"))")
+        log(.info, "serving on \(socket.path) (\(counted(session.catalog.plugins.count, "plugin")))")
         tellServiceManager()
         RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, onRefused: { [log] count in
             var limit = rlimit()

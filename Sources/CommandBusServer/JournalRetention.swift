@@ -1,3 +1,4 @@
+import CommandBusSupport
 import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -24,7 +25,7 @@ package enum JournalRetention {
                 let cutoff = Date() - keep.seconds
                 do {
                     let removed = try await prune(cutoff)
-                    if removed > 0 { log(.info, "pruned \(removed) journal entr\(removed == 1 ? "y" : "ies") that ended before \(cutoff.formatted(.iso8601)) (--keep)") }
+                    if removed > 0 { log(.info, "pruned \(counted(removed, "journal entry", plural: "journal entries")) that ended before \(cutoff.formatted(.iso8601)) (--keep)") }
                 } catch {
                     log(.warning, "could not prune the journal (--keep): \(error); trying again in \(interval(keeping: keep))")
                 }

@@ -1,0 +1,5 @@
+/// A count with its noun in the right number, for messages: `counted(1, "plugin")` is
+/// `1 plugin`, `counted(3, "entry", plural: "entries")` is `3 entries`.
+package func counted(_ count: Int, _ noun: String, plural: String? = nil) -> String {
+    "\(count) \(count == 1 ? noun : plural ?? noun + "s")"
+}
