@@ -6,8 +6,8 @@ import Glibc
 package struct UnixSocket {
     package let path: String
     package let descriptor: Int32
-    /// The socket file's device and inode, so a stop removes this server's file and nothing else.
-    private let file: (device: UInt64, inode: UInt64)?
+    /// The socket file as bound, so a stop removes this server's file and nothing else.
+    private let file: FileSystem.Status?
 
     /// Why a socket could not be served.
     package enum Failure: Error {
@@ -20,9 +20,9 @@ package struct UnixSocket {
     /// replaced; anything else at the path (a file, a directory, a link) is left alone and refused.
     package static func listen(at path: String) throws(Failure) -> UnixSocket {
         guard path.utf8.count < 100 else { throw .failed("socket path \(path) is too long (at most 99 bytes)") }
-        if let mode = fileMode(path) {
-            guard mode & S_IFMT == S_IFSOCK else {
-                throw .failed("cannot listen on \(path): it is \(describe(mode)), not a socket, and is left as it is; give --socket a path that is free (or holds a socket a stopped server left)")
+        if let there = FileSystem.status(of: path, followingLinks: false) {
+            guard mode_t(there.mode) & S_IFMT == S_IFSOCK else {
+                throw .failed("cannot listen on \(path): it is \(describe(mode_t(there.mode))), not a socket, and is left as it is; give --socket a path that is free (or holds a socket a stopped server left)")
             }
             if let probe = try? connect(to: path) {
                 Glibc.close(probe)
@@ -48,15 +48,7 @@ package struct UnixSocket {
             Glibc.close(descriptor)
             throw .failed("cannot listen on \(path): \(reason); give --socket a path in a directory this user can write")
         }
-        var info = stat()
-        let file = lstat(path, &info) == 0 ? (UInt64(info.st_dev), UInt64(info.st_ino)) : nil
-        return UnixSocket(path: path, descriptor: descriptor, file: file)
-    }
-
-    /// The mode of what `path` names, not following a symlink, or `nil` if nothing is there.
-    private static func fileMode(_ path: String) -> mode_t? {
-        var info = stat()
-        return lstat(path, &info) == 0 ? info.st_mode : nil
+        return UnixSocket(path: path, descriptor: descriptor, file: FileSystem.status(of: path, followingLinks: false))
     }
 
     private static func describe(_ mode: mode_t) -> String {
@@ -88,8 +80,7 @@ package struct UnixSocket {
     package func close() {
         shutdown(descriptor, Int32(SHUT_RDWR))
         Glibc.close(descriptor)
-        var info = stat()
-        guard let file, lstat(path, &info) == 0, UInt64(info.st_dev) == file.device, UInt64(info.st_ino) == file.inode else { return }
+        guard let file, let now = FileSystem.status(of: path, followingLinks: false), now.device == file.device, now.inode == file.inode else { return }
         unlink(path)
     }
 

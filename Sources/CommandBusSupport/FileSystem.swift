@@ -59,6 +59,8 @@ package enum FileSystem {
         package let size: Int
         package let modified: Int64
         package let inode: UInt64
+        /// The device the inode is on: with `inode`, which file this is.
+        package let device: UInt64
         package let isSymlink: Bool
     }
 
@@ -68,7 +70,7 @@ package enum FileSystem {
         return Status(
             owner: info.st_uid, mode: UInt32(info.st_mode), size: Int(info.st_size),
             modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-            inode: UInt64(info.st_ino), isSymlink: info.st_mode & S_IFMT == S_IFLNK
+            inode: UInt64(info.st_ino), device: UInt64(info.st_dev), isSymlink: info.st_mode & S_IFMT == S_IFLNK
         )
     }
 
