@@ -61,11 +61,12 @@ package final class BusJournal: Sendable {
         endedBefore cutoff: Date, rootStates: Set<CommandState> = [], takingTurns: Bool = false, dryRun: Bool = false
     ) throws(PGError) -> Int {
         let finals = rootStates.isEmpty ? CommandState.allCases.filter(\.isTerminal) : Array(rootStates)
+        let statement = BusSQL.prune(counting: dryRun)
         var after: Int64 = 0
         var total = 0
         while true {
             let row = try connections.with { connection throws(PGError) in
-                try connection.execute(BusSQL.prune(counting: dryRun), [
+                try connection.execute(statement, [
                     .text(String(cutoff.timeIntervalSince1970)), .textArray(finals.map(\.rawValue)), .integer(after), .integer(1_000),
                     .bool(takingTurns),
                 ]).all.first

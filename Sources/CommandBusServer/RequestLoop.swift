@@ -66,7 +66,7 @@ final class RequestLoop: @unchecked Sendable {
     private var paused: Set<UInt64> = []
     /// Paused clients whose answers caught up, for the driver to read again: added to by the
     /// threads that answer, taken by the driver.
-    private let caughtUp = Mutex<[UInt64]>([])
+    private let caughtUpIDs = Mutex<[UInt64]>([])
 
     /// What a connection refused for want of descriptors reads before it is closed.
     static let busyLine = Array((JSONValue.object([
@@ -211,13 +211,13 @@ final class RequestLoop: @unchecked Sendable {
     /// A paused client's answers caught up (on the thread that answered): the driver is woken to
     /// read it again.
     private func caughtUp(_ id: UInt64) {
-        caughtUp.withLock { $0.append(id) }
+        caughtUpIDs.withLock { $0.append(id) }
         Task(executorPreference: executor) {}
     }
 
     /// Puts the paused clients whose answers caught up back in the set (on the driver).
     private func resumeCaughtUp() {
-        for id in caughtUp.withLock({ ids in defer { ids = [] }; return ids }) where paused.remove(id) != nil {
+        for id in caughtUpIDs.withLock({ ids in defer { ids = [] }; return ids }) where paused.remove(id) != nil {
             if let client = clients[id] { register(client.descriptor, id: id) }
         }
     }
