@@ -85,7 +85,8 @@ extension Dashboard {
             guard let seconds = Double(since), seconds >= 0, seconds.isFinite else { return Self.problem(400, "since takes seconds since 1970") }
             query.createdSince = Date(timeIntervalSince1970: seconds)
         }
-        query.limit = Self.limit(request, default: 50)
+        guard let limit = Self.limit(request, default: 50) else { return Self.badLimit }
+        query.limit = limit
         if let search = request.parameter("id"), !search.isEmpty {
             guard let id = UUID(uuidString: String(Substring(search).trimmingSpaces)) else {
                 return Self.problem(400, "\(quoted(search)) is not a command id (a UUID)")
@@ -147,11 +148,17 @@ extension Dashboard {
 
     private func deadLetters(_ request: HTTPRequest) async -> HTTPResponse {
         guard let journal = sources.journal else { return Self.noJournal }
-        let limit = Self.limit(request, default: 100)
+        guard let limit = Self.limit(request, default: 100) else { return Self.badLimit }
         do throws(CommandBusError) {
-            // Read past discarded ones so the page still fills up to the limit.
-            let records = try await journal.records(JournalQuery(states: [.failed, .cancelled, .timedOut], limit: limit * 4, newestFirst: true))
-            let live = records.filter { $0.discardedAt == nil }.prefix(limit)
+            // Page back past discarded ones until the page is full or the journal runs out.
+            var query = JournalQuery(states: [.failed, .cancelled, .timedOut], limit: limit * 4, newestFirst: true)
+            var live: [JournalRecord] = []
+            while live.count < limit {
+                let records = try await journal.records(query)
+                live += records.lazy.filter { $0.discardedAt == nil }.prefix(limit - live.count)
+                guard records.count == query.limit, let oldest = records.last else { break }
+                query.throughSequence = oldest.sequence - 1
+            }
             return Self.ok(.object(["deadLetters": .array(live.map(Self.row)), "canDiscard": .bool(sources.discard != nil)]))
         } catch {
             return Self.problem(500, error.message)
@@ -209,13 +216,21 @@ extension Dashboard {
         HTTPResponse(status: 200, contentType: "application/json", text: value.text)
     }
 
-    /// An API error: `{"error": {"status": N, "message": "..."}}`.
-    /// The page size a request asks for (`limit`), kept to 1...500; `fallback` without one.
+    /// The page size a request asks for (`limit`), kept to 1...500; `fallback` without one; nil
+    /// when it is not a whole number, since a typo answered with a default page looks like an answer.
     /// A negative limit would have asked SQLite for every row, and `Int.min` overflowed.
-    static func limit(_ request: HTTPRequest, default fallback: Int) -> Int {
-        max(1, min(Int(request.parameter("limit") ?? "") ?? fallback, 500))
+    static func limit(_ request: HTTPRequest, default fallback: Int) -> Int? {
+        guard let text = request.parameter("limit"), !text.isEmpty else { return fallback }
+        let digits = text.hasPrefix("-") ? text.dropFirst() : Substring(text)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        guard let limit = Int(text) else { return text.hasPrefix("-") ? 1 : 500 }
+        return max(1, min(limit, 500))
     }
 
+    /// The answer to a `limit` that ``limit(_:default:)`` refused.
+    static var badLimit: HTTPResponse { problem(400, "limit takes a whole number (1 to 500); ask for a page with e.g. ?limit=50") }
+
+    /// An API error: `{"error": {"status": N, "message": "..."}}`.
     static func problem(_ status: Int, _ message: String) -> HTTPResponse {
         HTTPResponse(status: status, contentType: "application/json", text: JSONValue.object([
             "error": .object(["status": .integer(Int64(status)), "message": .string(message)]),

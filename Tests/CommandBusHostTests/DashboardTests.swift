@@ -321,6 +321,35 @@ struct DashboardTests {
         }
         let one = try jsonObject(try await server.http("GET", "/api/commands?limit=-1").body)["commands"] as? [[String: Any]]
         #expect(one?.count == 1, "a negative limit gave \(one?.count ?? -1) commands")
+        // Found by hand: a limit that is no number was taken for none, so a typo looked like an answer.
+        for limit in ["abc", "5x", "-", "1.5", "%20"] {
+            let page = try await server.http("GET", "/api/dead-letters?limit=\(limit)")
+            #expect(page.status == 400 && page.body.contains("limit takes a whole number"), "limit=\(limit): \(page)")
+        }
+        await DashboardServer.stopAll()
+    }
+
+    /// The dead letters page fills up to its limit however many newer ones were discarded; it read
+    /// four times the limit and kept what was left, so five discarded left a page of one empty.
+    @Test func deadLettersPageBackPastDiscardedOnes() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        for index in 0..<6 { try await server.run("fixture.fail", "-p", "message=m\(index)") }
+        let page = try await server.http("GET", "/")
+        let token = try #require(page.body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let host = String(server.url.dropFirst("http://".count))
+        func deadIDs(_ query: String) async throws -> [String] {
+            let dead = try await server.http("GET", "/api/dead-letters\(query)")
+            return ((try jsonObject(dead.body))["deadLetters"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+        }
+        let all = try await deadIDs("")
+        #expect(all.count == 6)
+        for id in all.prefix(5) {
+            let discarded = try await server.http("POST", "/api/commands/\(id)/discard", headers: ["X-Cmdbus-Token": token, "Origin": "http://\(host)"])
+            #expect(discarded.status == 200, "\(discarded)")
+        }
+        #expect(try await deadIDs("?limit=1") == [all[5]])
+        #expect(try await deadIDs("") == [all[5]])
         await DashboardServer.stopAll()
     }
 
