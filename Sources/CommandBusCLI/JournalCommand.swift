@@ -16,7 +16,7 @@ enum JournalCommand {
         .init(name: "command", short: nil, value: "NAME", help: "list: only this command name."),
         .init(name: "limit", short: "n", value: "N", help: "list: at most N entries (the newest)."),
         .init(name: "since", short: nil, value: "WHEN", help: "replay: from this entry id or time (ISO 8601 or seconds)."),
-        .init(name: "until", short: nil, value: "WHEN", help: "replay: up to this entry id or time."),
+        .init(name: "until", short: nil, value: "WHEN", help: "replay: through this entry id or time (all of its last digit)."),
         .init(name: "rebuild", short: nil, help: "undo: drop the entry from replay instead of sending an inverse."),
         .init(name: "format", short: nil, value: "FORMAT", choices: ["text", "mermaid", "dot"], help: "tree: text (default), mermaid or dot."),
         .init(name: "older-than", short: nil, value: "AGE", help: "prune: remove what ended longer ago than AGE (30d, 12h, 90m)."),
@@ -214,7 +214,7 @@ enum JournalCommand {
         do {
             report = try await JournalReplayer(bus: session.bus, journal: journal).replay(
                 after: since?.sequence.map { $0 - 1 }, through: until?.sequence,
-                createdFrom: since?.time, createdUntil: until?.time
+                createdFrom: since?.start, createdBefore: until?.end
             )
         } catch {
             throw .journal(error)
@@ -379,14 +379,13 @@ enum JournalCommand {
     /// A `--since`/`--until` bound: an entry id (its sequence) or a time.
     private static func bound(
         _ text: String?, in journal: any Journal, location: String, option: String
-    ) async throws(HostFailure) -> (sequence: Int64?, time: Date?)? {
+    ) async throws(HostFailure) -> ReplayBound? {
         guard let text else { return nil }
         if let id = UUID(uuidString: text) {
             let record = try await find([id.uuidString], in: journal, location: location, verb: "replay \(option)")
-            return (record.sequence, nil)
+            return ReplayBound(sequence: record.sequence)
         }
-        if let seconds = Double(text), seconds.isFinite { return (nil, Date(timeIntervalSince1970: seconds)) }
-        if let date = try? Date(text, strategy: .iso8601) { return (nil, date) }
+        if let time = ReplayBound(time: text) { return time }
         throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
     }
 

@@ -41,7 +41,8 @@ public struct JournalReplayer: Sendable {
         self.pageSize = max(1, pageSize)
     }
 
-    /// Replays the succeeded entries in the sequence range (and, if given, only these command names).
+    /// Replays the succeeded entries in the sequence range, created from `createdFrom` and before
+    /// `createdBefore` (and, if given, only these command names).
     /// Entries taken out of replay (`undo --rebuild`) are skipped with their subcommands, and
     /// subcommands whose parent runs again are left to it: it sends them anew (see ``ReplayAncestry``).
     ///
@@ -49,11 +50,11 @@ public struct JournalReplayer: Sendable {
     /// reading and the running overlap instead of taking turns.
     public func replay(
         commands names: Set<String>? = nil, after: Int64? = nil, through: Int64? = nil,
-        createdFrom: Date? = nil, createdUntil: Date? = nil
+        createdFrom: Date? = nil, createdBefore: Date? = nil
     ) async throws(CommandBusError) -> Report {
         var report = Report()
         report.sentByParents = try await forEachEntryToRun(
-            commands: names, after: after, through: through, createdFrom: createdFrom, createdUntil: createdUntil
+            commands: names, after: after, through: through, createdFrom: createdFrom, createdBefore: createdBefore
         ) { record throws(CommandBusError) in
             try await replay(record, into: &report)
         }
@@ -66,7 +67,7 @@ public struct JournalReplayer: Sendable {
     @inline(__always)  // into `replay`, whose per-entry closure then costs nothing (2% of an entry)
     package func forEachEntryToRun(
         commands names: Set<String>? = nil, after: Int64? = nil, through: Int64? = nil,
-        createdFrom: Date? = nil, createdUntil: Date? = nil,
+        createdFrom: Date? = nil, createdBefore: Date? = nil,
         _ body: (JournalRecord) async throws(CommandBusError) -> Void
     ) async throws(CommandBusError) -> Int {
         var ancestry = ReplayAncestry(journal: journal) { record in
@@ -74,7 +75,7 @@ public struct JournalReplayer: Sendable {
                 && (names?.contains(record.envelope.commandName) ?? true)
                 && after.map { record.sequence > $0 } ?? true && through.map { record.sequence <= $0 } ?? true
                 && createdFrom.map { record.envelope.createdAt >= $0 } ?? true
-                && createdUntil.map { record.envelope.createdAt <= $0 } ?? true
+                && createdBefore.map { record.envelope.createdAt < $0 } ?? true
         }
         var sentByParents = 0
         var page = try await self.page(after: after, through: through).get()

@@ -155,6 +155,25 @@ struct JournalCommandTests {
         #expect(text.stdout == "replayed 1 entry (and 2 subcommands their parents sent again); 0 failed\n")
     }
 
+    /// A time bound covers the instant it names at the precision it is written in: `--until` given
+    /// an entry's own printed `createdAt` replays that entry (it replayed none: the journal keeps
+    /// more digits than it prints), and a time to the second covers that second.
+    @Test func replayTimeBoundsTakeTheWholeInstantTheyName() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        for name in ["Ada", "Grace"] { #expect(try await setup.run("run", "greet", "-p", "name=\(name)").status == 0) }
+        let created = try await setup.entries().compactMap { $0["createdAt"] as? String }
+        try #require(created.count == 2)
+        func replayed(_ options: String...) async throws -> Int {
+            let result = try await setup.run(["journal", "replay", "--json"] + options)
+            return try #require(try jsonObject(result.stdout)["replayed"] as? Int, "\(result.stderr)")
+        }
+        #expect(try await replayed("--until", created[0]) == 1)
+        #expect(try await replayed("--since", created[1], "--until", created[1]) == 1)
+        let wholeSecond = String(created[1].prefix(19)) + "Z"  // 2026-11-26T11:50:53Z
+        #expect(try await replayed("--until", wholeSecond) == 2)
+    }
+
     /// Ctrl-C means cancel: the first SIGINT cancels a one-shot run's (or batch's) commands, which the
     /// journal records `cancelled` (so the next run does not run them again), and it exits 130.
     @Test(.timeLimit(.minutes(2)), arguments: ["run", "batch"])
