@@ -53,7 +53,7 @@ package struct SocketBusClient: BusClient {
     package func sendAll(
         concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
-        try pipeline(op: "send", concurrency: concurrency, next: next, onOutcome: onOutcome)
+        try await pipeline(op: "send", concurrency: concurrency, next: next, onOutcome: onOutcome)
     }
 
     /// Posts are pipelined on one connection, at most `concurrency` unacknowledged.
@@ -61,18 +61,46 @@ package struct SocketBusClient: BusClient {
         concurrency: Int, next: @escaping () -> CommandRequest?, isNextReady: @escaping () -> Bool,
         onOutcome: @escaping (CommandOutcome) -> Void
     ) async throws(HostFailure) {
-        try pipeline(op: "post", concurrency: concurrency, next: next, onOutcome: onOutcome)
+        try await pipeline(op: "post", concurrency: concurrency, next: next, onOutcome: onOutcome)
     }
 
     /// Writes a `send` or `post` request for each of `next`'s requests on one connection, at
     /// most `concurrency` unanswered, and reports each answer as it comes: a send's outcome, or
     /// a post `pending` once the server has it.
+    ///
+    /// Cancelling the task (Ctrl-C) shuts the connection, which ends the wait; the server then
+    /// cancels the sends in flight, as it does a single `send`'s. Posts stay the bus's.
     private func pipeline(
-        op: String, concurrency: Int, next: () -> CommandRequest?, onOutcome: (CommandOutcome) -> Void
-    ) throws(HostFailure) {
+        op: String, concurrency: Int, next: @escaping () -> CommandRequest?, onOutcome: @escaping (CommandOutcome) -> Void
+    ) async throws(HostFailure) {
         let connection = try ServerConnection(socket)
+        let outcome: Result<Void, HostFailure> = await withTaskCancellationHandler {
+            do throws(HostFailure) {
+                return .success(try pipeline(op: op, on: connection, concurrency: concurrency, next: next, onOutcome: onOutcome))
+            } catch {
+                return .failure(error)
+            }
+        } onCancel: {
+            connection.shutDown()
+        }
+        try outcome.get()
+    }
+
+    private func pipeline(
+        op: String, on connection: ServerConnection, concurrency: Int, next: () -> CommandRequest?, onOutcome: (CommandOutcome) -> Void
+    ) throws(HostFailure) {
         var names: [Int64: String] = [:]
+        // The server has answered nothing and taken nothing for answerTime: go on waiting while it
+        // answers a status (its commands are long), else give up on it.
+        func stalled() throws(HostFailure) {
+            guard !ServerConnection.answersStatus(at: socket, within: Self.answerTime) else { return }
+            throw HostFailure(
+                .serverUnreachable,
+                "the server at \(socket) answered none of the \(counted(names.count, "command")) this client waits on within \(Self.answerTime.seconds) s, nor a 'status' within as long: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why; what it took may still run if it resumes ('cmdbus journal list' tells)"
+            )
+        }
         func answer() throws(HostFailure) {
+            while !connection.hasAnswer(within: Self.answerTime) { try stalled() }
             let response = try connection.receive()
             // A refusal of the connection itself (no descriptor free) answers no request: its id is null.
             if response["id"] == .null, response["ok"] == .bool(false) { throw Self.failure(response, command: nil) }
@@ -93,8 +121,9 @@ package struct SocketBusClient: BusClient {
             while names.count >= concurrency { try answer() }
             var fields = Self.fields(of: request, op: op)
             fields["id"] = .integer(Int64(request.tag))
+            if op == "send" { fields["cancelOnDisconnect"] = .bool(true) }
             names[Int64(request.tag)] = request.name
-            try connection.send(.object(fields))
+            try connection.send(.object(fields), stalledFor: Self.answerTime, stalled)
         }
         while !names.isEmpty { try answer() }
     }
@@ -224,11 +253,50 @@ package final class ServerConnection: @unchecked Sendable {
     package func shutDown() { _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR)) }
 
     package func send(_ request: JSONValue) throws(HostFailure) {
-        guard sendAll(descriptor, ReplyLine.line(request)) else {
+        try send(request, stalledFor: nil) {}
+    }
+
+    /// Writes `request`; each time the server takes none of it for `limit` (it reads nothing),
+    /// calls `stalled`, which throws to give up or returns to wait again.
+    package func send(_ request: JSONValue, stalledFor limit: Duration?, _ stalled: () throws(HostFailure) -> Void) throws(HostFailure) {
+        let bytes = ReplyLine.line(request)
+        var offset = 0, written = true
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | (limit == nil ? 0 : Int32(MSG_DONTWAIT)))
+            }
+            if sent > 0 {
+                offset += sent
+                continue
+            }
+            if sent < 0 && errno == EINTR { continue }
+            if sent < 0 && errno == EAGAIN, let limit {
+                var room = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                if poll(&room, 1, Int32(clamping: limit.milliseconds)) == 0 { try stalled() }
+                continue
+            }
+            written = false
+            break
+        }
+        guard written else {
             // A server may say why before it closes (it had no descriptor free): its line is still there to read.
             if let fields = try? receive(), fields["ok"] == .bool(false) { throw SocketBusClient.failure(fields, command: nil) }
             throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection")
         }
+    }
+
+    /// Whether a response line is here or arrives within `limit`.
+    package func hasAnswer(within limit: Duration) -> Bool { reader.hasInput(within: limit) }
+
+    /// Whether the server at `socket` answers a `status` within `limit`: a client whose answers are
+    /// slow in coming asks, to tell a server busy with long commands from one stopped or stuck.
+    package static func answersStatus(at socket: String, within limit: Duration) -> Bool {
+        let giveUp = { () throws(HostFailure) in throw HostFailure(.serverUnreachable, "the server takes no request") }
+        guard let connection = try? ServerConnection(socket),
+              (try? connection.send(.object(["id": .integer(1), "op": .string("status")]), stalledFor: limit, giveUp)) != nil,
+              connection.hasAnswer(within: limit)
+        else { return false }
+        return (try? connection.receive())?["ok"] == .bool(true)
     }
 
     /// The next response line's fields.

@@ -168,8 +168,15 @@ package final class LineSocketReader {
         lines = LineSplitter(limit: limit)
     }
 
+    /// A line ``hasInput(within:)`` took out of the splitter to see whether there was one.
+    private var waiting: Line?
+
     /// The next line, or `nil` when the peer has closed.
     package func next() -> Line? {
+        if let line = waiting {
+            waiting = nil
+            return line
+        }
         while true {
             if let line = lines.next() { return line }
             // Ask without waiting for a moment before sleeping in recv: a client's next request
@@ -184,6 +191,32 @@ package final class LineSocketReader {
             if got < 0 && errno == EINTR { continue }
             if got <= 0 { return nil }
             chunk.withUnsafeBytes { lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
+        }
+    }
+
+    /// Whether ``next()`` would return without waiting, within `limit`: a line is here, or
+    /// bytes or the peer's close arrive in that time.
+    package func hasInput(within limit: Duration) -> Bool {
+        if waiting == nil { waiting = lines.next() }
+        guard waiting == nil else { return true }
+        // Spin as next() does before sleeping: an answer often comes within the spin.
+        let spinUntil = ContinuousClock.now + Self.spin
+        var got = 0
+        repeat {
+            got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        } while got < 0 && errno == EAGAIN && ContinuousClock.now < spinUntil
+        if got > 0 {
+            chunk.withUnsafeBytes { lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
+            return true
+        }
+        if got == 0 || errno != EAGAIN { return true }  // closed or failed: next() says so
+        var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let deadline = ContinuousClock.now + limit
+        while true {
+            let left = max(0, (deadline - ContinuousClock.now).milliseconds)
+            let polled = poll(&ready, 1, Int32(clamping: left))
+            if polled < 0 && errno == EINTR { continue }
+            return polled != 0
         }
     }
 }

@@ -298,6 +298,61 @@ struct ServerTests {
         await server.stop()
     }
 
+    /// A batch on a server that answers nothing gives up once the server does not answer a
+    /// `status` either (it waited forever, sends and posts alike), and one whose commands outlast
+    /// the ten seconds still waits for them while the server answers.
+    @Test(.timeLimit(.minutes(2)))
+    func aBatchGivesUpOnAStoppedServerButWaitsOnALiveOne() async throws {
+        let server = try await Server(arguments: ["--no-journal"])
+        defer { server.work.remove() }
+        let greetings = server.work.file("greetings.ndjson"), sleep = server.work.file("sleep.ndjson")
+        try #"{"command": "greet", "payload": {"name": "Ada"}}"#.write(to: greetings, atomically: true, encoding: .utf8)
+        try #"{"command": "fixture.sleep", "payload": {"milliseconds": 12000}}"#.write(to: sleep, atomically: true, encoding: .utf8)
+        let slow = try await cmdbus(["batch", sleep.path, "--connect", server.socket], directory: server.work.url)
+        #expect(slow.status == 0 && slow.stdout.contains(#""state":"succeeded""#), "\(slow.stdout)\(slow.stderr)")
+
+        server.process.send(SIGSTOP)
+        async let sent = cmdbus(["batch", greetings.path, "--connect", server.socket], directory: server.work.url)
+        async let posted = cmdbus(["batch", greetings.path, "--connect", server.socket, "--no-wait"], directory: server.work.url)
+        let outcomes = try await [sent, posted]
+        server.process.send(SIGCONT)
+        for outcome in outcomes {
+            #expect(outcome.status == 1 && outcome.stderr.hasPrefix(
+                "cmdbus: error: the server at \(server.socket) answered none of the 1 command this client waits on within 10.0 s, nor a 'status' within as long: it is stopped (SIGSTOP?)"
+            ), "\(outcome.stderr)")
+        }
+        await server.stop()
+    }
+
+    /// Ctrl-C on `batch --connect` cancels the batch's commands on the server and exits 130, as
+    /// on a local batch; it went on waiting for every answer (the pipeline did not see the
+    /// cancellation), and a second Ctrl-C left the commands running on the server.
+    @Test(.timeLimit(.minutes(2)))
+    func ctrlCOnABatchCancelsItsCommandsOnTheServer() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let input = server.work.file("sleeps.ndjson")
+        try (0..<3).map { _ in #"{"command": "fixture.sleep", "payload": {"milliseconds": 60000}}"# }
+            .joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
+        let batch = try LaunchedProcess(
+            try TestPaths.product("cmdbus").path, ["batch", input.path, "--connect", server.socket],
+            directory: server.work.path, standardOutput: .discard, standardError: .discard
+        )
+        let socket = server.socket
+        @Sendable func inFlight() async -> Int? {
+            guard let status = try? await cmdbus(["status", "--connect", socket, "--json"]) else { return nil }
+            return (try? jsonObject(status.stdout))?["inFlight"] as? Int
+        }
+        #expect(await waitUntil(.seconds(30)) { await inFlight() == 3 })
+        batch.send(SIGINT)
+        #expect(await batch.wait() == .exited(130))
+        #expect(await waitUntil(.seconds(30)) { await inFlight() == 0 })
+        let states = try await cmdbus(["journal", "list", "--journal", server.journal, "--json"])
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(states.stdout.utf8)) as? [[String: Any]])
+        #expect(entries.map { $0["state"] as? String } == ["cancelled", "cancelled", "cancelled"], "\(states.stdout)")
+        await server.stop()
+    }
+
     /// Only a socket a stopped server left is replaced: a regular file, a directory or a link at
     /// `--socket` is refused and left as it was (a file there was deleted, and the server served).
     @Test func whatIsNotASocketAtTheSocketPathIsLeftAlone() async throws {
