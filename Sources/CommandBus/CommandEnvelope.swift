@@ -22,6 +22,10 @@ public struct CommandEnvelope: Sendable, Hashable, Codable {
     public var createdAt: Date
     /// Free-form string metadata (a user id, a trace id, a source).
     public var metadata: [String: String]
+    /// How many levels below its root the command is: 0 for a root, its parent's plus one for a
+    /// subcommand. It travels with the envelope, so a tree that crosses hosts keeps its count
+    /// (see ``CommandBusConfiguration/maxSubcommandDepth``).
+    public var depth: Int
 
     /// Creates an envelope for a root command or, with `parent`, for a subcommand.
     /// - Parameters:
@@ -42,6 +46,7 @@ public struct CommandEnvelope: Sendable, Hashable, Codable {
         self.commandName = commandName
         self.parentID = parent?.id
         self.correlationID = parent?.correlationID ?? id
+        self.depth = parent.map { $0.depth + 1 } ?? 0
         self.createdAt = createdAt
         if let inherited = parent?.metadata, !inherited.isEmpty {
             self.metadata = inherited.merging(metadata) { _, new in new }
@@ -51,10 +56,11 @@ public struct CommandEnvelope: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case id, commandName = "command", parentID = "parentId", correlationID = "correlationId", createdAt, metadata
+        case id, commandName = "command", parentID = "parentId", correlationID = "correlationId", createdAt, metadata, depth
     }
 
-    /// Decodes an envelope; `createdAt` is seconds since 1970, whatever the decoder's date strategy.
+    /// Decodes an envelope; `createdAt` is seconds since 1970, whatever the decoder's date strategy,
+    /// and a missing `depth` is a root's.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(UUID.self, forKey: .id)
@@ -64,9 +70,10 @@ public struct CommandEnvelope: Sendable, Hashable, Codable {
         let seconds = try container.decode(Double.self, forKey: .createdAt)
         createdAt = Date(timeIntervalSince1970: seconds)
         metadata = try container.decodeIfPresent([String: String].self, forKey: .metadata) ?? [:]
+        depth = try container.decodeIfPresent(Int.self, forKey: .depth) ?? 0
     }
 
-    /// Encodes the envelope with `createdAt` as seconds since 1970.
+    /// Encodes the envelope with `createdAt` as seconds since 1970 (and `depth` only below a root).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
@@ -75,5 +82,6 @@ public struct CommandEnvelope: Sendable, Hashable, Codable {
         try container.encode(correlationID, forKey: .correlationID)
         try container.encode(createdAt.timeIntervalSince1970, forKey: .createdAt)
         if !metadata.isEmpty { try container.encode(metadata, forKey: .metadata) }
+        if depth != 0 { try container.encode(depth, forKey: .depth) }
     }
 }

@@ -15,6 +15,8 @@ package struct BusCommandRow: Sendable {
     package var metadata: [String: String]
     package var parentID: UUID?
     package var correlationID: UUID
+    /// How far below its root it is.
+    package var depth: Int
     package var isProbe: Bool
     package var state: CommandState
     package var attempt: Int
@@ -42,6 +44,7 @@ package struct BusCommandRow: Sendable {
         metadata = row.text("metadata").flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
         parentID = row.uuid("parent_id")
         correlationID = correlation
+        depth = Int(row.integer("depth") ?? 0)
         isProbe = row.text("kind") == "probe"
         self.state = state
         attempt = Int(row.integer("attempt") ?? 0)
@@ -67,6 +70,7 @@ package struct BusCommandRow: Sendable {
         var envelope = CommandEnvelope(commandName: name, id: id, metadata: metadata, createdAt: createdAt)
         envelope.parentID = parentID
         envelope.correlationID = correlationID
+        envelope.depth = depth
         return envelope
     }
 

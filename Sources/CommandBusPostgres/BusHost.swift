@@ -500,12 +500,12 @@ package final class BusHost: Sendable {
         for case .record(let envelope, let payload) in work {
             try connection.execute("""
                 INSERT INTO cmdbus.commands (id, name, payload, metadata, parent_id, correlation_id, state, attempt, lease_owner,
-                    started_at, attempted_by)
-                VALUES ($1, $2, $3, $4::jsonb, $5, $6, 'running', 1, $7, now(), ARRAY[$8::text])
+                    started_at, attempted_by, depth)
+                VALUES ($1, $2, $3, $4::jsonb, $5, $6, 'running', 1, $7, now(), ARRAY[$8::text], $9::int4)
                 ON CONFLICT DO NOTHING
                 """, [
                     .uuid(envelope.id), .text(envelope.commandName), .bytes(payload), .metadata(envelope.metadata),
-                    envelope.parentID.map(PGValue.uuid), .uuid(envelope.correlationID), .uuid(id), .text(label),
+                    envelope.parentID.map(PGValue.uuid), .uuid(envelope.correlationID), .uuid(id), .text(label), .integer(Int64(envelope.depth)),
                 ])
         }
         for item in work {

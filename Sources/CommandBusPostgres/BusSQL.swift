@@ -33,12 +33,13 @@ enum BusSQL {
     static let commandColumns = """
         c.id, c.seq, c.name, c.payload, c.metadata::text AS metadata, c.parent_id, c.correlation_id, c.kind, c.state,
         c.attempt::int8 AS attempt, c.max_attempts::int8 AS max_attempts, c.timeout_ms, c.created_at, c.finalized_at,
-        c.cancel_requested, c.result, c.error_code, c.error_message, c.lease_owner, c.undo_of, c.undone_by,
+        c.cancel_requested, c.result, c.error_code, c.error_message, c.lease_owner, c.undo_of, c.undone_by, c.depth::int8 AS depth,
         array_to_string(c.attempted_by, ',') AS attempted_by
         """
 
     /// $1 id, $2 name, $3 payload, $4 metadata, $5 parent, $6 correlation, $7 idempotency key, $8 kind,
-    /// $9 priority, $10 delay (ms), $11 timeout (ms), $12 max attempts, $13 fail at once if no live (or late) host handles it.
+    /// $9 priority, $10 delay (ms), $11 timeout (ms), $12 max attempts, $13 fail at once if no live (or late) host handles it,
+    /// $14 depth below the root.
     /// Returns the command's id (the first one's, for a key seen before) and whether it is new.
     /// Submitting the same id again (a retry after a lost answer) inserts nothing.
     static let submit = """
@@ -48,14 +49,15 @@ enum BusSQL {
             ) AS yes
         ), inserted AS (
             INSERT INTO cmdbus.commands AS c (id, name, payload, metadata, parent_id, correlation_id, idempotency_key, kind,
-                priority, state, run_at, timeout_ms, max_attempts, finalized_at, error_code, error_message)
+                priority, state, run_at, timeout_ms, max_attempts, finalized_at, error_code, error_message, depth)
             SELECT $1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9::int4,
                 CASE WHEN handled.yes THEN 'pending' ELSE 'failed' END,
                 now() + $10::int8 * interval '1 millisecond', $11, $12::int4,
                 CASE WHEN handled.yes THEN NULL ELSE now() END,
                 CASE WHEN handled.yes THEN NULL ELSE 'noHandler' END,
                 CASE WHEN handled.yes THEN NULL ELSE 'no handler for command ''' || $2
-                    || ''': no live host on the bus handles it (start a ''cmdbus serve --bus'' whose plugins do)' END
+                    || ''': no live host on the bus handles it (start a ''cmdbus serve --bus'' whose plugins do)' END,
+                $14::int4
             FROM handled
             ON CONFLICT DO NOTHING
             RETURNING c.id, c.name, c.state

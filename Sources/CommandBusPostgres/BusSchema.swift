@@ -4,7 +4,7 @@
 /// migrate once; a database whose schema is newer than this binary is refused.
 package enum BusSchema {
     /// The schema version this binary writes and reads.
-    package static let version = 1
+    package static let version = 2
     /// The PostgreSQL schema holding the bus.
     package static let name = "cmdbus"
 
@@ -72,6 +72,11 @@ package enum BusSchema {
             )
             """,
             "CREATE INDEX events_correlation ON cmdbus.events (correlation_id, seq)",
+        ],
+        [
+            // How far below its root a command is, so a tree that crosses hosts keeps its count
+            // toward the depth limit. Adding a column with a constant default rewrites nothing.
+            "ALTER TABLE cmdbus.commands ADD COLUMN depth int NOT NULL DEFAULT 0",
         ],
     ]
 

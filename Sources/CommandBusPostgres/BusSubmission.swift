@@ -14,6 +14,8 @@ package struct BusSubmission: Sendable {
     package var metadata: [String: String] = [:]
     package var parentID: UUID?
     package var correlationID: UUID
+    /// How far below its root it is (``CommandEnvelope/depth``).
+    package var depth = 0
     /// Submitting the same key again returns the first command's id; it never runs twice.
     package var idempotencyKey: String?
     package var isProbe = false
@@ -42,6 +44,7 @@ package struct BusSubmission: Sendable {
         metadata = envelope.metadata
         parentID = envelope.parentID
         correlationID = envelope.correlationID
+        depth = envelope.depth
     }
 
     /// Why PostgreSQL could not keep this command as it is, if it could not: a `text` column
@@ -62,7 +65,7 @@ package struct BusSubmission: Sendable {
         let rows = try connection.execute(BusSQL.submit, [
             .uuid(id), .text(name), .bytes(payload), .metadata(metadata), parentID.map(PGValue.uuid), .uuid(correlationID),
             idempotencyKey.map(PGValue.text), .text(isProbe ? "probe" : "command"), .integer(priority), .integer(delay.milliseconds),
-            timeout.map { .integer($0.milliseconds) }, .integer(maxAttempts), .bool(failIfUnhandled),
+            timeout.map { .integer($0.milliseconds) }, .integer(maxAttempts), .bool(failIfUnhandled), .integer(Int64(depth)),
         ])
         guard rows.count > 0, let id = rows[row: 0].uuid("id") else {
             throw PGError(.statementFailed, "submitting '\(name)' returned no id")

@@ -43,14 +43,16 @@ final class BusHostProcess: @unchecked Sendable {
     let work: TemporaryDirectory
     let log: URL
 
-    /// Starts a host with the named build products as its plugins; returns once it has joined the bus.
+    /// Starts a host with the named build products as its plugins, and C fixtures compiled with
+    /// their defines (``compileFixture(_:into:as:defines:)``); returns once it has joined the bus.
     init(
-        bus: String, plugins: [String], lease: String = "2", drain: String = "10", extra: [String] = [], inNamespace namespace: String? = nil,
-        environment: [String: String] = [:]
+        bus: String, plugins: [String], fixtures: [(source: String, defines: [String])] = [], lease: String = "2", drain: String = "10",
+        extra: [String] = [], inNamespace namespace: String? = nil, environment: [String: String] = [:]
     ) async throws {
         work = try TemporaryDirectory("cmdbus-bus-host")
         let directory = try work.subdirectory("plugins")
         for plugin in plugins { try directory.install(plugin) }
+        for fixture in fixtures { _ = try await compileFixture(fixture.source, into: directory, defines: fixture.defines) }
         log = work.file("host.log")
         let cmdbus = try TestPaths.product("cmdbus").path
         let arguments = ["serve", "--bus", bus, "--plugins", directory.path, "--lease", lease, "--drain", drain] + extra

@@ -11,6 +11,52 @@ struct SharedBusTests {
         try await cmdbus(arguments + ["--bus", url])
     }
 
+    /// A bus at schema version 1 (before commands kept their depth) is migrated by the next
+    /// cmdbus that opens it, keeping what it holds: its commands read back at depth 0.
+    @Test(.timeLimit(.minutes(3)))
+    func aVersionOneBusIsMigratedKeepingItsCommands() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
+        #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Ada").status == 0)
+        await host.stop()
+        // As version 1 left it.
+        try await database.sql("ALTER TABLE cmdbus.commands DROP COLUMN depth; UPDATE cmdbus.schema_version SET version = 1")
+        let again = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
+        let status = try jsonObject(try await Self.bus(database.url, "bus", "status", "--json").stdout)
+        #expect(status["schemaVersion"] as? Int == 2)
+        #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Grace").status == 0)
+        let rows = try await database.sql("SELECT string_agg(payload::text || ':' || depth, ',' ORDER BY seq) FROM cmdbus.commands")
+        #expect(rows.contains(":0,") && rows.hasSuffix(":0\n") && rows.split(separator: ",").count == 2, "\(rows)")
+        await again.stop()
+        await database.drop()
+    }
+
+    /// Two plugins on two hosts that send each other without end are stopped at the depth limit,
+    /// where each host counted from 0 the commands the other sent and the tree had no end.
+    @Test(.timeLimit(.minutes(3)))
+    func handlersThatSendEachOtherAcrossHostsStopAtTheDepthLimit() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let ping = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [
+            ("recurse", [#"HANDLES="recurse.ping""#, #"SENDS="recurse.pong""#, #"PLUGIN="ping""#]),
+        ])
+        let pong = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [
+            ("recurse", [#"HANDLES="recurse.pong""#, #"SENDS="recurse.ping""#, #"PLUGIN="pong""#]),
+        ])
+        let sent = try await Self.bus(database.url, "run", "recurse.ping", "{}", "--timeout", "120", "--json")
+        #expect(sent.status == 1, "\(sent.stdout)\(sent.stderr)")
+        let error = try #require(sent.stderr.split(separator: "\n").compactMap { try? jsonObject(String($0))["error"] as? [String: Any] }.first, "\(sent.stderr.prefix(3_000))")
+        let message = try #require(error["message"] as? String)
+        #expect(message.hasPrefix("command 'recurse.ping' failed in plugin 'ping' (recurse.so): command 'recurse.pong' failed in plugin 'pong' (recurse.so): … 99 more levels …: subcommand 'recurse.pong' of 'recurse.ping' would be 101 levels below its root (correlation id "), "\(message.prefix(2_000))")
+        #expect(message.count < 1_000, "\(message.count) characters")
+        let depths = try await database.sql("SELECT count(*) || ' ' || max(depth) || ' ' || count(*) FILTER (WHERE state = 'failed') FROM cmdbus.commands")
+        #expect(depths.trimmingCharacters(in: .whitespacesAndNewlines) == "101 100 101", "commands, deepest, failed: \(depths)")
+        await ping.stop()
+        await pong.stop()
+        await database.drop()
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func theDashboardOfABusHostShowsEveryHostAndWhatWaits() async throws {
         await BusHostProcess.stopAll()
@@ -226,7 +272,7 @@ struct SharedBusTests {
         try await database.sql("CREATE TABLE cmdbus.schema_version (version int)")
         try await database.sql("INSERT INTO cmdbus.schema_version VALUES (99)")
         let newer = try await cmdbus("run", "greet", "--bus", database.url)
-        #expect(newer.status == 74 && newer.stderr.contains("schema version 99, newer than this cmdbus (1)"), "\(newer.stderr)")
+        #expect(newer.status == 74 && newer.stderr.contains("schema version 99, newer than this cmdbus (2)"), "\(newer.stderr)")
         let role = "reader_" + database.name.suffix(8)
         try await database.sql("CREATE ROLE \(role) LOGIN")
         try await database.sql("DROP SCHEMA cmdbus CASCADE")

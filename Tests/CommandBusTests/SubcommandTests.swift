@@ -150,4 +150,39 @@ struct SubcommandDepthTests {
         #expect(try await Self.bus(limit: 500).send(Descend(levels: 400)) == 400)
         await #expect(throws: CommandBusError.self) { try await Self.bus(limit: 3).send(Descend(levels: 4)) }
     }
+
+    /// The depth travels in the envelope: a command another host's handler sent (its envelope
+    /// made there, 98 levels down) counts on from there, where the count started again at 0.
+    @Test func aCommandFromAnotherHostCountsOnFromItsEnvelope() async throws {
+        let bus = Self.bus()
+        var root = CommandEnvelope(commandName: Descend.name)
+        for _ in 0..<98 { root = CommandEnvelope(commandName: Descend.name, parent: root) }
+        let deep = CommandEnvelope(commandName: Descend.name, parent: root)
+        #expect(deep.depth == 99)
+        let payload = Data(#"{"levels": 5}"#.utf8)
+        let error = await #expect(throws: CommandBusError.self) {
+            try await bus.post(name: Descend.name, payload: payload, envelope: deep, preferring: nil).result
+        }
+        #expect(error?.code == .tooDeep)
+        #expect(error?.message.hasPrefix("subcommand 'descend' of 'descend' would be 101 levels below its root (correlation id \(root.correlationID)), which another host ran") == true, "\(error?.message ?? "")")
+        // One already past the limit is refused before it runs.
+        var past = deep
+        past.depth = 101
+        let refused = await #expect(throws: CommandBusError.self) {
+            try await bus.post(name: Descend.name, payload: Data(#"{"levels": 0}"#.utf8), envelope: past, preferring: nil).result
+        }
+        #expect(refused?.message.hasPrefix("command 'descend' would be 101 levels below its root") == true, "\(refused?.message ?? "")")
+        #expect(try await bus.post(name: Descend.name, payload: Data(#"{"levels": 1}"#.utf8), envelope: deep, preferring: nil).result == Data("1".utf8))
+    }
+
+    @Test func anEnvelopeKeepsItsDepthThroughJSON() throws {
+        let root = CommandEnvelope(commandName: "a")
+        let child = CommandEnvelope(commandName: "b", parent: CommandEnvelope(commandName: "a", parent: root))
+        #expect(root.depth == 0 && child.depth == 2)
+        let decoded = try JSONDecoder().decode(CommandEnvelope.self, from: try JSONEncoder().encode(child))
+        #expect(decoded.depth == 2 && decoded.parentID == child.parentID && decoded.correlationID == root.id)
+        let text = String(decoding: try JSONEncoder().encode(root), as: UTF8.self)
+        #expect(!text.contains("depth"), "a root's envelope reads as it did: \(text)")
+        #expect(try JSONDecoder().decode(CommandEnvelope.self, from: Data(text.utf8)).depth == 0)
+    }
 }

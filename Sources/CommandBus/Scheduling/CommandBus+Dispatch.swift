@@ -98,25 +98,26 @@ extension CommandBus {
         try await start(context).result()
     }
 
-    /// Refuses a subcommand of `parent` that would be more than ``CommandBusConfiguration/maxSubcommandDepth``
-    /// levels below its root: counted up the chain of parents, at most that far.
-    private func checkDepth(below parent: CommandContext, name: String) throws(CommandBusError) {
+    /// Refuses a command more than ``CommandBusConfiguration/maxSubcommandDepth`` levels below its
+    /// root: a subcommand of `parent` (one below it), or a command whose given envelope says how
+    /// deep it is (one another host's handler sent, claimed from the shared bus).
+    private func checkDepth(below parent: CommandContext?, envelope: CommandEnvelope?, name: String) throws(CommandBusError) {
         let limit = configuration.maxSubcommandDepth
-        var depth = 1
-        var node = parent
-        while let up = node.parent {
-            depth += 1
-            node = up
-            if depth > limit { break }
-        }
+        let depth = parent.map { $0.envelope.depth + 1 } ?? envelope?.depth ?? 0
         guard depth > limit else { return }
-        // Only past the limit (the first subcommand refused is exactly one past it): find the root to name it.
-        var root = node
-        while let up = root.parent { root = up }
+        // Only past the limit (the first command refused is exactly one past it): name its root,
+        // or, where the tree came from another host, the tree's correlation id.
+        var top = parent
+        while let up = top?.parent { top = up }
+        let root = if let top, top.envelope.depth == 0 {
+            "its root command '\(top.envelope.commandName)' (\(top.envelope.id))"
+        } else {
+            "its root (correlation id \(parent?.envelope.correlationID ?? envelope?.correlationID ?? UUID())), which another host ran"
+        }
+        let what = parent.map { "subcommand '\(name)' of '\($0.envelope.commandName)'" } ?? "command '\(name)'"
         throw CommandBusError(
             code: .tooDeep,
-            message: "subcommand '\(name)' of '\(parent.envelope.commandName)' would be \(limit + 1) levels below its root command "
-                + "'\(root.envelope.commandName)' (\(root.envelope.id)), past the limit of \(limit): a command that sends itself, "
+            message: "\(what) would be \(depth) levels below \(root), past the limit of \(limit): a command that sends itself, "
                 + "or its ancestors, without end? (CommandBusConfiguration.maxSubcommandDepth)"
         )
     }
@@ -127,7 +128,7 @@ extension CommandBus {
         _ payload: CommandPayload, name: String, parent: CommandContext?,
         metadata: [String: String], timeout: Duration?, envelope: CommandEnvelope?, journaled: Bool, writtenAheadOnPost: Bool = false
     ) throws(CommandBusError) -> CommandContext {
-        if let parent { try checkDepth(below: parent, name: name) }
+        if parent != nil || envelope?.depth ?? 0 > 0 { try checkDepth(below: parent, envelope: envelope, name: name) }
         let (entry, prepared) = try route(payload, name: name)
         return makeContext(
             name: name, parent: parent, metadata: metadata, timeout: timeout ?? configuration.defaultTimeout, envelope: envelope,

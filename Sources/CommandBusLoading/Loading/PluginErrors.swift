@@ -17,11 +17,50 @@ package enum PluginErrors {
             return .cancelled(command)
         default:
             let retryable = status == Int32(CMDBUS_FAILED_RETRYABLE.rawValue)
-            // A handler that fails with its own subcommand's failure (the same command, as one that
-            // sends itself does) is named once, not once a level: 100 levels made a 7 KB message.
             let prefix = "command '\(command)' failed in \(origin): "
-            return CommandBusError(code: .handlerFailed, message: message.hasPrefix(prefix) ? message : prefix + message, isRetryable: retryable)
+            return CommandBusError(code: .handlerFailed, message: wrapping(message, in: prefix), isRetryable: retryable)
         }
+    }
+
+    /// `message` under `prefix`, where a failure passed up a tree is named once a level: a
+    /// handler failing with its own subcommand's failure (the same command, as one that sends
+    /// itself does) is named once, and a longer chain keeps its two outer levels and the cause,
+    /// counting the levels between (100 levels of two plugins sending each other made 7 KB).
+    static func wrapping(_ message: String, in prefix: String) -> String {
+        guard !message.hasPrefix(prefix) else { return message }
+        var layers: [Substring] = [], elided = 0
+        var rest = Substring(message)
+        while true {
+            if let (count, after) = elision(at: rest) {
+                elided += count
+                rest = after
+            } else if let end = failurePrefixEnd(in: rest) {
+                layers.append(rest[..<end])
+                rest = rest[end...]
+            } else {
+                break
+            }
+        }
+        let hidden = layers.count - 1 + elided
+        guard let outer = layers.first, hidden > 0 else { return prefix + message }
+        return prefix + outer + "… \(hidden) more \(hidden == 1 ? "level" : "levels") …: " + rest
+    }
+
+    /// Where a leading "command 'C' failed in plugin 'P' (F): " of `text` ends, if it has one.
+    private static func failurePrefixEnd(in text: Substring) -> Substring.Index? {
+        guard text.hasPrefix("command '"), let named = text.firstRange(of: "' failed in plugin '"),
+              let end = text[named.upperBound...].firstRange(of: "): ") else { return nil }
+        // The prefix is a command name and a file name: no sentence of a cause comes before it.
+        guard !text[..<named.lowerBound].contains(": ") else { return nil }
+        return end.upperBound
+    }
+
+    /// A leading "… N more levels …: " of `text`: N and what follows it.
+    private static func elision(at text: Substring) -> (Int, Substring)? {
+        guard text.hasPrefix("… "), let end = text.firstRange(of: " …: ") else { return nil }
+        let words = text[text.index(after: text.startIndex)..<end.lowerBound].split(separator: " ")
+        guard words.count == 3, words[1] == "more", let count = Int(words[0]) else { return nil }
+        return (count, text[end.upperBound...])
     }
 }
 
