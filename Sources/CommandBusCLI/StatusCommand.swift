@@ -26,19 +26,23 @@ enum StatusCommand {
         let client = SocketBusClient(socket: connection.socket ?? CommandServer.defaultSocketPath)
         let status = try await client.status().objectValue ?? [:]
         if arguments.has("json") { return console.out(JSONValue.object(status).text) }
-        func number(_ key: String) -> String {
-            switch status[key] {
+        // A figure to a tenth, or "?" where the server sent none.
+        func number(_ value: JSONValue?) -> String {
+            switch value {
             case .integer(let value)?: String(value)
             case .number(let value)?: String((value * 10).rounded() / 10)
             default: "?"
             }
         }
-        console.out("uptime \(number("uptimeSeconds")) s, \(number("plugins")) plugin\(status["plugins"] == .integer(1) ? "" : "s"), \(number("inFlight")) in flight, "
-            + "\(number("completed")) completed, \(number("failed")) failed")
+        func count(_ value: JSONValue?, _ noun: String) -> String {
+            if case .integer(let count)? = value { counted(Int(count), noun) } else { "? \(noun)s" }
+        }
+        console.out("uptime \(number(status["uptimeSeconds"])) s, \(count(status["plugins"], "plugin")), \(number(status["inFlight"])) in flight, "
+            + "\(number(status["completed"])) completed, \(number(status["failed"])) failed")
         if case .object(let commands)? = status["commands"] {
             for name in commands.keys.sorted() {
                 guard case .object(let figures)? = commands[name] else { continue }
-                console.out("  \(name): \(figures["count"]?.text ?? "?") runs, p50 \(figures["p50Ms"]?.text ?? "?") ms, p99 \(figures["p99Ms"]?.text ?? "?") ms")
+                console.out("  \(name): \(count(figures["count"], "run")), p50 \(number(figures["p50Ms"])) ms, p99 \(number(figures["p99Ms"])) ms")
             }
         }
     }

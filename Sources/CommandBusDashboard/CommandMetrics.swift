@@ -20,10 +20,6 @@ package final class CommandMetrics: CommandObserver {
     package static let historySeconds = 300
     /// How many ended commands the live feed keeps.
     package static let recentEndings = 1_000
-    /// How many names are counted apart; the rest are counted under `other`, so a flood of
-    /// invented names cannot grow the scrape without bound.
-    package static let maxNames = 10_000
-
     /// Counts for one command name.
     package struct NameCounts: Sendable {
         package var outcomes: [CommandState: Int] = [:]
@@ -98,7 +94,7 @@ package final class CommandMetrics: CommandObserver {
         let second = Int64(now)
         let seconds = duration.seconds
         state.withLock { state in
-            let name = state.names[envelope.commandName] != nil || state.names.count < Self.maxNames ? envelope.commandName : "other"
+            let name = CountedName.of(envelope.commandName, error: error, isCounted: { state.names[$0] != nil }, names: state.names.count)
             // One lookup, in place.
             state.names[name, default: NameCounts()].record(ended, seconds: seconds)
             if state.history.last?.time != second {

@@ -13,12 +13,23 @@ package final class BusStatistics: CommandObserver {
         package var started: [UUID: ContinuousClock.Instant] = [:]
         package var completed = 0
         package var failed = 0
-        /// The latest latencies (ms) per command name, at most `window` each.
-        package var latencies: [String: BoundedRing<Double>] = [:]
+        /// Per command name (``CountedName``).
+        package var names: [String: NameFigures] = [:]
         /// Waiting for nothing to be in flight.
         var idleWaiters: [UnsafeContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
+
+    /// How many commands of one name ran, and the latest latencies (ms), at most ``window``.
+    private struct NameFigures {
+        var runs = 0
+        var latencies = BoundedRing<Double>(capacity: BusStatistics.window)
+
+        mutating func record(_ milliseconds: Double) {
+            runs += 1
+            latencies.append(milliseconds)
+        }
+    }
 
     /// Statistics with nothing counted yet.
     package init() {}
@@ -34,8 +45,9 @@ package final class BusStatistics: CommandObserver {
             guard let start = state.started.removeValue(forKey: envelope.id) else { return [] }
             if ended == .succeeded { state.completed += 1 } else { state.failed += 1 }
             let ms = (now - start).seconds * 1000
+            let name = CountedName.of(envelope.commandName, error: error, isCounted: { state.names[$0] != nil }, names: state.names.count)
             // In place: the ring is not copied out of the dictionary and back.
-            state.latencies[envelope.commandName, default: BoundedRing(capacity: Self.window)].append(ms)
+            state.names[name, default: NameFigures()].record(ms)
             guard state.started.isEmpty else { return [] }
             defer { state.idleWaiters = [] }
             return state.idleWaiters
@@ -85,9 +97,9 @@ package final class BusStatistics: CommandObserver {
                 let sorted = values.sorted()
                 return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))]
             }
-            let commands = state.latencies.mapValues { ring -> JSONValue in
-                let values = ring.elements
-                return .object(["count": .integer(Int64(values.count)), "p50Ms": .number(percentile(values, 0.5)), "p99Ms": .number(percentile(values, 0.99))])
+            let commands = state.names.mapValues { counts -> JSONValue in
+                let values = counts.latencies.elements
+                return .object(["count": .integer(Int64(counts.runs)), "p50Ms": .number(percentile(values, 0.5)), "p99Ms": .number(percentile(values, 0.99))])
             }
             return .object([
                 "uptimeSeconds": .number(uptime.seconds),

@@ -353,6 +353,33 @@ struct ServerTests {
         await server.stop()
     }
 
+    /// A client that sends thousands of invented names leaves `status` one line for them all, with
+    /// its figures to a tenth of a millisecond and its runs counted in words ("1 run").
+    @Test func inventedNamesAreCountedTogetherInStatus() async throws {
+        let server = try await Server(arguments: ["--no-journal"])
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            s, f = connect()
+            for i in range(2000):
+                f.write(json.dumps({"id": i, "op": "send", "command": "made.up.%d" % i, "payload": {}}) + '\\n')
+            f.flush()
+            print(sum(json.loads(f.readline())["error"]["code"] == "noHandler" for i in range(2000)))
+            print(ask(f, {"id": 9, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["ok"])
+            """)
+        #expect(output == "2000\nTrue\n")
+        let status = try await cmdbus(["status", "--connect", server.socket])
+        let lines = status.stdout.split(separator: "\n")
+        #expect(lines.count == 3, "\(status.stdout.prefix(1_000))")
+        #expect(lines.first?.contains(", 3 plugins, 0 in flight, 1 completed, 2000 failed") == true, "\(status.stdout.prefix(1_000))")
+        #expect(lines.dropFirst().first?.hasPrefix("  (no handler): 2000 runs, p50 ") == true, "\(status.stdout.prefix(1_000))")
+        let greet = try #require(lines.last)
+        #expect(greet.hasPrefix("  greet: 1 run, p50 ") && greet.hasSuffix(" ms"), "\(greet)")
+        // To a tenth: "p50 0.4 ms", where it printed 18.62865 ms.
+        let figures = greet.split(separator: " ").filter { $0.first?.isNumber == true && $0.contains(".") }
+        #expect(figures.count == 2 && figures.allSatisfy { $0.split(separator: ".").last?.count == 1 }, "\(greet)")
+        await server.stop()
+    }
+
     /// Only a socket a stopped server left is replaced: a regular file, a directory or a link at
     /// `--socket` is refused and left as it was (a file there was deleted, and the server served).
     @Test func whatIsNotASocketAtTheSocketPathIsLeftAlone() async throws {
