@@ -6,11 +6,13 @@ import CommandBusSupport
 // arguments fuzz target can build them.
 
 extension ArgumentSpec.Parsed {
-    /// The option's value as a positive number of seconds; a bad value names the option.
+    /// The option's value as a positive duration (`--timeout`, `--drain`): seconds, or a number
+    /// with a unit as ``duration(_:)`` takes (`--timeout 500ms` as `--delay 500ms` is); a bad value
+    /// names the option.
     func seconds(_ name: String) throws(HostFailure) -> Duration? {
         guard let text = value(name) else { return nil }
-        guard let seconds = Double(text), seconds > 0, seconds <= longestAcceptedSeconds else {
-            throw .usage("--\(name) takes a positive number of seconds, at most \(Int(longestAcceptedSeconds)), got \(quoted(text))")
+        guard let seconds = Self.seconds(in: text), seconds > 0 else {
+            throw .usage("--\(name) takes a positive number of seconds (or 500ms, 5m, 2h), at most \(Int(longestAcceptedSeconds)), got \(quoted(text))")
         }
         return .milliseconds(Int64(seconds * 1000))
     }
@@ -18,14 +20,20 @@ extension ArgumentSpec.Parsed {
     /// The option's value as a duration: seconds, or a number with `ms`, `s`, `m`, `h`, `d` or `w`; a bad value names the option.
     func duration(_ name: String) throws(HostFailure) -> Duration? {
         guard let text = value(name) else { return nil }
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400), ("w", 604_800)]
-        let unit = units.first { text.hasSuffix($0.0) && Double(text.dropLast($0.0.count)) != nil }
-        let number = Double(unit.map { String(text.dropLast($0.0.count)) } ?? text)
-        let seconds = number.map { $0 * (unit?.1 ?? 1) }
-        guard let seconds, seconds >= 0, seconds <= longestAcceptedSeconds else {
-            throw .usage("--\(name) takes a duration such as 30, 30s, 500ms or 5m, at most \(Int(longestAcceptedSeconds)) seconds, got \(quoted(text))")
+        guard let seconds = Self.seconds(in: text) else {
+            throw .usage("--\(name) takes a duration such as 30, 30s, 500ms, 5m, 2h or 30d, at most \(Int(longestAcceptedSeconds)) seconds, got \(quoted(text))")
         }
         return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// The seconds `text` names (`30`, `30s`, `500ms`, `5m`, `2h`, `1d`, `1w`), if it is such a
+    /// duration from 0 to the longest accepted.
+    private static func seconds(in text: String) -> Double? {
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400), ("w", 604_800)]
+        let unit = units.first { text.hasSuffix($0.0) && Double(text.dropLast($0.0.count)) != nil }
+        guard let number = Double(unit.map { String(text.dropLast($0.0.count)) } ?? text) else { return nil }
+        let seconds = number * (unit?.1 ?? 1)
+        return seconds >= 0 && seconds <= longestAcceptedSeconds ? seconds : nil
     }
 
     /// The option's value as a positive integer; a bad value names the option.

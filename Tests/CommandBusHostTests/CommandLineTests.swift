@@ -150,10 +150,11 @@ struct CommandLineTests {
         (["run", "greet", "-p", "=x"], 64, "-p takes key=value, got '=x', which has no key; name the field before the '='"),
         (["run", "greet", "-p", "name=Ada", "-p", "name=Grace"], 64, "-p sets 'name' twice ('Ada', then 'Grace'); give each field once, or a JSON array as its value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
+        (["run", "greet", "--timeout", "0ms"], 64, "--timeout takes a positive number of seconds (or 500ms, 5m, 2h), at most 1000000000, got '0ms'"),
         // Found by hand: seconds whose milliseconds overflow Int64 stopped cmdbus with SIGILL.
-        (["run", "greet", "--timeout", "1e300"], 64, "--timeout takes a positive number of seconds, at most 1000000000, got '1e300'"),
-        (["run", "greet", "--delay", "2e7h"], 64, "--delay takes a duration such as 30, 30s, 500ms or 5m, at most 1000000000 seconds, got '2e7h'"),
-        (["serve", "--drain", "1e300"], 64, "--drain takes a positive number of seconds, at most 1000000000, got '1e300'"),
+        (["run", "greet", "--timeout", "1e300"], 64, "--timeout takes a positive number of seconds (or 500ms, 5m, 2h), at most 1000000000, got '1e300'"),
+        (["run", "greet", "--delay", "2e7h"], 64, "--delay takes a duration such as 30, 30s, 500ms, 5m, 2h or 30d, at most 1000000000 seconds, got '2e7h'"),
+        (["serve", "--drain", "1e300"], 64, "--drain takes a positive number of seconds (or 500ms, 5m, 2h), at most 1000000000, got '1e300'"),
         (["serve", "--lease", "5"], 64, "--lease is for a host of the shared bus (serve --bus URL or $CMDBUS_BUS), which this server is not; leave it out"),
         (["run", "greet", "--durability", "fast"], 64, "--durability takes batched, synced or deferred, got 'fast'"),
         (["serve", "--log-level", "loud"], 64, "--log-level takes debug, info, warning or error, got 'loud'"),
@@ -176,12 +177,14 @@ struct CommandLineTests {
         #expect(result.stderr.hasPrefix("cmdbus: error: ") && result.stderr.contains(message), "stderr: \(result.stderr)")
     }
 
-    @Test func aTimeoutExits75() async throws {
+    /// A timeout is seconds, or a number with a unit as `--delay` takes (`200ms` was refused).
+    @Test(arguments: ["0.2", "200ms"])
+    func aTimeoutExits75(timeout: String) async throws {
         let plugins = try TemporaryDirectory()
         defer { plugins.remove() }
         try plugins.install("libFixturePlugin.so")
-        let result = try await cmdbus("run", "fixture.sleep", "-p", "milliseconds=60000", "--timeout", "0.2", "--plugins", plugins.path)
-        #expect(result.status == 75)
+        let result = try await cmdbus("run", "fixture.sleep", "-p", "milliseconds=60000", "--timeout", timeout, "--plugins", plugins.path)
+        #expect(result.status == 75, "\(result.stderr)")
         #expect(result.stderr.contains("command 'fixture.sleep' timed out"))
     }
 

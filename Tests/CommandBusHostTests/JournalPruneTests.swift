@@ -70,7 +70,7 @@ struct JournalPruneTests {
 
     @Test(arguments: [
         (["journal", "prune"], "'cmdbus journal prune' needs --older-than AGE (such as 30d or 12h)"),
-        (["journal", "prune", "--older-than", "soon"], "--older-than takes a duration such as 30, 30s, 500ms or 5m"),
+        (["journal", "prune", "--older-than", "soon"], "--older-than takes a duration such as 30, 30s, 500ms, 5m, 2h or 30d"),
         (["journal", "prune", "--older-than", "1d", "--state", "pending"], "--state for 'journal prune' takes succeeded, failed, cancelled or timedOut, got 'pending'"),
         (["journal", "list", "--older-than", "1d"], "--older-than is for 'cmdbus journal prune', not 'journal list'"),
         (["journal", "replay", "--dry-run"], "--dry-run is for 'cmdbus journal prune', not 'journal replay'"),
