@@ -55,6 +55,10 @@ package final class PluginWatcher: Sendable {
         var awaited: [Int32: [String: String]] = [:]
         /// The plugin directories that appeared after the start.
         var appeared: Set<String> = []
+        /// For a plugin directory whose path is a symbolic link, its parent: the linked
+        /// directories' paths by the link's name, by the parent's watch, so a deploy that points
+        /// the link at a new release (`ln -sfn`, or `mv -T` of a new link) is seen.
+        var links: [Int32: [String: String]] = [:]
     }
 
     /// What a plugin directory is watched for: its files' events, and its own removal or move.
@@ -79,6 +83,7 @@ package final class PluginWatcher: Sendable {
             let watch = inotify_add_watch(descriptor, directory, Self.directoryEvents)
             if watch >= 0 {
                 watches.directories[watch] = directory
+                Self.watchLink(of: directory, descriptor: descriptor, in: &watches)
             } else if errno == ENOENT, Self.watchForCreation(of: directory, descriptor: descriptor, in: &watches) != nil {
                 awaited.append(directory)
             }
@@ -145,6 +150,14 @@ package final class PluginWatcher: Sendable {
         return parent
     }
 
+    /// If `directory`'s path is a symbolic link, watches its parent for the link to be made anew.
+    private static func watchLink(of directory: String, descriptor: Int32, in watches: inout Watches) {
+        guard let status = FileSystem.status(of: directory, followingLinks: false), mode_t(status.mode) & S_IFMT == S_IFLNK else { return }
+        let parent = inotify_add_watch(descriptor, FileSystem.parentDirectory(of: directory), UInt32(IN_CREATE | IN_MOVED_TO | IN_MASK_ADD))
+        guard parent >= 0 else { return }
+        watches.links[parent, default: [:]][FileSystem.lastComponent(directory)] = directory
+    }
+
     private func watch() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var ready = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: rescanRequests, events: Int16(POLLIN), revents: 0)]
@@ -176,6 +189,10 @@ package final class PluginWatcher: Sendable {
                     vanished(watch)
                     continue
                 }
+                if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0, let directory = watches.withLock({ $0.links[watch]?[name] }) {
+                    relinked(directory)
+                    continue
+                }
                 if mask & UInt32(IN_ISDIR) != 0 {
                     if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { appeared(name, watchedBy: watch) }
                     continue
@@ -203,6 +220,7 @@ package final class PluginWatcher: Sendable {
             watches.directories[watch] = directory
             watches.awaited[parent]?[name] = nil
             watches.appeared.insert(directory)
+            Self.watchLink(of: directory, descriptor: descriptor, in: &watches)
         }
         log(.info, "plugin directory \(directory) was created; loading its plugins")
         // Files copied in before the watch began are loaded here; later ones by their events.
@@ -241,11 +259,35 @@ package final class PluginWatcher: Sendable {
             return Self.watchForCreation(of: directory, descriptor: descriptor, in: &watches)
         }
         log(.warning, "plugin directory \(directory) was removed or moved away"
-            + (removed.isEmpty ? "" : "; \(removed.count) plugin(s) taken off the bus")
+            + (removed.isEmpty ? "" : "; \(counted(removed.count, "plugin")) taken off the bus")
             + (parent == nil ? "; its parent cannot be watched, so it is not loaded again until a restart" : "; its plugins load again once it is created"))
         if !removed.isEmpty { onChange(catalog) }
         // Back before its parent's watch began: loaded now.
         if let parent, FileSystem.kind(of: directory) == .directory { appeared(FileSystem.lastComponent(directory), watchedBy: parent) }
+    }
+
+    /// The symbolic link at a plugin directory's path was made anew (a deploy pointed it at a
+    /// new release): the directory it leads to now is watched in place of the old one, and read
+    /// as a rescan reads it, so a file of the same name there replaces the loaded one and a file
+    /// it lacks comes off the bus.
+    private func relinked(_ directory: String) {
+        let old = watches.withLock { watches in watches.directories.first { $0.value == directory }?.key }
+        guard FileSystem.kind(of: directory) == .directory else {
+            if let old { vanished(old) }
+            return
+        }
+        let new = inotify_add_watch(descriptor, directory, Self.directoryEvents)
+        guard new >= 0 else { return }
+        // The old target's watch goes, unless it is the same directory (the link made anew to it).
+        if let old, old != new { inotify_rm_watch(descriptor, old) }
+        watches.withLock { watches in
+            if let old { watches.directories[old] = nil }
+            watches.directories[new] = directory
+        }
+        log(.info, "plugin directory \(directory) is a symbolic link made anew; reading the directory it leads to now")
+        let gone = loaded.withLock { Array($0.keys) }.filter { FileSystem.join(directory, FileSystem.lastComponent($0)) == $0 && FileSystem.status(of: $0) == nil }
+        for path in gone.sorted() { unload(path, reason: "the file is not in the directory the link leads to now") }
+        for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
     }
 
     /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's

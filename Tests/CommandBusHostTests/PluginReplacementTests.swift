@@ -322,6 +322,48 @@ struct PluginReplacementTests {
         await server.stop()
     }
 
+    /// A plugin directory whose path is a symbolic link follows the link when a deploy points it
+    /// at a new release (`ln -sfn`, or a new link moved over it): what the new release holds
+    /// loads, a file of the same name replaces the loaded one, and what it lacks comes off. The
+    /// server went on watching the old release until a SIGHUP.
+    @Test func aPluginDirectoryLinkPointedAtANewReleaseIsFollowed() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        let first = try work.subdirectory("release-1"), second = try work.subdirectory("release-2"), empty = try work.subdirectory("release-3")
+        try first.install("libCEcho.so")
+        try second.install("libCEcho.so", "libGreetAll.so")
+        let current = work.file("current").path
+        try FileManager.default.createSymbolicLink(atPath: current, withDestinationPath: "release-1")
+        let server = try await ServerTests.Server(work: work, arguments: ["--plugins", current])
+        defer { server.work.remove() }
+        let ask = """
+            s, f = connect()
+            for i, (command, payload) in enumerate([("c.echo", {"x": 1}), ("greet-all", {"names": ["Ada"]})]):
+                answer = ask(f, {"id": i, "op": "send", "command": command, "payload": payload})
+                print(command, "ok" if answer["ok"] else answer["error"]["code"])
+            """
+        #expect(try await server.client(ask) == "c.echo ok\ngreet-all noHandler\n")
+        let relinked = "plugin directory \(current) is a symbolic link made anew"
+
+        // A new link moved over the old one, as a deploy that must never leave the path missing does.
+        try FileManager.default.createSymbolicLink(atPath: work.file("current.new").path, withDestinationPath: "release-2")
+        #expect(rename(work.file("current.new").path, current) == 0)
+        let log = await Self.log(of: server, containing: "loaded \(current)/libGreetAll.so", count: 1)
+        #expect(log.contains(relinked) && log.contains("the file was replaced: \(current)/libCEcho.so"), "\(log.suffix(2_000))")
+        #expect(try await server.client(ask) == "c.echo ok\ngreet-all ok\n")
+
+        // Removed and made again (ln -sfn), to a release without plugins: theirs come off.
+        #expect(unlink(current) == 0 && symlink("release-3", current) == 0)
+        let emptied = await Self.log(of: server, containing: relinked, count: 2)
+        #expect(emptied.contains("the file is not in the directory the link leads to now: \(current)/libGreetAll.so"), "\(emptied.suffix(2_000))")
+        _ = await Self.log(of: server, containing: "the file is not in the directory the link leads to now: \(current)/libCEcho.so", count: 1)
+        #expect(try await server.client(ask) == "c.echo noHandler\ngreet-all noHandler\n")
+        // And the release it leads to now is the one watched.
+        try empty.install("libCEcho.so")
+        _ = await Self.log(of: server, containing: "loaded \(current)/libCEcho.so", count: 2)  // the first: the replacement
+        #expect(try await server.client(ask) == "c.echo ok\ngreet-all noHandler\n")
+        await server.stop()
+    }
+
     /// A plugin directory moved away or removed while the server runs: its plugins come off
     /// the bus (their commands have no handler), and it is watched for again, so its plugins
     /// load when it is moved back or created anew.
@@ -343,7 +385,7 @@ struct PluginReplacementTests {
         // Moved away: nothing of it runs, and moving it back loads it again.
         #expect(rename(directory.path, work.file("more.old").path) == 0)
         let moved = await Self.log(of: server, containing: gone, count: 1)
-        #expect(moved.contains(gone + "; 1 plugin(s) taken off the bus; its plugins load again once it is created"), "\(moved.suffix(2_000))")
+        #expect(moved.contains(gone + "; 1 plugin taken off the bus; its plugins load again once it is created"), "\(moved.suffix(2_000))")
         #expect(try await server.client(echo) == "noHandler\n")
         #expect(rename(work.file("more.old").path, directory.path) == 0)
         _ = await Self.log(of: server, containing: loaded, count: 1)
