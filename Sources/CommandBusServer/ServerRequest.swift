@@ -79,9 +79,10 @@ struct ServerRequest {
             case "traceparent": guard let text = value.stringValue else { throw wrong(key, "a string", value) }; traceparent = text
             case "timeout":
                 guard case let seconds? = value.doubleValue else { throw wrong(key, "a number of seconds", value) }
-                // Its milliseconds must fit an Int64: 1e300 once stopped the server.
-                guard seconds <= longestAcceptedSeconds else {
-                    throw refusal("request field 'timeout' must be at most \(Int(longestAcceptedSeconds)) seconds; leave it out for none")
+                // Its milliseconds must fit an Int64: 1e300 once stopped the server. One of 0 or
+                // less ran the command with no deadline at all.
+                guard seconds > 0, seconds <= longestAcceptedSeconds else {
+                    throw refusal("request field 'timeout' must be more than 0 and at most \(Int(longestAcceptedSeconds)) seconds; leave it out for none")
                 }
                 timeout = seconds
             case "commandId", "correlationId":

@@ -53,6 +53,11 @@ struct JSONParserTests {
             ("\"\u{1}\"", "unexpected U+1 at line 1, column 2"),
             ("[é, 1]", "unexpected U+E9 at line 1, column 2"),
             ("{\"a\": \"b", "it ends at line 1, column 9 before the value does"),
+            // Found by hand: these said "unexpected '\"'" and "unexpected '['", where the reason lay elsewhere.
+            (#"{"name": "\ud800"}"#, #"\ud800 at line 1, column 11 is half a surrogate pair (as in \uD83D\uDE00), which encodes no character"#),
+            (#"["\uDE00x"]"#, #"\uDE00 at line 1, column 3 is half a surrogate pair (as in \uD83D\uDE00), which encodes no character"#),
+            (#"["\ud83d\u0041"]"#, #"\ud83d at line 1, column 3 is half a surrogate pair (as in \uD83D\uDE00), which encodes no character"#),
+            (String(repeating: "[", count: 600) + String(repeating: "]", count: 600), "nested deeper than 512 levels at line 1, column 513"),
         ]
         for (text, expected) in cases {
             #expect(JSONValue.syntaxError(in: Array(text.utf8)) == expected, "\(text)")

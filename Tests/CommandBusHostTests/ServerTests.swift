@@ -127,6 +127,9 @@ struct ServerTests {
                 '{"op": "status", "traceparent": 7}', '{"op": "cancel", "commandId": 7}', '{"op": "subscribe", "correlationId": false}',
                 '{"op": "cancel", "commandId": "not-a-uuid", "id": [2]}', '{"op": "post", "command": "greet", "ack": "never"}',
                 '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": 1e300, "id": 3}',
+                '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": -1, "id": 4}',
+                '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": 0, "id": 5}',
+                '{"op": "send", "command": "greet", "payload": {"name": "\\\\ud800"}, "id": 6}',
             ]:
                 reply = ask(f, request)
                 print(reply["ok"], reply["error"]["code"], json.dumps(reply["id"]), reply["error"]["message"])
@@ -154,7 +157,10 @@ struct ServerTests {
             False usage null request field 'correlationId' must be a command id (the UUID a send or post answered with), not a boolean
             False usage [2] request field 'commandId' must be a command id (the UUID a send or post answered with), not 'not-a-uuid'
             False usage null request field 'ack' must be 'journaled' or 'received', not 'never'
-            False usage 3 request field 'timeout' must be at most 1000000000 seconds; leave it out for none
+            False usage 3 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
+            False usage 4 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
+            False usage 5 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
+            False usage null request is not JSON (\\ud800 at line 1, column 57 is half a surrogate pair (as in \\uD83D\\uDE00), which encodes no character); send one object per line, such as {"id": 1, "op": "status"}
             7
             cancel needs "commandId"
             True

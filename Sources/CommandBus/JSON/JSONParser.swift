@@ -12,6 +12,16 @@ struct JSONParser {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var position = 0
+    /// What went wrong, where "unexpected" at the byte the parser stopped would mislead.
+    private var problem: Problem?
+
+    /// A failure a syntax error names by what it is, not by the byte it stopped at.
+    enum Problem: Equatable {
+        /// Nested deeper than ``maxDepth``.
+        case tooDeep
+        /// A `\u` escape of half a surrogate pair, at this offset.
+        case loneSurrogate(at: Int)
+    }
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -26,14 +36,22 @@ struct JSONParser {
     }
 
     /// Where the one JSON value `bytes` should hold goes wrong: the offset of the byte the
-    /// parser stopped at (`bytes.count` where they end too soon), or `nil` if they hold exactly one.
-    static func failureOffset(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+    /// parser stopped at (`bytes.count` where they end too soon), with what went wrong where the
+    /// byte alone would mislead; or `nil` if they hold exactly one.
+    static func failure(_ bytes: UnsafeBufferPointer<UInt8>) -> (offset: Int, problem: Problem?)? {
         var parser = JSONParser(bytes)
         if parser.value(depth: 0) != nil {
             parser.skipWhitespace()
             if parser.position == bytes.count { return nil }
         }
-        return min(parser.position, bytes.count)
+        if case .loneSurrogate(let offset)? = parser.problem { return (offset, parser.problem) }
+        return (min(parser.position, bytes.count), parser.problem)
+    }
+
+    /// Refuses an array or object nested past ``maxDepth``, saying so.
+    private mutating func tooDeep() -> JSONValue? {
+        problem = .tooDeep
+        return nil
     }
 
     private var current: UInt8? { position < bytes.count ? bytes[position] : nil }
@@ -46,8 +64,8 @@ struct JSONParser {
         skipWhitespace()
         guard let byte = current else { return nil }
         switch byte {
-        case UInt8(ascii: "{"): return depth < Self.maxDepth ? object(depth: depth + 1) : nil
-        case UInt8(ascii: "["): return depth < Self.maxDepth ? array(depth: depth + 1) : nil
+        case UInt8(ascii: "{"): return depth < Self.maxDepth ? object(depth: depth + 1) : tooDeep()
+        case UInt8(ascii: "["): return depth < Self.maxDepth ? array(depth: depth + 1) : tooDeep()
         case UInt8(ascii: "\""): return string().map(JSONValue.string)
         case UInt8(ascii: "t"): return literal("true", .bool(true))
         case UInt8(ascii: "f"): return literal("false", .bool(false))
@@ -254,14 +272,25 @@ struct JSONParser {
 
     /// The scalar of a `\u` escape (the `\u` already read), joining a surrogate pair.
     private mutating func unicodeEscape() -> Unicode.Scalar? {
+        let start = position - 2
         guard let high = hex4() else { return nil }
         if (0xD800..<0xDC00).contains(high) {
-            guard current == UInt8(ascii: "\\"), position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "u") else { return nil }
+            guard current == UInt8(ascii: "\\"), position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "u") else {
+                problem = .loneSurrogate(at: start)
+                return nil
+            }
             position += 2
-            guard let low = hex4(), (0xDC00..<0xE000).contains(low) else { return nil }
+            guard let low = hex4(), (0xDC00..<0xE000).contains(low) else {
+                problem = .loneSurrogate(at: start)
+                return nil
+            }
             return Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
         }
-        return Unicode.Scalar(high)
+        guard let scalar = Unicode.Scalar(high) else {
+            problem = .loneSurrogate(at: start)
+            return nil
+        }
+        return scalar
     }
 
     private mutating func hex4() -> UInt32? {

@@ -53,15 +53,25 @@ package enum JSONValue: Codable, Sendable, Equatable {
     }
 
     /// Why `bytes` are not one JSON value, and where, for an error message: `unexpected 'b' at
-    /// line 1, column 2` or `it ends at line 1, column 6 before the value does`; `nil` if they are one.
+    /// line 1, column 2`, `it ends at line 1, column 6 before the value does`, `nested deeper than
+    /// 512 levels at …` or `a lone surrogate (half of a \uD83D\uDE00 pair) at …`; `nil` if they are one.
     package static func syntaxError(in bytes: some ContiguousBytes) -> String? {
         bytes.withUnsafeBytes { raw -> String? in
             let bytes = raw.assumingMemoryBound(to: UInt8.self)
-            guard let offset = JSONParser.failureOffset(bytes) else { return nil }
+            guard let (offset, problem) = JSONParser.failure(bytes) else { return nil }
             let before = bytes[..<offset]
             let lineStart = before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
             let line = before.count { $0 == 0x0A } + 1
             let column = String(decoding: bytes[lineStart..<offset], as: UTF8.self).count + 1
+            switch problem {
+            case .tooDeep?:
+                return "nested deeper than \(JSONParser.maxDepth) levels at line \(line), column \(column)"
+            case .loneSurrogate?:
+                let escape = String(decoding: bytes[offset..<min(offset + 6, bytes.count)], as: UTF8.self)
+                return "\(escape) at line \(line), column \(column) is half a surrogate pair (as in \\uD83D\\uDE00), which encodes no character"
+            case nil:
+                break
+            }
             guard offset < bytes.count else { return "it ends at line \(line), column \(column) before the value does" }
             // The character there, or the byte where it is not UTF-8.
             let scalar = (1...4).lazy.compactMap { length in
