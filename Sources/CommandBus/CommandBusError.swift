@@ -104,10 +104,14 @@ extension CommandBusError: Equatable {
 extension CommandBusError {
     /// No handler is registered for `command`, or none would take it now.
     public static func noHandler(_ command: String, registered: Int = 0, fileID: String = #fileID, line: Int = #line) -> Self {
-        let detail = registered == 0
-            ? "no handler is registered for it"
-            : "\(registered) handler(s) are registered but none would take it now"
-        return .init(code: .noHandler, message: "no handler for command '\(command)': \(detail)", fileID: fileID, line: line)
+        let detail = switch registered {
+        case 0: "no handler is registered for it"
+        case 1: "1 handler is registered but would not take it now"
+        default: "\(registered) handlers are registered but none would take it now"
+        }
+        // A name sent by a client can be of any length: a long one is cut, saying how long it was.
+        let shown = command.utf8.count <= 255 ? command : "\(command.prefix(64))… (\(command.utf8.count) bytes)"
+        return .init(code: .noHandler, message: "no handler for command '\(shown)': \(detail)", fileID: fileID, line: line)
     }
 
     /// The handler for `command` threw `cause`.

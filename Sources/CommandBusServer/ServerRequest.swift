@@ -1,4 +1,5 @@
 import CommandBusSupport
+import CommandBusLoading
 import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -68,7 +69,13 @@ struct ServerRequest {
             switch key {
             case "id": id = value
             case "op": guard let text = value.stringValue else { throw wrong(key, "a string", value) }; op = text
-            case "command": guard let text = value.stringValue else { throw wrong(key, "a string (the command's name)", value) }; command = text
+            case "command":
+                guard let text = value.stringValue else { throw wrong(key, "a string (the command's name)", value) }
+                // No plugin can handle a longer name; it would be journaled and echoed whole.
+                guard text.utf8.count <= PluginDescriptor.maxCommandNameLength else {
+                    throw refusal("request field 'command' is \(text.utf8.count) bytes long; a command's name is at most \(PluginDescriptor.maxCommandNameLength)")
+                }
+                command = text
             case "payload": payload = value
             case "metadata":
                 guard let object = value.objectValue else { throw wrong(key, "an object of strings", value) }

@@ -130,6 +130,7 @@ struct ServerTests {
                 '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": -1, "id": 4}',
                 '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": 0, "id": 5}',
                 '{"op": "send", "command": "greet", "payload": {"name": "\\\\ud800"}, "id": 6}',
+                json.dumps({"op": "post", "command": "x" * 100000, "id": 7}),
             ]:
                 reply = ask(f, request)
                 print(reply["ok"], reply["error"]["code"], json.dumps(reply["id"]), reply["error"]["message"])
@@ -161,6 +162,7 @@ struct ServerTests {
             False usage 4 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
             False usage 5 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
             False usage null request is not JSON (\\ud800 at line 1, column 57 is half a surrogate pair (as in \\uD83D\\uDE00), which encodes no character); send one object per line, such as {"id": 1, "op": "status"}
+            False usage 7 request field 'command' is 100000 bytes long; a command's name is at most 255
             7
             cancel needs "commandId"
             True

@@ -114,4 +114,13 @@ struct CommandBusTests {
         #expect(CommandBusError.Code(name: "timedOut") == .timedOut)
         #expect(CommandBusError.Code(name: "bogus") == nil)
     }
+
+    /// A client's name of any length is cut in the message, saying how long it was (100 KB was
+    /// echoed whole), and one registered handler is spoken of as one.
+    @Test func aNoHandlerMessageCutsALongNameAndCountsInWords() {
+        let long = CommandBusError.noHandler(String(repeating: "x", count: 100_000))
+        #expect(long.message == "no handler for command '\(String(repeating: "x", count: 64))… (100000 bytes)': no handler is registered for it")
+        #expect(CommandBusError.noHandler("greet", registered: 1).message == "no handler for command 'greet': 1 handler is registered but would not take it now")
+        #expect(CommandBusError.noHandler("greet", registered: 2).message.hasSuffix(": 2 handlers are registered but none would take it now"))
+    }
 }
