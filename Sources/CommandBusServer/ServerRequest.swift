@@ -1,5 +1,4 @@
 import CommandBusSupport
-import CommandBusLoading
 import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -72,8 +71,8 @@ struct ServerRequest {
             case "command":
                 guard let text = value.stringValue else { throw wrong(key, "a string (the command's name)", value) }
                 // No plugin can handle a longer name; it would be journaled and echoed whole.
-                guard text.utf8.count <= PluginDescriptor.maxCommandNameLength else {
-                    throw refusal("request field 'command' is \(text.utf8.count) bytes long; a command's name is at most \(PluginDescriptor.maxCommandNameLength)")
+                guard text.utf8.count <= longestCommandName else {
+                    throw refusal("request field 'command' is \(text.utf8.count) bytes long; a command's name is at most \(longestCommandName)")
                 }
                 command = text
             case "payload": payload = value

@@ -63,7 +63,7 @@ package struct PluginDescriptor: @unchecked Sendable {
     /// The largest `struct_size` believed: a descriptor is a few hundred bytes.
     package static let maxStructSize: UInt32 = 65_536
     /// The longest plugin name, version and command name, in bytes.
-    package static let maxNameLength = 128, maxVersionLength = 64, maxCommandNameLength = 255
+    package static let maxNameLength = 128, maxVersionLength = 64, maxCommandNameLength = longestCommandName
     /// The longest other string read from a descriptor (SDK and Swift versions).
     package static let maxStringLength = 256
 
