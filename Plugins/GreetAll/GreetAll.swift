@@ -42,7 +42,7 @@ struct GreetAllHandler: PluginHandler {
             try context.emit("greeted", Progress(done: index + 1, total: command.names.count, name: name))
         }
         context.progress(done: command.names.count, total: command.names.count)
-        context.log(.info, "greeted \(greetings.count) people")
+        context.log(.info, "greeted \(greetings.count) \(greetings.count == 1 ? "person" : "people")")
         return Greetings(greetings: greetings)
     }
 }

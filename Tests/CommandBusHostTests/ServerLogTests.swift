@@ -36,7 +36,7 @@ struct ServerLogTests {
         #expect(messages.contains { $0.hasPrefix("greet-all ") && $0.contains(" succeeded in ") })
         #expect(messages.contains { $0.hasPrefix("greet ") && $0.contains(" succeeded in ") }, "subcommands get a line too")
         #expect(messages.contains { $0.hasPrefix("bad.segv ") && $0.contains(" failed in ") })
-        #expect(objects.contains { ($0["message"] as? String)?.contains("greeted 1 people") == true && $0["level"] as? String == "info" })
+        #expect(objects.contains { ($0["message"] as? String)?.contains("greeted 1 person") == true && $0["level"] as? String == "info" })
         #expect(objects.contains {
             ($0["message"] as? String)?.contains("misbehave.so crashed with SIGSEGV") == true && $0["level"] as? String == "warning"
         })
