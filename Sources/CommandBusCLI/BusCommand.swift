@@ -42,7 +42,7 @@ enum BusCommand {
         let hosts = status["hosts"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let live = hosts.filter { $0["live"] == .bool(true) }
         console.out("bus \(client.redactedURL), schema version \(status["schemaVersion"]?.text ?? "?"), "
-            + "\(live.count) live host(s), \(status["running"]?.text ?? "0") running")
+            + "\(counted(live.count, "live host")), \(status["running"]?.text ?? "0") running")
         for host in hosts {
             let commands = host["commands"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? ""
             let silent = host["secondsSinceHeartbeat"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0

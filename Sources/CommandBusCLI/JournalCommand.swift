@@ -447,6 +447,6 @@ enum JournalCommand {
             if let message = now?.errorMessage { line += "  \(message)" }
             console.out(line)
         }
-        if failed > 0 { throw HostFailure(.someFailed, "\(failed) of \(roots.count) recovered command(s) did not succeed; 'cmdbus journal list --state failed' shows them") }
+        if failed > 0 { throw HostFailure(.someFailed, "\(failed) of \(counted(roots.count, "recovered command")) did not succeed; 'cmdbus journal list --state failed' shows them") }
     }
 }

@@ -113,7 +113,7 @@ enum PluginsCommand {
             guard FileSystem.writeAtomically(allowlist.text, to: path) else {
                 throw HostFailure(.pluginFailed, "cannot write \(path)")
             }
-            console.out("locked \(allowlist.hashes.count) plugin(s) in \(path)")
+            console.out("locked \(counted(allowlist.hashes.count, "plugin")) in \(path)")
         }
     }
 

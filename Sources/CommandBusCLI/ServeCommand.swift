@@ -201,7 +201,7 @@ enum ServeCommand {
         }
         for await _ in stop.stream { break }
         leaving.store(true, ordering: .releasing)
-        ServiceNotifier.shared.stopping(status: "draining \(statistics.inFlight) command(s) for up to \(drain), then leaving the bus")
+        ServiceNotifier.shared.stopping(status: "draining \(counted(statistics.inFlight, "command")) for up to \(drain), then leaving the bus")
         await host.drain(for: drain)
         currentCatalog().stopWorkers()
         fflush(nil)

@@ -93,7 +93,7 @@ package struct HostSession: Sendable {
                 let unfinished = try await journal.unfinished().filter { $0.envelope.parentID == nil }
                 if let oldest = unfinished.min(by: { $0.sequence < $1.sequence }) {
                     console.err(
-                        "cmdbus: note: \(unfinished.count) command(s) a process that died left unfinished in \(journal.path) "
+                        "cmdbus: note: \(counted(unfinished.count, "command")) a process that died left unfinished in \(journal.path) "
                             + "(oldest: \(quoted(oldest.envelope.commandName)) \(oldest.envelope.id)); "
                             + "'cmdbus journal recover' runs them, 'cmdbus journal discard ID...' drops them"
                     )
@@ -101,7 +101,7 @@ package struct HostSession: Sendable {
             case .run(let wait):
                 let recovered = try await bus.recover()
                 if !recovered.isEmpty {
-                    console.err("cmdbus: running \(recovered.count) command(s) a process that died left unfinished in \(journal.path)")
+                    console.err("cmdbus: running \(counted(recovered.count, "command")) a process that died left unfinished in \(journal.path)")
                     if wait { for ticket in recovered { _ = try? await ticket.result } }
                 }
             }

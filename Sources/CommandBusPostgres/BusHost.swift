@@ -227,7 +227,7 @@ package final class BusHost: Sendable {
     package func drain(for drain: Duration) async {
         state.withLock { $0.draining = true }
         claimWake.signal()
-        log(.info, "draining \(inFlight) command(s) for up to \(drain)")
+        log(.info, "draining \(counted(inFlight, "command")) for up to \(drain)")
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 await withUnsafeContinuation { continuation in
@@ -257,7 +257,7 @@ package final class BusHost: Sendable {
             let back = try connection.execute(BusSQL.handBack, [.uuid(id)])
             try connection.execute("DELETE FROM cmdbus.hosts WHERE id = $1", [.uuid(id)])
             let count = back.count > 0 ? back[row: 0].integer("back") ?? 0 : 0
-            log(.info, "left the bus; handed back \(count) unfinished command(s)")
+            log(.info, "left the bus; handed back \(counted(Int(count), "unfinished command"))")
         } catch {
             log(.warning, "could not hand back this host's commands (\(error.message)); other hosts take them when its lease runs out")
         }
@@ -484,7 +484,7 @@ package final class BusHost: Sendable {
                         unwritten = []
                     }
                 } catch {
-                    log(.warning, "finishing \(unwritten.count) command(s): \(error.message); retrying")
+                    log(.warning, "finishing \(counted(unwritten.count, "command")): \(error.message); retrying")
                     session.backOff()
                     if state.withLock({ $0.stopped }) && !error.isConnectionProblem { break }
                 }
@@ -595,7 +595,7 @@ package final class BusHost: Sendable {
                 if beats % 2 == 0 {
                     let rescued = try session.run { connection throws(PGError) in try connection.execute(BusSQL.rescue) }
                     if rescued.count > 0, let count = rescued[row: 0].integer("rescued"), count > 0 {
-                        log(.warning, "took back \(count) command(s) from hosts whose lease ran out")
+                        log(.warning, "took back \(counted(Int(count), "command")) from hosts whose lease ran out")
                     }
                 }
             } catch {
@@ -634,7 +634,7 @@ package final class BusHost: Sendable {
         // Already fenced, a host that stays cut off says nothing more at each failed heartbeat;
         // the bus declaring it dead is news.
         if tickets == nil, handingBack { return }
-        log(.warning, "fenced: \(reason); stopped claiming and cancelled \(tickets?.count ?? 0) command(s) running here")
+        log(.warning, "fenced: \(reason); stopped claiming and cancelled \(counted(tickets?.count ?? 0, "command")) running here")
         for ticket in tickets ?? [] { ticket.cancel() }
     }
 }

@@ -75,7 +75,7 @@ package final class CommandServer: Sendable {
         RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, onRefused: { [log] count in
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            log(.warning, "refused \(count) connection(s): no file descriptor free (this process may open \(limit.rlim_cur)); "
+            log(.warning, "refused \(counted(count, "connection")): no file descriptor free (this process may open \(limit.rlim_cur)); "
                 + "raise the limit (ulimit -n, systemd's LimitNOFILE=) or close idle connections")
         }) { [self] line, connection, owned in
             process(line, on: connection, owned: owned)
@@ -132,8 +132,8 @@ package final class CommandServer: Sendable {
     private func shutDown() {
         draining.store(true, ordering: .releasing)
         socket.close()
-        log(.info, "draining \(statistics.inFlight) command(s) for up to \(drain)")
-        ServiceNotifier.shared.stopping(status: "draining \(statistics.inFlight) command(s) for up to \(drain)")
+        log(.info, "draining \(counted(statistics.inFlight, "command")) for up to \(drain)")
+        ServiceNotifier.shared.stopping(status: "draining \(counted(statistics.inFlight, "command")) for up to \(drain)")
         Task { [self] in
             // The last command's end, or the drain deadline, whichever comes first: no polling.
             await withTaskGroup(of: Void.self) { group in
@@ -146,8 +146,8 @@ package final class CommandServer: Sendable {
             await session.close()
             for plugin in plugins { plugin.worker?.stop() }
             let left = statistics.inFlight
-            log(.info, session.journal == nil && left > 0 ? "stopped; \(left) unfinished command(s) were dropped (no journal)"
-                : session.journal == nil ? "stopped" : "stopped; \(left) unfinished command(s) stay in the journal for the next start")
+            log(.info, session.journal == nil && left > 0 ? "stopped; dropped \(counted(left, "unfinished command")) (no journal)"
+                : session.journal == nil ? "stopped" : "stopped; the journal keeps \(counted(left, "unfinished command")) for the next start")
             fflush(nil)
             _exit(0)
         }

@@ -173,7 +173,7 @@ struct DashboardTests {
         }
         #expect(running, "the command never started")
         server.process.send(SIGTERM)
-        #expect(await waitUntil(.seconds(30)) { server.output.contains("draining 1 command(s)") })
+        #expect(await waitUntil(.seconds(30)) { server.output.contains("draining 1 command ") })
         #expect(try await server.http("GET", "/readyz") == (503, "not ready: draining: the server takes no new commands\n"))
         #expect(try await server.http("GET", "/healthz") == (200, "ok\n"))
         server.process.send(SIGKILL)

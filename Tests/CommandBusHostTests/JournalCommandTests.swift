@@ -308,7 +308,7 @@ struct JournalCommandTests {
         let orphan = try await Self.killedMidCommand(setup, milliseconds: 8_000)
         let other = try await setup.run("run", "greet", "-p", "name=Ada")
         #expect(other.status == 0 && other.stdout.contains("Hello, Ada!"))
-        #expect(other.stderr.contains("1 command(s) a process that died left unfinished"), "\(other.stderr)")
+        #expect(other.stderr.contains("1 command a process that died left unfinished"), "\(other.stderr)")
         #expect(other.stderr.contains("'fixture.sleep' \(orphan)") && other.stderr.contains("'cmdbus journal recover' runs them"))
         #expect(try await Self.states(setup).filter { $0 == "running" }.count == 1, "the one-shot run left it alone")
 

@@ -84,7 +84,7 @@ struct JournalReliabilityTests {
         database.close()
         let reported = try await setup.run("run", "counter.get", "-p", "counter=k")
         if left > 0 {
-            #expect(reported.stderr.contains("\(left) command(s) a process that died left unfinished"), "\(reported.stderr)")
+            #expect(reported.stderr.contains("\(left) command\(left == 1 ? "" : "s") a process that died left unfinished"), "\(reported.stderr)")
             #expect(reported.stderr.contains("'cmdbus journal recover' runs them"))
         } else {
             #expect(!reported.stderr.contains("left unfinished"), "\(reported.stderr)")

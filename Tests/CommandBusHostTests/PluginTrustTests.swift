@@ -54,7 +54,7 @@ struct PluginTrustTests {
         let directory = try examplePluginDirectory()
         defer { directory.remove() }
         let lock = try await cmdbus("plugins", "lock", "--plugins", directory.path)
-        #expect(lock.status == 0 && lock.stdout.contains("locked 3 plugin(s)"), "\(lock.stderr)")
+        #expect(lock.status == 0 && lock.stdout.contains("locked 3 plugins"), "\(lock.stderr)")
         let text = try String(contentsOf: directory.file("plugins.lock"), encoding: .utf8)
         #expect(text.split(separator: "\n").count == 3)
         #expect(text.contains("  libGreeter.so"))

@@ -353,7 +353,7 @@ public final class IsolatedPlugin: Sendable {
         let reason = end == .killedOnPurpose ? "its worker was killed: a handler ran past its deadline" : "its worker \(how)"
         for call in orphans { call.answer(Self.crashedStatus, Array(reason.utf8)) }
         if case .crashed(let quarantine) = end {
-            log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(orphans.count) call(s) in flight failed")
+            log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed")
             if let quarantine { log(.warning, "\(FileSystem.lastComponent(path)) \(quarantine)") }
         }
     }
