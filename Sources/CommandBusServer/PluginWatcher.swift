@@ -224,7 +224,7 @@ package final class PluginWatcher: Sendable {
         }
         log(.info, "plugin directory \(directory) was created; loading its plugins")
         // Files copied in before the watch began are loaded here; later ones by their events.
-        for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
+        loadAll(in: directory)
     }
 
     /// Reads the plugin directories again, so what was added, replaced or removed is loaded or
@@ -238,7 +238,7 @@ package final class PluginWatcher: Sendable {
         let removed = loaded.withLock { Array($0.keys) }.filter { FileSystem.status(of: $0) == nil }
         for path in removed.sorted() { unload(path, reason: "the file was removed") }
         for directory in watches.withLock({ $0.directories.values }).sorted() {
-            for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
+            loadAll(in: directory)
         }
         loadAwaitedDirectoriesThatExist()
     }
@@ -287,6 +287,11 @@ package final class PluginWatcher: Sendable {
         log(.info, "plugin directory \(directory) is a symbolic link made anew; reading the directory it leads to now")
         let gone = loaded.withLock { Array($0.keys) }.filter { FileSystem.join(directory, FileSystem.lastComponent($0)) == $0 && FileSystem.status(of: $0) == nil }
         for path in gone.sorted() { unload(path, reason: "the file is not in the directory the link leads to now") }
+        loadAll(in: directory)
+    }
+
+    /// Loads (or, if changed, replaces) each plugin file in `directory`.
+    private func loadAll(in directory: String) {
         for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
     }
 

@@ -179,18 +179,9 @@ package final class LineSocketReader {
         }
         while true {
             if let line = lines.next() { return line }
-            // Ask without waiting for a moment before sleeping in recv: a client's next request
-            // often follows its answer within that, and waking a sleeping thread costs tens of
-            // microseconds on a virtual machine (a third of a round trip).
-            var got = 0
-            let spinUntil = ContinuousClock.now + Self.spin
-            repeat {
-                got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            } while got < 0 && errno == EAGAIN && ContinuousClock.now < spinUntil
-            if got < 0 && errno == EAGAIN { got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) } }
+            let got = receive(thenWaiting: true)
             if got < 0 && errno == EINTR { continue }
             if got <= 0 { return nil }
-            chunk.withUnsafeBytes { lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
         }
     }
 
@@ -199,17 +190,8 @@ package final class LineSocketReader {
     package func hasInput(within limit: Duration) -> Bool {
         if waiting == nil { waiting = lines.next() }
         guard waiting == nil else { return true }
-        // Spin as next() does before sleeping: an answer often comes within the spin.
-        let spinUntil = ContinuousClock.now + Self.spin
-        var got = 0
-        repeat {
-            got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-        } while got < 0 && errno == EAGAIN && ContinuousClock.now < spinUntil
-        if got > 0 {
-            chunk.withUnsafeBytes { lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
-            return true
-        }
-        if got == 0 || errno != EAGAIN { return true }  // closed or failed: next() says so
+        // Bytes, the peer's close or a failure: next() has something to say at once.
+        if receive(thenWaiting: false) >= 0 || errno != EAGAIN { return true }
         var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         let deadline = ContinuousClock.now + limit
         while true {
@@ -218,5 +200,21 @@ package final class LineSocketReader {
             if polled < 0 && errno == EINTR { continue }
             return polled != 0
         }
+    }
+
+    /// Reads what has come into the line splitter: asks without waiting for up to ``spin``, then,
+    /// if `thenWaiting`, sleeps in `recv`. A client's next request often follows its answer within
+    /// the spin, and waking a sleeping thread costs tens of microseconds on a virtual machine (a
+    /// third of a round trip). Returns what `recv` returned, `errno` as it left it.
+    @inline(__always)
+    private func receive(thenWaiting: Bool) -> Int {
+        var got = 0
+        let spinUntil = ContinuousClock.now + Self.spin
+        repeat {
+            got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        } while got < 0 && errno == EAGAIN && ContinuousClock.now < spinUntil
+        if thenWaiting && got < 0 && errno == EAGAIN { got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) } }
+        if got > 0 { chunk.withUnsafeBytes { lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) } }
+        return got
     }
 }
