@@ -97,7 +97,8 @@ public enum CommandLineTool {
             console.out(rest.first.flatMap { subcommands[$0]?.help() } ?? usage)
         default:
             guard let subcommand = subcommands[first] else {
-                let hint = nearestName(to: first, among: Array(subcommands.keys)).map { "did you mean \(quoted($0))? " } ?? ""
+                let suggestion = synonyms[first] ?? nearestName(to: first, among: Array(subcommands.keys)).map(quoted)
+                let hint = suggestion.map { "did you mean \($0)? " } ?? ""
                 throw .usage("unknown subcommand \(quoted(first)); \(hint)see 'cmdbus --help'")
             }
             let parsed = try subcommand.spec().parse(rest)
@@ -105,6 +106,12 @@ public enum CommandLineTool {
             try await subcommand.run(parsed, console)
         }
     }
+
+    /// Words from other buses' command lines, and what says it here.
+    private static let synonyms = [
+        "send": "'run'", "post": "'run --no-wait'", "submit": "'run'", "dispatch": "'run'", "exec": "'run'",
+        "list": "'plugins' or 'journal list'", "server": "'serve'", "start": "'serve'", "version": "'--version'",
+    ]
 
     /// One subcommand: its options, its help, and what it does. The options and the help are
     /// built when asked for: a one-shot `cmdbus run` should not format every subcommand's help.

@@ -14,7 +14,7 @@ package enum JournalFileCheck {
         case .missing: return false
         case .danglingSymlink(let target): throw .journalFailed(path, "is a dangling symlink to '\(target)'")
         case .directory: throw .journalFailed(path, "is a directory, not a journal file")
-        case .other: throw .journalFailed(path, "is not a regular file")
+        case .other: throw .journalFailed(path, "is a FIFO, socket or device, not a journal file")
         case .regularFile(let fileSize): size = fileSize
         }
         if size == 0 { return false }

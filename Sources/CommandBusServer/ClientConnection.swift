@@ -16,6 +16,10 @@ import Glibc
 /// It also counts the client's requests not answered yet, so the loop can stop reading a client
 /// that asks faster than its commands end (``isSaturated(resume:)``): its requests then wait in
 /// the socket, and its writes block, rather than the server holding every one of them in memory.
+///
+/// A client may shut its writing side and go on reading (`socat` does at the end of its input):
+/// the connection then closes once every request it made is answered and it follows no events
+/// (``readingEnded()``).
 package final class ClientConnection: Sendable {
     private let descriptor: Int32
     /// The most bytes waiting for a client before it is dropped.
@@ -28,6 +32,12 @@ package final class ClientConnection: Sendable {
         var unanswered = 0
         /// Called once enough are answered, while the loop does not read the client.
         var resume: (@Sendable () -> Void)?
+        /// The client shut its writing side: no request comes after those counted.
+        var readingEnded = false
+        /// `subscribe` streams: the client asked for events without end.
+        var subscriptions = 0
+        /// Whether the connection has nothing left to say.
+        var isSpent: Bool { readingEnded && unanswered == 0 && subscriptions == 0 }
     }
     private let backlog = Mutex(Backlog())
     private struct Outgoing {
@@ -38,6 +48,8 @@ package final class ClientConnection: Sendable {
         var writing = false
         /// Lines gathered while the connection is held, in order.
         var held: [UInt8]?
+        /// The writer closes the connection once the lines queued are written.
+        var finishing = false
     }
     private let outgoing = Mutex(Outgoing())
     private let wake = DispatchSemaphore(value: 0)
@@ -52,6 +64,22 @@ package final class ClientConnection: Sendable {
         backlog.withLock { $0.unanswered += 1 }
     }
 
+    /// Counts a `subscribe` stream: its events have no last one, so a client that shut its
+    /// writing side keeps its connection until it closes it.
+    package func expectEvents() {
+        backlog.withLock { $0.subscriptions += 1 }
+    }
+
+    /// The client shut its writing side (the loop read its end): the connection closes once
+    /// every request is answered and the answers are written.
+    package func readingEnded() {
+        let spent = backlog.withLock { backlog in
+            backlog.readingEnded = true
+            return backlog.isSpent
+        }
+        if spent { finish() }
+    }
+
     /// Whether the client has ``maxUnanswered`` requests unanswered; if so, `resume` is called
     /// once ``resumeAtUnanswered`` are, and the loop should not read the client until then.
     package func isSaturated(resume: @escaping @Sendable () -> Void) -> Bool {
@@ -62,14 +90,17 @@ package final class ClientConnection: Sendable {
         }
     }
 
+    /// Counts off an answer, after its line is queued (so a connection that closes once the
+    /// last is answered writes it first).
     private func answered() {
-        let resume = backlog.withLock { backlog -> (@Sendable () -> Void)? in
+        let (resume, spent) = backlog.withLock { backlog -> ((@Sendable () -> Void)?, Bool) in
             backlog.unanswered -= 1
-            guard backlog.unanswered <= Self.resumeAtUnanswered, let resume = backlog.resume else { return nil }
+            guard backlog.unanswered <= Self.resumeAtUnanswered, let resume = backlog.resume else { return (nil, backlog.isSpent) }
             backlog.resume = nil
-            return resume
+            return (resume, backlog.isSpent)
         }
         resume?()
+        if spent { finish() }
     }
 
     /// Queues one JSON line answering a request.
@@ -84,8 +115,8 @@ package final class ClientConnection: Sendable {
 
     /// Queues one line answering a request, its newline included.
     package func send(line: [UInt8]) {
-        answered()
         queueLine(line)
+        answered()
     }
 
     private func queueLine(_ line: [UInt8]) {
@@ -105,7 +136,7 @@ package final class ClientConnection: Sendable {
     /// and one wake for many, where ``send(line:)`` would make a call each. While the connection
     /// is held, the line joins those gathered.
     package func sendSoon(line: [UInt8]) {
-        answered()
+        defer { answered() }
         let next = outgoing.withLock { state -> Next in
             guard !state.closed else { return .done }
             if state.held != nil {
@@ -184,10 +215,20 @@ package final class ClientConnection: Sendable {
         }
     }
 
+    /// Closes the connection once the lines queued so far are written.
+    private func finish() {
+        let first = outgoing.withLock { state -> Bool in
+            defer { state.finishing = true }
+            return !state.closed && !state.finishing
+        }
+        if first { wake.signal() }
+    }
+
     private func writeLoop() {
         while true {
             wake.wait()
             let (lines, closed) = outgoing.withLock { state -> ([[UInt8]], Bool) in
+                if state.finishing && state.lines.isEmpty && state.held == nil { state.closed = true }
                 defer { state.lines = []; state.bytes = 0; state.writing = !state.closed }
                 return (state.lines, state.closed)
             }
@@ -198,10 +239,13 @@ package final class ClientConnection: Sendable {
             // Lines queued meanwhile are still ahead of any new one: take them before writing inline again.
             let more = outgoing.withLock { state -> Bool in
                 if state.lines.isEmpty { state.writing = false }
-                return !state.lines.isEmpty
+                return !state.lines.isEmpty || state.finishing
             }
             if more { wake.signal() }
         }
+        // The request loop reads through a descriptor of its own: the shutdown, not the close,
+        // is what the client (and the loop) see end.
+        shutdown(descriptor, Int32(SHUT_RDWR))
         Glibc.close(descriptor)
     }
 }

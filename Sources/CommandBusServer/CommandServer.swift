@@ -272,6 +272,7 @@ package final class CommandServer: Sendable {
             else if let id = request.correlationId { filter = .correlation(id) }
             else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
             let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
+            connection.expectEvents()
             connection.send(Self.success(request.id, ["subscribed": .bool(true)]))
             Task {
                 for await event in events {

@@ -35,6 +35,8 @@ final class RequestLoop: @unchecked Sendable {
         var lines: LineSplitter
         /// Tickets of `send`s asked to be cancelled if this client goes away.
         let owned = TicketTable()
+        /// The client shut its writing side; it still reads its answers.
+        var readingEnded = false
 
         init(connection: ClientConnection, descriptor: Int32, limit: Int) {
             self.connection = connection
@@ -113,7 +115,7 @@ final class RequestLoop: @unchecked Sendable {
                 switch event.data.u64 {
                 case Self.wakeID: continue
                 case Self.listenerID: acceptAll(events: event.events)
-                case let id: if let client = clients[id] { service(client, id: id) }
+                case let id: if let client = clients[id] { service(client, id: id, events: event.events) }
                 }
             }
         }
@@ -193,10 +195,16 @@ final class RequestLoop: @unchecked Sendable {
     }
 
     /// Reads one burst (at most one buffer) from a client and handles the whole lines in it.
-    private func service(_ client: Client, id: UInt64) {
+    private func service(_ client: Client, id: UInt64, events: UInt32) {
+        if client.readingEnded { return drop(client, id: id) }
         let got = chunk.withUnsafeMutableBytes { recv(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
         if got < 0 && (errno == EAGAIN || errno == EINTR) { return }
-        guard got > 0 else { return drop(client, id: id) }
+        guard got > 0 else {
+            // The end of its requests: a client that only shut its writing side (EPOLLHUP is both
+            // sides) is still reading, and gets its answers.
+            if got == 0 && events & EPOLLHUP.rawValue == 0 { return endReading(client, id: id) }
+            return drop(client, id: id)
+        }
         chunk.withUnsafeBytes { client.lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
         // The answers this burst makes (and any other line meanwhile) leave in one write at its end.
         client.connection.hold()
@@ -206,6 +214,25 @@ final class RequestLoop: @unchecked Sendable {
             _ = epoll_ctl(epoll, EPOLL_CTL_DEL, client.descriptor, nil)
             paused.insert(id)
         }
+    }
+
+    /// The client shut its writing side, as `socat` and `nc -N` do at the end of their input: a
+    /// last line without its newline is a request too, and the connection closes once each is
+    /// answered. Only a hang-up (the client closed, or the connection did) is watched for from
+    /// now on; it drops the client as a disconnect does. A server that dropped the client here
+    /// lost every answer not written yet: `echo '{…}' | socat - UNIX-CONNECT:…` got nothing back
+    /// for any command slower than the loop's own.
+    private func endReading(_ client: Client, id: UInt64) {
+        client.readingEnded = true
+        var event = epoll_event()
+        event.data.u64 = id
+        _ = epoll_ctl(epoll, EPOLL_CTL_MOD, client.descriptor, &event)
+        if let last = client.lines.finish() {
+            client.connection.hold()
+            handle(last, client.connection, client.owned)
+            client.connection.release()
+        }
+        client.connection.readingEnded()
     }
 
     /// A paused client's answers caught up (on the thread that answered): the driver is woken to

@@ -150,6 +150,19 @@ package struct LineSplitter {
         }
         return nil
     }
+
+    /// What is left once the stream has ended: a last line that had no newline, or `nil`.
+    package mutating func finish() -> Line? {
+        let length = buffer.count - start
+        defer {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+            scanned = 0
+            discarding = 0
+        }
+        if discarding > 0 || length > limit { return .tooLong(discarding + length) }
+        return length > 0 ? .text(Array(buffer[start...])) : nil
+    }
 }
 
 /// Reads newline-delimited lines from a blocking socket, refusing (and skipping) lines over a limit.

@@ -261,6 +261,8 @@ struct CommandLineTests {
         #expect(typo.status == 69 && typo.stderr.contains("did you mean 'greet'?"), "\(typo.stderr)")
         let verb = try await cmdbus("rn", "greet")
         #expect(verb.status == 64 && verb.stderr.contains("unknown subcommand 'rn'; did you mean 'run'?"), "\(verb.stderr)")
+        let otherBus = try await cmdbus("send", "greet")
+        #expect(otherBus.status == 64 && otherBus.stderr.contains("unknown subcommand 'send'; did you mean 'run'?"), "\(otherBus.stderr)")
         let journalVerb = try await cmdbus("journal", "lst")
         #expect(journalVerb.status == 64 && journalVerb.stderr.contains("did you mean 'list'?"), "\(journalVerb.stderr)")
         let forgotten = try await cmdbus(["run", "greet", "name=Ada"] + common)
@@ -269,6 +271,19 @@ struct CommandLineTests {
         #expect(split.status == 64 && split.stderr.contains("write it as one argument: -p name=VALUE"), "\(split.stderr)")
         let number = try await cmdbus(["run", "greet", "-p", "name=2024"] + common)
         #expect(number.status == 65 && number.stderr.contains(#"-p read name=2024 as a number; for a string, quote it: -p 'name="2024"'"#), "\(number.stderr)")
+    }
+
+    /// A FIFO where a plugin or the journal should be is named for what it is, and not opened
+    /// (opening one for reading would wait for a writer).
+    @Test func aFIFOForAPluginOrAJournalIsNamedAndLeftAlone() async throws {
+        let plugins = try examplePluginDirectory()
+        defer { plugins.remove() }
+        #expect(mkfifo(plugins.file("libPipe.so").path, 0o600) == 0)
+        #expect(mkfifo(plugins.file("journal.sqlite").path, 0o600) == 0)
+        let listed = try await cmdbus("plugins", "--plugins", plugins.path)
+        #expect(listed.status == 0 && listed.stdout.contains("libPipe.so: is a FIFO, socket or device, not a shared library"), "\(listed.stdout)")
+        let journal = try await cmdbus("journal", "list", "--journal", plugins.file("journal.sqlite").path)
+        #expect(journal.status != 0 && journal.stderr.contains("journal.sqlite: is a FIFO, socket or device, not a journal file"), "\(journal.stderr)")
     }
 
     @Test func canAnswersWithItsExitCode() async throws {

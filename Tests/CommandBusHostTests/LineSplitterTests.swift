@@ -39,4 +39,24 @@ struct LineSplitterTests {
         let more = (20_000..<20_010).map { "\($0)\n" }.joined()
         #expect(lines([burst, more], limit: 1 << 20) == (0..<20_010).map(String.init))
     }
+
+    /// At the end of the stream, what follows the last newline is a line too, and an over-long one is counted.
+    @Test func theStreamsEndGivesUpALastLineWithoutItsNewline() {
+        var splitter = LineSplitter(limit: 10)
+        Array("a\n{\"op\":1}".utf8).withUnsafeBytes { splitter.append($0) }
+        #expect(text(splitter.next()) == "a" && splitter.next() == nil)
+        #expect(text(splitter.finish()) == "{\"op\":1}")
+        #expect(splitter.finish() == nil)
+        Array("abc\n".utf8).withUnsafeBytes { splitter.append($0) }
+        _ = splitter.next()
+        #expect(splitter.finish() == nil, "nothing follows the last newline")
+        Array(String(repeating: "x", count: 25).utf8).withUnsafeBytes { splitter.append($0) }
+        _ = splitter.next()
+        guard case .tooLong(25) = splitter.finish() else { Issue.record("an over-long last line is counted"); return }
+    }
+
+    private func text(_ line: LineSplitter.Line?) -> String? {
+        guard case .text(let bytes) = line else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
 }

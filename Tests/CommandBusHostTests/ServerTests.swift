@@ -855,4 +855,43 @@ struct ServerTests {
         #expect(text.stdout.hasPrefix("uptime ") && text.stdout.contains("  greet: "))
         await server.stop()
     }
+
+    /// A client that shuts its writing side, as `socat` and `nc -N` do at the end of their input,
+    /// gets every answer, a last line without a newline counting as a request, and then sees the
+    /// connection close; a subscriber that does goes on getting events. The server dropped such a
+    /// client when it read the end, so the README's own `echo … | socat` got nothing back for a
+    /// command that took a moment.
+    @Test(.timeLimit(.minutes(2)))
+    func aClientThatShutsItsWritingSideGetsEveryAnswer() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import time
+            def read_to_end(s, until=None):
+                s.settimeout(20); data = b''
+                while until is None or until not in data:
+                    chunk = s.recv(65536)
+                    if not chunk: return data, True
+                    data += chunk
+                return data, False
+            s, _ = connect()
+            s.sendall(b'{"id": 1, "op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 400}}\\n'
+                      b'{"id": 2, "op": "post", "command": "fixture.sleep", "payload": {"milliseconds": 1}}\\n'
+                      b'{"id": 3, "op": "can", "command": "greet", "payload": {"name": "Ada"}}\\n'
+                      b'{"id": 4, "op": "send", "command": "greet", "payload": {"name": "Lin"}}')
+            s.shutdown(socket.SHUT_WR)
+            data, ended = read_to_end(s)
+            answers = {a["id"]: a for a in map(json.loads, data.decode().splitlines())}
+            print(sorted(answers), all(a["ok"] for a in answers.values()), answers[4]["result"]["greeting"], ended)
+            poster, f = connect()
+            command = ask(f, {"id": 1, "op": "post", "command": "fixture.sleep", "payload": {"milliseconds": 600}})["commandId"]
+            watcher, _ = connect()
+            watcher.sendall((json.dumps({"id": 9, "op": "subscribe", "commandId": command}) + "\\n").encode())
+            watcher.shutdown(socket.SHUT_WR)
+            data, ended = read_to_end(watcher, until=b'"succeeded"')
+            print(data.count(b'"subscribed":true'), b'"succeeded"' in data, ended)
+            """)
+        await server.stop()
+        #expect(output == "[1, 2, 3, 4] True Hello, Lin! True\n1 True False\n")
+    }
 }

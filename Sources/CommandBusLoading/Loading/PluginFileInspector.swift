@@ -22,7 +22,7 @@ package enum PluginFileInspector {
         case .missing: throw .init("no such file")
         case .danglingSymlink(let target): throw .init("dangling symlink to '\(target)'")
         case .directory: throw .init("is a directory, not a shared library")
-        case .other: throw .init("is not a regular file")
+        case .other: throw .init("is a FIFO, socket or device, not a shared library")
         case .regularFile(let fileSize): size = fileSize
         }
         if size == 0 { throw .init("empty file") }
