@@ -273,8 +273,14 @@ package final class CommandServer: Sendable {
             else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
             let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
             connection.expectEvents()
-            connection.send(Self.success(request.id, ["subscribed": .bool(true)]))
-            Task {
+            Task { [running, journal = session.journal as (any Journal)?] in
+                // The state once subscribed: a command that has ended sends no event again, and a
+                // subscriber told nothing else waited for one for ever.
+                var answer: [String: JSONValue] = ["subscribed": .bool(true)]
+                if let id = request.commandId, let state = await Self.state(of: id, running: running, journal: journal) {
+                    answer["state"] = .string(state.rawValue)
+                }
+                connection.send(Self.success(request.id, answer))
                 for await event in events {
                     guard !connection.isClosed else { break }
                     connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json]))
@@ -283,6 +289,13 @@ package final class CommandServer: Sendable {
         default:
             connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are \(ServerRequest.ops.joined(separator: ", "))"))
         }
+    }
+
+    /// A command's state as this server knows it: a client's command in flight here, or the
+    /// journal's entry; `nil` for one it has no word of.
+    private static func state(of id: UUID, running: TicketTable, journal: (any Journal)?) async -> CommandState? {
+        if let ticket = running.ticket(id) { return ticket.state }
+        return try? await journal?.record(id)?.state
     }
 
     /// Acknowledges a post once the journal has its write-ahead (at once without a journal), so

@@ -894,4 +894,24 @@ struct ServerTests {
         await server.stop()
         #expect(output == "[1, 2, 3, 4] True Hello, Lin! True\n1 True False\n")
     }
+
+    /// A subscription's answer says where the command stands, so a client subscribing to one
+    /// that has ended knows no event will come (it waited for ever); one the server has no word
+    /// of has no state.
+    @Test func aSubscriptionSaysTheCommandsStateNow() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import uuid
+            s, f = connect()
+            ended = ask(f, {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}})["commandId"]
+            running = ask(f, {"id": 2, "op": "post", "command": "fixture.sleep", "payload": {"milliseconds": 3000}})["commandId"]
+            for id, command in [(3, ended), (4, running), (5, str(uuid.uuid4()).upper())]:
+                answer = ask(f, {"id": id, "op": "subscribe", "commandId": command})
+                state = answer.get("state")
+                print(answer["subscribed"], "in flight" if state in ("pending", "running") else state)
+            """)
+        await server.stop()
+        #expect(output == "True succeeded\nTrue in flight\nTrue None\n")
+    }
 }
