@@ -47,8 +47,11 @@ extension ArgumentSpec.Parsed {
     func keyValues(_ name: String) throws(HostFailure) -> [String: String] {
         var values: [String: String] = [:]
         for pair in all(name) {
-            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw .usage("--\(name) takes key=value, got \(quoted(pair))")
+            guard let equals = pair.firstIndex(of: "=") else {
+                throw .usage("--\(name) takes key=value, got \(quoted(pair)); write it as one argument: --\(name) \(String(quoted(pair).dropFirst().dropLast()))=VALUE")
+            }
+            guard equals != pair.startIndex else {
+                throw .usage("--\(name) takes key=value, got \(quoted(pair)), which has no key; name the key before the '='")
             }
             values[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
         }

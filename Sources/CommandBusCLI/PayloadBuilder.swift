@@ -34,6 +34,7 @@ enum PayloadBuilder {
         // Refused here, saying where, rather than handed to a plugin to refuse (or, in C, to misread).
         if let json, let source, let problem = JSONValue.syntaxError(in: Array(json.utf8)) {
             guard case .argument = source else {
+                if json.allSatisfy(\.isWhitespace) { throw malformed(command, "\(source.source) is empty; \(source == .standardInput ? "send one JSON value there" : "write one JSON value in the file"), such as {}") }
                 throw malformed(command, "\(source.source) is not valid JSON: \(problem); \(source == .standardInput ? "send one JSON value there" : "fix the file")")
             }
             // `run cmd path=/etc/hosts`: a forgotten -p.

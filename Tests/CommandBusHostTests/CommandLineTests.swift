@@ -148,6 +148,9 @@ struct CommandLineTests {
         (["run"], 64, "'cmdbus run' needs a command name"),
         (["run", "greet", "-p", "novalue"], 64, "-p takes key=value"),
         (["run", "greet", "-p", "=x"], 64, "-p takes key=value, got '=x', which has no key; name the field before the '='"),
+        (["run", "greet", "-m", "=x"], 64, "--meta takes key=value, got '=x', which has no key; name the key before the '='"),
+        (["run", "greet", "-m", "trace"], 64, "--meta takes key=value, got 'trace'; write it as one argument: --meta trace=VALUE"),
+        (["run", "", "{}"], 64, "'cmdbus run' got an empty command name; 'cmdbus plugins' lists the commands"),
         (["run", "greet", "-p", "name=Ada", "-p", "name=Grace"], 64, "-p sets 'name' twice ('Ada', then 'Grace'); give each field once, or a JSON array as its value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
         (["run", "greet", "--timeout", "0ms"], 64, "--timeout takes a positive number of seconds (or 500ms, 5m, 2h), at most 1000000000, got '0ms'"),
@@ -265,6 +268,9 @@ struct CommandLineTests {
         #expect(otherBus.status == 64 && otherBus.stderr.contains("unknown subcommand 'send'; did you mean 'run'?"), "\(otherBus.stderr)")
         let journalVerb = try await cmdbus("journal", "lst")
         #expect(journalVerb.status == 64 && journalVerb.stderr.contains("did you mean 'list'?"), "\(journalVerb.stderr)")
+        try "\n".write(to: plugins.file("empty.json"), atomically: true, encoding: .utf8)
+        let empty = try await cmdbus(["run", "greet", "@" + plugins.file("empty.json").path] + common)
+        #expect(empty.status == 65 && empty.stderr.contains("empty.json' is empty; write one JSON value in the file, such as {}"), "\(empty.stderr)")
         let forgotten = try await cmdbus(["run", "greet", "name=Ada"] + common)
         #expect(forgotten.status == 65 && forgotten.stderr.contains("set fields with -p 'name=Ada'"), "\(forgotten.stderr)")
         let split = try await cmdbus(["run", "greet", "-p", "name", "Ada"] + common)
