@@ -81,12 +81,15 @@ enum BatchCommand {
             }
             return nil
         }
+        var posted: Set<String> = []
         let report = { (outcome: CommandOutcome) in
+            if posting && outcome.state == .pending { posted.insert(outcome.command) }
             if outcome.state != (posting ? .pending : .succeeded) { failures += 1 }
             console.out(outcome.json.text)
         }
         if posting {
             try await client.postAll(concurrency: concurrency, next: next, isNextReady: { reader.hasInputReady }, onOutcome: report)
+            await BusClientFactory.warnOfPostsNoHostTakes(posted, on: client, console: console)
         } else {
             try await client.sendAll(concurrency: concurrency, next: next, onOutcome: report)
         }

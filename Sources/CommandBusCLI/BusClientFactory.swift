@@ -21,4 +21,15 @@ enum BusClientFactory {
     static func sharedBus(_ url: String, console: Console) throws(HostFailure) -> PostgresBusClient {
         try PostgresBusClient(url: url) { reason in console.err("cmdbus: warning: \(quotedLine(reason))") }
     }
+
+    /// Warns of posts that wait for a host: on the shared bus a post of a name no host handles
+    /// is kept, pending, until one that does joins, and `--no-wait` printed its id as if all
+    /// were well (a misspelt name waited for ever, unseen).
+    static func warnOfPostsNoHostTakes(_ names: Set<String>, on client: any BusClient, console: Console) async {
+        let waiting = await client.namesNoHostHandles(names)
+        guard !waiting.isEmpty else { return }
+        let list = waiting.prefix(5).map(quoted).joined(separator: ", ") + (waiting.count > 5 ? " and \(counted(waiting.count - 5, "other"))" : "")
+        console.err("cmdbus: warning: no live host on the bus handles \(list): what was posted waits, pending, "
+            + "until a host that does joins ('cmdbus bus status' shows the hosts; 'cmdbus cancel ID --bus URL' drops a command)")
+    }
 }

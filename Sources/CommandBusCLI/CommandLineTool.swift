@@ -36,6 +36,7 @@ public enum CommandLineTool {
                                      recover, prune.
           serve                      Run a long-lived host on a Unix socket (NDJSON).
           status --connect           A running server's uptime, work and latencies.
+          cancel <id>...             Cancel commands in flight on a server or the shared bus.
           bus status --bus URL       The shared bus: hosts, queues, the oldest pending command.
           completion bash            A bash completion script: source <(cmdbus completion bash).
           help [<subcommand>]        Show help.
@@ -148,6 +149,9 @@ public enum CommandLineTool {
         }, verbs: { JournalCommand.verbNames }),
         "serve": .init(spec: { ServeCommand.spec }, help: { ServeCommand.help }) { arguments, console throws(HostFailure) in
             try await ServeCommand.run(arguments, console: console)
+        },
+        "cancel": .init(spec: { CancelCommand.spec }, help: { CancelCommand.help }) { arguments, console throws(HostFailure) in
+            try await CancelCommand.run(arguments, console: console)
         },
         "status": .init(spec: { StatusCommand.spec }, help: { StatusCommand.help }) { arguments, console throws(HostFailure) in
             try await StatusCommand.run(arguments, console: console)

@@ -98,9 +98,12 @@ enum RunCommand {
     private static func post(_ request: CommandRequest, on client: any BusClient, console: Console, json: Bool) async throws(HostFailure) {
         let posted: Result<UUID, HostFailure>
         do { posted = .success(try await client.post(request)) } catch { posted = .failure(error) }
+        if case .success(let id) = posted {
+            console.out(json ? JSONValue.object(["commandId": .string(id.uuidString)]).text : id.uuidString)
+            await BusClientFactory.warnOfPostsNoHostTakes([request.name], on: client, console: console)
+        }
         await client.close()
-        let id = try posted.get().uuidString
-        console.out(json ? JSONValue.object(["commandId": .string(id)]).text : id)
+        _ = try posted.get()
     }
 
     /// A payload that did not decode, with a hint when a `-p` value was read as a non-string.

@@ -45,8 +45,17 @@ package protocol BusClient: Sendable {
     func plugins() async throws(HostFailure) -> JSONValue
     /// Uptime, plugins, work in flight, counts and latencies per command name (`BusStatistics`).
     func status() async throws(HostFailure) -> JSONValue
+    /// Of `names`, those no host handles now, whose posts wait (``namesNoHostHandles(_:)``'s default says none).
+    func namesNoHostHandles(_ names: Set<String>) async -> [String]
     /// Waits until everything written is durable and lets go of the bus.
     func close() async
+}
+
+extension BusClient {
+    /// Of `names`, those a post waits for a host to handle: no host on the bus handles them now,
+    /// and a post of one stays pending until one that does joins. Only a shared bus keeps such
+    /// posts; a bus of one process or server refuses them (`noHandler`), so none here.
+    package func namesNoHostHandles(_ names: Set<String>) async -> [String] { [] }
 }
 
 /// One command to run: its name, JSON payload, envelope metadata and deadline.

@@ -296,6 +296,13 @@ enum BusSQL {
         SELECT (SELECT count(*) FROM flagged) AS flagged, (SELECT count(*) FROM notified) AS notified
         """
 
+    /// $1 names; returns those no live or late host handles, in order.
+    static let namesNoHostHandles = """
+        SELECT n.name FROM unnest($1::text[]) AS n(name)
+        WHERE NOT EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE (\(lateHost) OR \(liveWhenDatabaseStarted)) AND n.name = ANY(h.commands))
+        ORDER BY n.name
+        """
+
     /// $1 id.
     static let read = "SELECT \(commandColumns) FROM cmdbus.commands c WHERE c.id = $1"
 

@@ -289,6 +289,16 @@ package final class PostgresBusClient: BusClient {
         }
     }
 
+    /// Of `names`, those no live (or late) host handles, sorted; none if the bus cannot be asked,
+    /// since this is a warning's, after the posts are in.
+    package func namesNoHostHandles(_ names: Set<String>) async -> [String] {
+        guard !names.isEmpty else { return [] }
+        let rows = try? connections.with { connection throws(PGError) in
+            try connection.execute(BusSQL.namesNoHostHandles, [.textArray(names.sorted())])
+        }
+        return rows?.all.compactMap { $0.text("name") } ?? []
+    }
+
     package func plugins() async throws(HostFailure) -> JSONValue {
         let rows: PGRows
         do {

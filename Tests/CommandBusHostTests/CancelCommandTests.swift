@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+
+/// `cmdbus cancel`: commands in flight on a server or on the shared bus, by their ids.
+extension ServerTests {
+    /// A posted command is cancelled by its id and ends `cancelled` in the server's journal; an
+    /// id no longer in flight exits 1 saying where to look, and a malformed one is a usage error.
+    @Test(.timeLimit(.minutes(2)))
+    func cancelStopsAPostedCommandOnTheServer() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let connect = "--connect=\(server.socket)"
+        let posted = try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=60000", "--no-wait", connect])
+        let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(posted.status == 0 && UUID(uuidString: id) != nil, "\(posted.stderr)")
+        let cancelled = try await cmdbus(["cancel", id, connect])
+        #expect(cancelled.status == 0 && cancelled.stdout == "cancelled \(id)\n", "\(cancelled.stderr)")
+        #expect(await waitUntil(.seconds(20)) { await ServerTests.inFlight(server.socket) == 0 })
+        let again = try await cmdbus(["cancel", id, connect])
+        #expect(again.status == 1 && again.stderr.contains("\(id) was not in flight on the server (ended, or never there); 'cmdbus journal show \(id)' says how it ended"), "\(again.stderr)")
+        let malformed = try await cmdbus(["cancel", "nope", connect])
+        #expect(malformed.status == 64 && malformed.stderr.contains("'nope' is not a command id (a UUID)"), "\(malformed.stderr)")
+        await server.stop()
+        let entry = try await cmdbus(["journal", "show", id, "--journal", server.journal])
+        #expect(try jsonObject(entry.stdout)["state"] as? String == "cancelled", "\(entry.stdout)")
+    }
+}
+
+extension SharedBusTests {
+    /// On the shared bus a post of a name no host handles is kept, pending, for a host that may
+    /// join later: `--no-wait` warns of it (it printed the id and nothing else), and `cancel`
+    /// drops it, as it stops a running command on its host.
+    @Test(.timeLimit(.minutes(3)))
+    func aPostNoHostTakesIsWarnedOfAndCancelDropsIt() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let running = try await Self.bus(database.url, "run", "fixture.sleep", "-p", "milliseconds=60000", "--no-wait")
+        #expect(running.status == 0 && running.stderr.isEmpty, "a post a host takes is not warned of: \(running.stderr)")
+        let waiting = try await Self.bus(database.url, "run", "fixture.slep", "--no-wait")
+        #expect(waiting.status == 0 && waiting.stderr.contains("warning: no live host on the bus handles 'fixture.slep': what was posted waits, pending"), "\(waiting.stderr)")
+        let ids = [running, waiting].map { $0.stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
+        @Sendable func states() async -> String? {
+            try? await database.sql("SELECT string_agg(state, ',' ORDER BY seq) FROM cmdbus.commands").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(await waitUntil(.seconds(20)) { await states() == "running,pending" })
+        let cancelled = try await cmdbus(["cancel"] + ids + ["--bus", database.url])
+        #expect(cancelled.status == 0 && cancelled.stdout == ids.map { "cancelled \($0)\n" }.joined(), "\(cancelled.stderr)")
+        let ended = await waitUntil(.seconds(20)) { await states() == "cancelled,cancelled" }
+        let endedAs = await states() ?? "?"
+        #expect(ended, "\(endedAs)")
+        let again = try await cmdbus(["cancel", ids[1], "--bus", database.url])
+        #expect(again.status == 1 && again.stderr.contains("was not in flight on the bus"), "\(again.stderr)")
+    }
+}
