@@ -109,6 +109,7 @@ enum ServeCommand {
                 bus: session.bus, journal: session.journal, catalog: { server.catalog }, statistics: statistics, metrics: metrics
             )
             sources.requestLoop = { server.requestLoopCounts }
+            sources.cancel = { id in server.cancel(id) }
             sources.notReadyReason = { server.isDraining ? "draining: the server takes no new commands" : nil }
             if let journal = session.journal {
                 sources.discard = { id throws(CommandBusError) in try await journal.discard(id) }
@@ -163,6 +164,9 @@ enum ServeCommand {
                 bus: session.bus, journal: busJournal, catalog: currentCatalog, statistics: statistics, metrics: metrics
             )
             sources.busHost = { host.leaseCounts }
+            sources.cancel = { id throws(CommandBusError) in
+                do throws(PGError) { return try busJournal.cancel(id) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
+            }
             sources.notReadyReason = { host.notReadyReason }
             sources.sharedBus = {
                 guard case .object(var fields)? = try? busJournal.status() else { return nil }

@@ -18,13 +18,14 @@ extension Dashboard {
         case ("GET", "commands", 2): return await command(parts[1])
         case ("POST", "commands", 3) where parts[2] == "retry": return await retry(parts[1])
         case ("POST", "commands", 3) where parts[2] == "discard": return await discard(parts[1])
+        case ("POST", "commands", 3) where parts[2] == "cancel": return await cancel(parts[1])
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
         case ("GET", "hosts", 1): return Self.ok(await sources.sharedBus?() ?? .object(["shared": .bool(false)]))
         case ("GET", "events", 1):
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
         case (let method, _, _) where method != "GET" && method != "POST":
-            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry and discard")
+            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard and cancel")
         default:
             return Self.problem(404, "no API at \(request.path); see the README's Dashboard API")
         }
@@ -136,6 +137,8 @@ extension Dashboard {
                 "record": record.json, "tree": tree ?? .null, "events": .array(events.events(of: id)),
                 "rootId": .string(record.envelope.correlationID.uuidString),
                 "traceparent": .optional(record.envelope.metadata["traceparent"]),
+                // A tree of work is cancelled from its root, which cancels its subcommands.
+                "canCancel": .bool(sources.cancel != nil && !record.state.isTerminal && record.envelope.parentID == nil),
             ]
             if let route = routes.first(where: { $0.command == record.envelope.commandName })?.plugins.first {
                 fields["plugin"] = .object(["name": .string(route.name), "path": .string(route.path)])
@@ -205,6 +208,19 @@ extension Dashboard {
             }
             try await discard(id)
             return Self.ok(.object(["discarded": .string(id.uuidString)]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    private func cancel(_ text: String) async -> HTTPResponse {
+        guard let cancel = sources.cancel else { return Self.problem(409, "this host cannot cancel commands") }
+        guard let id = UUID(uuidString: text) else { return Self.problem(400, "\(quoted(text)) is not a command id (a UUID)") }
+        do throws(CommandBusError) {
+            guard try await cancel(id) else {
+                return Self.problem(409, "command \(id) is not in flight here: it has ended, or it is a subcommand (cancel its root) or one this server recovered")
+            }
+            return Self.ok(.object(["cancelled": .string(id.uuidString)]))
         } catch {
             return Self.problem(500, error.message)
         }

@@ -17,6 +17,8 @@ package struct DashboardSources: Sendable {
     package var journal: (any Journal)?
     /// Takes a dead letter out of the list; `nil` where the journal cannot (the shared bus).
     package var discard: (@Sendable (UUID) async throws(CommandBusError) -> Void)?
+    /// Cancels a command in flight, returning whether one was; `nil` where the host cannot.
+    package var cancel: (@Sendable (UUID) async throws(CommandBusError) -> Bool)?
     /// The plugins loaded now (a server's hot loading changes them).
     package var catalog: @Sendable () -> PluginCatalog
     package var statistics: BusStatistics

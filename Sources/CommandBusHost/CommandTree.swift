@@ -161,7 +161,12 @@ package struct CommandTree: Sendable {
                 "state": .string(node.record.state.rawValue), "attempts": .integer(Int64(node.record.attempts)),
                 "offsetMs": .number(offset(node) * 1000), "children": .array(node.children.map(object)),
             ]
-            if let duration = node.duration { fields["durationMs"] = .number(duration * 1000) }
+            if let duration = node.duration {
+                fields["durationMs"] = .number(duration * 1000)
+            } else if !node.record.state.isTerminal {
+                // How long it has run so far, so a tree still at work is drawn to scale.
+                fields["elapsedMs"] = .number(max(0, Date.now.timeIntervalSince(node.start)) * 1000)
+            }
             if let message = node.record.errorMessage { fields["error"] = .string(message) }
             if let name = plugin(node.record.envelope.commandName) { fields["plugin"] = .string(name) }
             return .object(fields)

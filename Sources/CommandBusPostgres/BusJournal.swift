@@ -132,6 +132,13 @@ package final class BusJournal: Sendable {
         throw failure.withLock { $0 } ?? PGError(.connectionLost, "cannot reach the bus at \(location)")
     }
 
+    /// Cancels a command in flight and its subcommands: a pending one ends `cancelled` at once,
+    /// a running one's host is told to stop it. Returns whether one was in flight.
+    package func cancel(_ id: UUID) throws(PGError) -> Bool {
+        let rows = try connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(id)]) }
+        return (rows.count > 0 ? rows[row: 0].integer("flagged") ?? 0 : 0) > 0
+    }
+
     /// Adds another journal's entries to the bus as history, in order and under their ids:
     /// they are not run again. Returns how many were new and how many the bus already had.
     package func importHistory(_ records: [JournalRecord]) throws(PGError) -> (added: Int, present: Int) {

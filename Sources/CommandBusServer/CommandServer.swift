@@ -258,9 +258,7 @@ package final class CommandServer: Sendable {
             guard let id = request.commandId else {
                 return connection.send(Self.failure(request.id, code: "usage", "cancel needs \"commandId\""))
             }
-            let ticket = running.ticket(id)
-            ticket?.cancel()
-            connection.send(Self.success(request.id, ["cancelled": .bool(ticket != nil)]))
+            connection.send(Self.success(request.id, ["cancelled": .bool(cancel(id))]))
         case "status":
             connection.send(Self.success(request.id, ["status": statistics.summary(uptime: .now - started, plugins: plugins.count)]))
         case "plugins":
@@ -289,6 +287,13 @@ package final class CommandServer: Sendable {
         default:
             connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are \(ServerRequest.ops.joined(separator: ", "))"))
         }
+    }
+
+    /// Cancels a command a client sent or posted that has not ended; returns whether there was one.
+    package func cancel(_ id: UUID) -> Bool {
+        guard let ticket = running.ticket(id) else { return false }
+        ticket.cancel()
+        return true
     }
 
     /// A command's state as this server knows it: a client's command in flight here, or the

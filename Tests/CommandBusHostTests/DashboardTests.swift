@@ -329,6 +329,43 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    /// A command in flight has a Cancel button on its page, which cancels it (the dashboard could
+    /// retry and discard what had ended, and stop nothing that ran); the API refuses what is not
+    /// in flight, and offers no button for it. The page draws the running command to now.
+    @Test func aCommandInFlightIsCancelledFromItsPage() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        let posted = try await server.run("fixture.sleep", "-p", "milliseconds=60000", "--no-wait")
+        let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(posted.status == 0 && UUID(uuidString: id) != nil, "\(posted.stderr)")
+        let report = try await Self.browse(
+            server.url + "/#/command/\(id)", waitFor: "[...document.querySelectorAll('.actions button')].some(b => b.textContent === 'Cancel')",
+            shot: "cancel.png", evals: [
+                "[...document.querySelectorAll('.waterfall text.meta')].pop().textContent",
+                "document.querySelector('.actions button.danger').click() || 'clicked'",
+                "new Promise(done => setTimeout(() => done(document.querySelector('.toast') ? document.querySelector('.toast').textContent : ''), 1500))",
+            ]
+        )
+        #expect(report.waited && report.exceptions.isEmpty, "\(report.exceptions)")
+        #expect((report.results.last as? String)?.hasPrefix("Cancelling ") == true, "\(report.results)")
+        // A command at work is drawn to now: its bar said "–" on a scale of 0.00 ms.
+        #expect((report.results.first as? String)?.hasPrefix("running ") == true, "\(report.results)")
+        var state = ""
+        for _ in 0..<200 where state != "cancelled" {
+            state = ((try? jsonObject(try await server.http("GET", "/api/commands/\(id)").body))?["record"] as? [String: Any])?["state"] as? String ?? ""
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(state == "cancelled")
+        let page = try await server.http("GET", "/")
+        let token = try #require(page.body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let again = try await server.http("POST", "/api/commands/\(id)/cancel", headers: ["X-Cmdbus-Token": token])
+        #expect(again.status == 409 && again.body.contains("is not in flight here"), "\(again)")
+        #expect(try await server.http("POST", "/api/commands/nope/cancel", headers: ["X-Cmdbus-Token": token]).status == 400)
+        let ended = try jsonObject(try await server.http("GET", "/api/commands/\(id)").body)
+        #expect(ended["canCancel"] as? Bool == false)
+        await DashboardServer.stopAll()
+    }
+
     /// The dead letters page fills up to its limit however many newer ones were discarded; it read
     /// four times the limit and kept what was left, so five discarded left a page of one empty.
     @Test func deadLettersPageBackPastDiscardedOnes() async throws {

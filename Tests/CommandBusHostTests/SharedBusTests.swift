@@ -89,6 +89,17 @@ struct SharedBusTests {
         #expect(((detail["tree"] as? [String: Any])?["children"] as? [Any])?.count == 1)
         let page = try await DashboardTests.browse(url + "/#/hosts", waitFor: "document.querySelectorAll('main table').length == 2", shot: "bus-hosts.png")
         #expect(page.waited)
+        // What waits is cancelled from the dashboard, on whichever host it would have run.
+        let pendingID = waiting.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try jsonObject(try await fetch("/api/commands/\(pendingID)"))["canCancel"] as? Bool == true)
+        let token = try #require(try await fetch("/").split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let cancel = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import sys, urllib.request
+            request = urllib.request.Request(sys.argv[1], method="POST", data=b"", headers={"X-Cmdbus-Token": sys.argv[2]})
+            print(urllib.request.urlopen(request).status)
+            """, url + "/api/commands/\(pendingID)/cancel", token])
+        #expect(cancel.stdout == "200\n", "\(cancel.stderr)")
+        #expect(try await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(pendingID)'") == "cancelled\n")
         await watched.stop()
         await other.stop()
         await database.drop()

@@ -293,7 +293,8 @@ extension DashboardAssets {
             Object.keys(r.metadata || {}).filter(k => k !== 'traceparent').map(k => [h('dt', {}, k), h('dd', { class: 'mono' }, r.metadata[k])]));
           const actions = dead ? h('div', { class: 'actions' },
             h('button', { onclick: () => act('retry', r.id) }, 'Retry'),
-            r.discardedAt ? h('span', { class: 'badge outline' }, 'discarded') : h('button', { class: 'danger', onclick: () => act('discard', r.id) }, 'Discard')) : null;
+            r.discardedAt ? h('span', { class: 'badge outline' }, 'discarded') : h('button', { class: 'danger', onclick: () => act('discard', r.id) }, 'Discard'))
+            : data.canCancel ? h('div', { class: 'actions' }, h('button', { class: 'danger', onclick: () => act('cancel', r.id) }, 'Cancel')) : null;
           page([h('span', { class: 'mono' }, r.command), badge(r.state)], 'Command ' + r.id,
             actions ? h('div', { style: 'margin-bottom: 16px' }, actions) : null,
             r.error ? panel('Error', h('p', { class: 'error mono' }, r.error.code + ': ' + (r.error.message || ''))) : null,
@@ -329,7 +330,10 @@ extension DashboardAssets {
         function waterfall(tree, current) {
           const rows = [];
           (function walk(node, depth) { rows.push([node, depth]); for (const c of node.children) walk(c, depth + 1); })(tree, 0);
-          const end = Math.max(1e-3, ...rows.map(([n]) => n.offsetMs + (n.durationMs || 0)));
+          // A command still at work is drawn to now, and labelled so.
+          const span = n => n.durationMs ?? n.elapsedMs ?? 0;
+          const took = n => n.durationMs == null && n.elapsedMs != null ? 'running ' + ms(n.elapsedMs) : ms(n.durationMs);
+          const end = Math.max(1e-3, ...rows.map(([n]) => n.offsetMs + span(n)));
           const width = 960, labelW = 300, rowH = 26, top = 22, chartW = width - labelW - 110;
           const svg = s('svg', { class: 'waterfall', viewBox: `0 0 ${width} ${top + rows.length * rowH + 6}`, width: '100%', role: 'img', 'aria-label': 'subcommand waterfall' });
           for (const f of [0, 0.25, 0.5, 0.75, 1]) {
@@ -343,17 +347,20 @@ extension DashboardAssets {
               s('text', { x: 8 + depth * 16, y: y + 17, 'font-weight': n.id === current ? 700 : 400 }, (depth ? '└ ' : '') + n.command));
             svg.append(label);
             const x = labelW + (n.offsetMs / end) * chartW;
-            const w = Math.max(2, ((n.durationMs || 0) / end) * chartW);
+            const w = Math.max(2, (span(n) / end) * chartW);
             svg.append(s('rect', { x, y: y + 5, width: w, height: rowH - 10, rx: 3, class: 'f-' + n.state },
-              s('title', {}, `${n.command}: ${n.state}, ${ms(n.durationMs)} at +${ms(n.offsetMs)}${n.plugin ? ' on ' + n.plugin : ''}${n.error ? ' — ' + n.error : ''}`)));
-            svg.append(s('text', { class: 'meta', x: x + w + 6, y: y + 17 }, `${ms(n.durationMs)}${n.plugin ? ' · ' + n.plugin : ''}`));
+              s('title', {}, `${n.command}: ${n.state}, ${took(n)} at +${ms(n.offsetMs)}${n.plugin ? ' on ' + n.plugin : ''}${n.error ? ' — ' + n.error : ''}`)));
+            // A label that would run past the chart's right edge goes inside the end of its bar.
+            const text = `${took(n)}${n.plugin ? ' · ' + n.plugin : ''}`;
+            const inside = x + w + 6 + text.length * 6.5 > width && w > text.length * 6.5 + 12;
+            svg.append(s('text', inside ? { class: 'meta inside', x: x + w - 6, y: y + 17, 'text-anchor': 'end' } : { class: 'meta', x: x + w + 6, y: y + 17 }, text));
           });
           return svg;
         }
         async function act(what, id) {
           try {
             const body = await post(`commands/${encodeURIComponent(id)}/${what}`);
-            toast(what === 'retry' ? 'Retrying as ' + short(body.commandId) : 'Discarded ' + short(id));
+            toast(what === 'retry' ? 'Retrying as ' + short(body.commandId) : what === 'cancel' ? 'Cancelling ' + short(id) : 'Discarded ' + short(id));
             setTimeout(route, 400);
           } catch (e) { toast(e.message, true); }
         }

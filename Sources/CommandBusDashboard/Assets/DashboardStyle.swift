@@ -83,6 +83,7 @@ extension DashboardAssets {
         .f-cancelled { fill: var(--cancelled); } .f-running { fill: var(--running); } .f-pending { fill: var(--pending); }
         .waterfall text { font-size: 12px; fill: var(--ink); }
         .waterfall .meta { fill: var(--muted); font-size: 11px; }
+        .waterfall .meta.inside { fill: #fff; }
         .waterfall .grid { stroke: var(--line); }
         .waterfall a:hover text { text-decoration: underline; }
         .feed { list-style: none; margin: 0; padding: 0; max-height: 320px; overflow: auto; }
