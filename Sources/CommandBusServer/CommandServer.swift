@@ -275,7 +275,8 @@ package final class CommandServer: Sendable {
                 // The state once subscribed: a command that has ended sends no event again, and a
                 // subscriber told nothing else waited for one for ever.
                 var answer: [String: JSONValue] = ["subscribed": .bool(true)]
-                if let id = request.commandId, let state = await Self.state(of: id, running: running, journal: journal) {
+                // A tree's correlation id is its root's id: the root's state says whether the tree ended.
+                if let id = request.commandId ?? request.correlationId, let state = await Self.state(of: id, running: running, journal: journal) {
                     answer["state"] = .string(state.rawValue)
                 }
                 connection.send(Self.success(request.id, answer))

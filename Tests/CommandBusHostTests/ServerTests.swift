@@ -910,8 +910,9 @@ struct ServerTests {
                 answer = ask(f, {"id": id, "op": "subscribe", "commandId": command})
                 state = answer.get("state")
                 print(answer["subscribed"], "in flight" if state in ("pending", "running") else state)
+            print(ask(f, {"id": 6, "op": "subscribe", "correlationId": ended}).get("state"))
             """)
         await server.stop()
-        #expect(output == "True succeeded\nTrue in flight\nTrue None\n")
+        #expect(output == "True succeeded\nTrue in flight\nTrue None\nsucceeded\n")
     }
 }
