@@ -73,7 +73,7 @@ package struct CommandTree: Sendable {
     }
 
     private func line(_ node: Node) -> String {
-        var parts = [quotedLine(node.record.envelope.commandName), node.record.state.rawValue, Self.milliseconds(node.duration)]
+        var parts = [quotedLine(node.record.envelope.commandName), node.record.state.rawValue, Self.took(node)]
         if node.record.envelope.id != root.record.envelope.id { parts.append("at +" + Self.milliseconds(offset(node))) }
         parts.append(node.record.envelope.id.uuidString)
         if let message = node.record.errorMessage { parts.append(quotedLine(message)) }
@@ -82,6 +82,14 @@ package struct CommandTree: Sendable {
 
     /// Seconds from the root's start to the node's start.
     package func offset(_ node: Node) -> TimeInterval { node.start.timeIntervalSince(root.start) }
+
+    /// How long a node took, or has run so far ("1.5 s so far") while it is at work; "-" for
+    /// one that ended without a start, or has not started.
+    static func took(_ node: Node, now: Date = .now) -> String {
+        if let duration = node.duration { return milliseconds(duration) }
+        guard node.record.state == .running else { return milliseconds(nil) }
+        return milliseconds(max(0, now.timeIntervalSince(node.start))) + " so far"
+    }
 
     /// A duration in milliseconds to one decimal, or "-" if unknown.
     static func milliseconds(_ seconds: TimeInterval?) -> String {
@@ -97,7 +105,7 @@ package struct CommandTree: Sendable {
         let nodes = root.all
         for (index, node) in nodes.enumerated() {
             let label = Self.mermaidEscaped(node.record.envelope.commandName) + "<br/>"
-                + "\(node.record.state.rawValue) · \(Self.milliseconds(node.duration))"
+                + "\(node.record.state.rawValue) · \(Self.took(node))"
             lines.append("    n\(index)[\"\(label)\"]:::\(node.record.state.rawValue)")
         }
         appendEdges(nodes) { lines.append("    n\($0) --> n\($1)") }
@@ -115,7 +123,7 @@ package struct CommandTree: Sendable {
         ]
         let nodes = root.all
         for (index, node) in nodes.enumerated() {
-            let label = "\(node.record.envelope.commandName)\n\(node.record.state.rawValue) · \(Self.milliseconds(node.duration))"
+            let label = "\(node.record.envelope.commandName)\n\(node.record.state.rawValue) · \(Self.took(node))"
             lines.append("    n\(index) [label=\"\(Self.dotEscaped(label))\", fillcolor=\"\(Self.color(node.record.state))\"];")
         }
         appendEdges(nodes) { lines.append("    n\($0) -> n\($1);") }
