@@ -119,6 +119,9 @@ extension Dashboard {
         ]
         if let started = record.startedAt, let finished = record.finishedAt {
             fields["durationMs"] = .number(finished.timeIntervalSince(started) * 1000)
+        } else if let started = record.startedAt, record.state == .running {
+            // How long it has run so far, by this host's clock (the browser's may differ).
+            fields["elapsedMs"] = .number(max(0, Date.now.timeIntervalSince(started)) * 1000)
         }
         return .object(fields)
     }

@@ -338,6 +338,17 @@ struct DashboardTests {
         let posted = try await server.run("fixture.sleep", "-p", "milliseconds=60000", "--no-wait")
         let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(posted.status == 0 && UUID(uuidString: id) != nil, "\(posted.stderr)")
+        // The overview's In flight card leads to them; the list says how long each has run so far.
+        let list = try await Self.browse(
+            server.url + "/#/", waitFor: "document.querySelector('a.card-link')", shot: "in-flight.png",
+            evals: [
+                "document.querySelector('a.card-link').getAttribute('href')",
+                "new Promise(done => { location.hash = document.querySelector('a.card-link').getAttribute('href'); setTimeout(() => done([document.querySelector('select[name=state] option:checked').textContent, document.querySelector('main tbody tr td:nth-child(6)').textContent]), 1500); })",
+            ]
+        )
+        #expect(list.results.first as? String == "#/commands?state=pending,running", "\(list.results)")
+        let listed = list.results.last as? [String]
+        #expect(listed?.first == "in flight" && listed?.last?.hasSuffix(" so far") == true, "\(list.results)")
         let report = try await Self.browse(
             server.url + "/#/command/\(id)", waitFor: "[...document.querySelectorAll('.actions button')].some(b => b.textContent === 'Cancel')",
             shot: "cancel.png", evals: [

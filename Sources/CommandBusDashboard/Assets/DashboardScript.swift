@@ -128,7 +128,7 @@ extension DashboardAssets {
           const chartBox = h('div');
           const feed = h('ul', { class: 'feed' });
           const cards = h('div', { class: 'cards' },
-            card('In flight', num(data.inFlight)),
+            link('#/commands?state=pending,running', card('In flight', num(data.inFlight)), 'card-link'),
             card('Succeeded', num(data.totals.completed), 'succeeded'),
             card('Failed', num(data.totals.failed), data.totals.failed ? 'failed' : ''),
             card('Plugins', num(data.plugins.loaded)),
@@ -143,7 +143,8 @@ extension DashboardAssets {
               h('td', { class: 'num' }, num(c.count)), h('td', { class: 'num' }, num(c.succeeded)),
               h('td', { class: 'num' }, num(c.failed)), h('td', { class: 'num' }, num(c.timedOut)),
               h('td', { class: 'num' }, num(c.cancelled)), h('td', { class: 'num' }, ms(c.p50Ms)), h('td', { class: 'num' }, ms(c.p99Ms)))),
-            'No commands have run yet. Send one: cmdbus run --connect … or POST to the socket.'));
+            // The socket speaks NDJSON, not HTTP: this said "POST to the socket".
+            'No commands have ended here yet. Send one: ' + (d.shared ? 'cmdbus run <command> --bus URL' : 'cmdbus run <command> --connect, or a request line on the socket') + '.'));
           renderNames(data);
           chartBox.append(chart(series));
           page('Overview', 'What the bus is doing now.',
@@ -224,13 +225,13 @@ extension DashboardAssets {
             h('td', { class: 'mono' }, c.command, c.parentId ? h('span', { class: 'muted' }, ' (sub)') : null),
             h('td', {}, badge(c.state), c.discarded ? h('span', { class: 'badge outline' }, 'discarded') : null),
             h('td', { class: 'num' }, c.attempts),
-            h('td', { class: 'num' }, ms(c.durationMs)),
+            h('td', { class: 'num' }, c.durationMs == null && c.elapsedMs != null ? h('span', { class: 'muted' }, ms(c.elapsedMs) + ' so far') : ms(c.durationMs)),
             h('td', { class: 'muted' }, ago(c.createdAt)),
             h('td', { class: 'error' }, c.error || '')));
         }
         async function commands(params) {
           const stateSelect = h('select', { name: 'state' }, h('option', { value: '' }, 'any state'),
-            ['pending', 'running', ...STATES].map(st => h('option', { value: st }, st)));
+            h('option', { value: 'pending,running' }, 'in flight'), ['pending', 'running', ...STATES].map(st => h('option', { value: st }, st)));
           stateSelect.value = params.get('state') || '';
           const nameInput = h('input', { name: 'command', placeholder: 'command name', value: params.get('command') || '' });
           const idInput = h('input', { name: 'id', placeholder: 'search by id (UUID)', value: params.get('id') || '' });

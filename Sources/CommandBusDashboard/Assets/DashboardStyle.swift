@@ -32,6 +32,8 @@ extension DashboardAssets {
         .muted { color: var(--muted); }
         .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 14px; margin-bottom: 18px; }
         .card { background: var(--panel); border: 1px solid var(--line); border-radius: 12px; padding: 16px 18px; }
+        .card-link { color: inherit; text-decoration: none; }
+        .card-link:hover .card { border-color: var(--accent); }
         .card .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .5px; }
         .card .value { font-size: 26px; font-weight: 700; margin-top: 6px; font-variant-numeric: tabular-nums; }
         .card .value.failed { color: var(--failed); }
