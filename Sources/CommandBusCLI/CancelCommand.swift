@@ -19,11 +19,12 @@ enum CancelCommand {
         running 'cmdbus serve' (the default socket \(CommandServer.defaultSocketPath) unless
         --connect names another), or on the shared bus with --bus URL (or $CMDBUS_BUS). A
         command still pending ends cancelled at once; a running one is asked to stop, and its
-        subcommands with it. A server cancels the commands its clients sent or posted; a
-        one-shot 'cmdbus run' is cancelled with Ctrl-C.
+        subcommands with it. A server cancels a tree from its root (what its clients sent or
+        posted, and what it recovered at start); the bus, from any command of it. A one-shot
+        'cmdbus run' is cancelled with Ctrl-C.
 
         Prints 'cancelled ID' for each; exits 1 if one was not in flight (it had ended, or
-        the bus never had it), and 'cmdbus journal show ID' says how it ended.
+        is not a root the server can cancel), and 'cmdbus journal show ID' says how it ended.
 
         Options:
         \(spec.optionsHelp)
@@ -45,7 +46,8 @@ enum CancelCommand {
         } else {
             SocketBusClient(socket: connection.socket ?? CommandServer.defaultSocketPath)
         }
-        let place = connection.bus == nil ? "on the server" : "on the bus"
+        // A server cancels a tree from its root; the bus, from any command of it.
+        let place = connection.bus == nil ? "on the server (it ended, or is a subcommand: cancel its root)" : "on the bus (it ended, or never was there)"
         var notInFlight: [UUID] = []
         for id in ids {
             let cancelled: Bool
@@ -65,7 +67,7 @@ enum CancelCommand {
         let which = notInFlight.count == 1 ? first.uuidString : "\(first.uuidString) and \(counted(notInFlight.count - 1, "other"))"
         throw HostFailure(
             .entryNotApplicable,
-            "\(which) \(notInFlight.count == 1 ? "was" : "were") not in flight \(place) (ended, or never there); 'cmdbus journal show \(first.uuidString)\(connection.bus == nil ? "" : " --bus URL")' says how it ended"
+            "\(which) \(notInFlight.count == 1 ? "was" : "were") not in flight \(place); 'cmdbus journal show \(first.uuidString)\(connection.bus == nil ? "" : " --bus URL")' says how it ended"
         )
     }
 }

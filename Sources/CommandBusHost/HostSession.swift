@@ -16,6 +16,9 @@ package struct HostSession: Sendable {
     package let journal: SQLiteJournal?
     /// The loader that loaded the catalog, for loading more files later (a server's hot loading).
     package let loader: PluginLoader
+    /// The commands this session runs again because a dead process left them unfinished (with
+    /// `Recovery.run`), so a server can cancel them as it cancels what its clients sent.
+    package private(set) var recovered: [CommandTicket<Data>] = []
 
     /// What a session does with commands a dead process left unfinished in the journal.
     package enum Recovery: Sendable {
@@ -49,8 +52,8 @@ package struct HostSession: Sendable {
             for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
 
         }
-        let session = HostSession(bus: bus, catalog: catalog, journal: journal, loader: loader)
-        if journal != nil { try await session.restore(console: console, recovery: recovery) }
+        var session = HostSession(bus: bus, catalog: catalog, journal: journal, loader: loader)
+        if journal != nil { session.recovered = try await session.restore(console: console, recovery: recovery) }
         return session
     }
 
@@ -79,9 +82,9 @@ package struct HostSession: Sendable {
     }
 
     /// Replays the journal into event-sourced plugins (state, not recovery: always), then runs
-    /// unfinished commands again or reports them.
-    private func restore(console: Console, recovery: Recovery) async throws(HostFailure) {
-        guard let journal else { return }
+    /// unfinished commands again or reports them; returns those it runs again.
+    private func restore(console: Console, recovery: Recovery) async throws(HostFailure) -> [CommandTicket<Data>] {
+        guard let journal else { return [] }
         let replayed = Set(catalog.plugins.flatMap { plugin in plugin.declared.filter(\.replaysOnStart).map(\.name) })
         do {
             if !replayed.isEmpty {
@@ -104,10 +107,12 @@ package struct HostSession: Sendable {
                     console.err("cmdbus: running \(counted(recovered.count, "command")) a process that died left unfinished in \(journal.path)")
                     if wait { for ticket in recovered { _ = try? await ticket.result } }
                 }
+                return recovered
             }
         } catch {
             throw .journal(error)
         }
+        return []
     }
 
     /// One warning line per plugin built without optimization, for a long-running host to log once.

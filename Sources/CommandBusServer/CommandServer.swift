@@ -49,6 +49,11 @@ package final class CommandServer: Sendable {
         self.log = log
         self.statistics = statistics
         watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain)
+        // What the session runs again after a crash is cancelled as a client's command is.
+        for ticket in session.recovered {
+            running.insert(ticket)
+            ticket.whenFinished { [running] _ in running.remove(ticket.id) }
+        }
     }
 
     /// Whether the server drains: it stopped accepting and takes no new commands.
@@ -290,7 +295,8 @@ package final class CommandServer: Sendable {
         }
     }
 
-    /// Cancels a command a client sent or posted that has not ended; returns whether there was one.
+    /// Cancels a command a client sent or posted, or one recovered at start, that has not ended;
+    /// returns whether there was one.
     package func cancel(_ id: UUID) -> Bool {
         guard let ticket = running.ticket(id) else { return false }
         ticket.cancel()

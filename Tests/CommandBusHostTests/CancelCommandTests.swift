@@ -17,11 +17,34 @@ extension ServerTests {
         #expect(cancelled.status == 0 && cancelled.stdout == "cancelled \(id)\n", "\(cancelled.stderr)")
         #expect(await waitUntil(.seconds(20)) { await ServerTests.inFlight(server.socket) == 0 })
         let again = try await cmdbus(["cancel", id, connect])
-        #expect(again.status == 1 && again.stderr.contains("\(id) was not in flight on the server (ended, or never there); 'cmdbus journal show \(id)' says how it ended"), "\(again.stderr)")
+        #expect(again.status == 1 && again.stderr.contains("\(id) was not in flight on the server (it ended, or is a subcommand: cancel its root); 'cmdbus journal show \(id)' says how it ended"), "\(again.stderr)")
         let malformed = try await cmdbus(["cancel", "nope", connect])
         #expect(malformed.status == 64 && malformed.stderr.contains("'nope' is not a command id (a UUID)"), "\(malformed.stderr)")
         await server.stop()
         let entry = try await cmdbus(["journal", "show", id, "--journal", server.journal])
+        #expect(try jsonObject(entry.stdout)["state"] as? String == "cancelled", "\(entry.stdout)")
+    }
+}
+
+extension ServerTests {
+    /// What a server runs again after a crash is cancelled as a client's command is: it was not
+    /// in the server's table, so `cancel` said it was not in flight while it ran.
+    @Test(.timeLimit(.minutes(2)))
+    func cancelStopsACommandTheServerRecovered() async throws {
+        let first = try await Server()
+        defer { first.work.remove() }
+        let posted = try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=60000", "--no-wait", "--connect=\(first.socket)"])
+        let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(posted.status == 0, "\(posted.stderr)")
+        first.process.send(SIGKILL)
+        _ = await waitUntil(.seconds(20)) { !first.process.isRunning }
+        let second = try await Server(work: first.work)
+        #expect(await waitUntil(.seconds(20)) { await ServerTests.inFlight(second.socket) == 1 })
+        let cancelled = try await cmdbus(["cancel", id, "--connect=\(second.socket)"])
+        #expect(cancelled.status == 0 && cancelled.stdout == "cancelled \(id)\n", "\(cancelled.stderr)")
+        #expect(await waitUntil(.seconds(20)) { await ServerTests.inFlight(second.socket) == 0 })
+        await second.stop()
+        let entry = try await cmdbus(["journal", "show", id, "--journal", first.journal])
         #expect(try jsonObject(entry.stdout)["state"] as? String == "cancelled", "\(entry.stdout)")
     }
 }
