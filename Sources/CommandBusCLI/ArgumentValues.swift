@@ -28,7 +28,7 @@ extension ArgumentSpec.Parsed {
 
     /// The seconds `text` names (`30`, `30s`, `500ms`, `5m`, `2h`, `1d`, `1w`), if it is such a
     /// duration from 0 to the longest accepted.
-    private static func seconds(in text: String) -> Double? {
+    static func seconds(in text: String) -> Double? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400), ("w", 604_800)]
         let unit = units.first { text.hasSuffix($0.0) && Double(text.dropLast($0.0.count)) != nil }
         guard let number = Double(unit.map { String(text.dropLast($0.0.count)) } ?? text) else { return nil }

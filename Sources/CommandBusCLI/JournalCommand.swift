@@ -15,7 +15,7 @@ enum JournalCommand {
         .init(name: "state", short: nil, value: "STATE", help: "list: only this state; prune: only trees whose root ended so (repeatable)."),
         .init(name: "command", short: nil, value: "NAME", help: "list: only this command name."),
         .init(name: "limit", short: "n", value: "N", help: "list: at most N entries (the newest)."),
-        .init(name: "since", short: nil, value: "WHEN", help: "replay: from this entry id or time (ISO 8601 or seconds)."),
+        .init(name: "since", short: nil, value: "WHEN", help: "list: created within an age (1h, 30m) or since a time; replay: from this entry id or time (ISO 8601 or seconds)."),
         .init(name: "until", short: nil, value: "WHEN", help: "replay: through this entry id or time (all of its last digit)."),
         .init(name: "rebuild", short: nil, help: "undo: drop the entry from replay instead of sending an inverse."),
         .init(name: "format", short: nil, value: "FORMAT", choices: ["text", "mermaid", "dot"], help: "tree: text (default), mermaid or dot."),
@@ -27,7 +27,7 @@ enum JournalCommand {
     static let help = """
         Usage: cmdbus journal <subcommand> [options]
 
-          list [--state S] [--command NAME] [--limit N] [--json]
+          list [--state S] [--command NAME] [--since WHEN] [--limit N] [--json]
                                  List entries, oldest first (failed ones are the dead letters).
           show ID                Print one entry: envelope, payload, state, attempts, result or error.
           retry ID               Run a failed, cancelled or timed-out entry again, under its id.
@@ -64,7 +64,7 @@ enum JournalCommand {
     /// The options only some verbs read, by option. Given to another verb they would be ignored
     /// (`journal list --since x` listed everything), so they are refused instead.
     private static let verbOptions: [String: [String]] = [
-        "state": ["list", "prune"], "older-than": ["prune"], "dry-run": ["prune"], "command": ["list"], "limit": ["list"], "since": ["replay"], "until": ["replay"],
+        "state": ["list", "prune"], "older-than": ["prune"], "dry-run": ["prune"], "command": ["list"], "limit": ["list"], "since": ["list", "replay"], "until": ["replay"],
         "rebuild": ["undo"], "format": ["tree"],
     ]
 
@@ -121,7 +121,17 @@ enum JournalCommand {
             }
             states.insert(state)
         }
-        return JournalQuery(states: states, commandName: arguments.value("command"))
+        var query = JournalQuery(states: states, commandName: arguments.value("command"))
+        if let since = arguments.value("since") { query.createdSince = try listedSince(since) }
+        return query
+    }
+
+    /// `list --since`: an age with its unit (`1h`: created in the last hour) or a time, as
+    /// `replay --since` reads one (ISO 8601, or seconds since 1970).
+    static func listedSince(_ text: String, now: Date = .now) throws(HostFailure) -> Date {
+        if text.last?.isLetter == true, let age = ArgumentSpec.Parsed.seconds(in: text) { return now.addingTimeInterval(-age) }
+        if let time = ReplayBound(time: text)?.start { return time }
+        throw .usage("--since takes an age with its unit (90s, 30m, 1h, 7d) or a time (ISO 8601, or seconds since 1970), got \(quoted(text))")
     }
 
     /// How many entries `journal list` reads at a time.

@@ -1,4 +1,5 @@
 import CommandBusSQLite
+@testable import CommandBusCLI
 import CommandBusSupport
 import Foundation
 import Testing
@@ -56,7 +57,8 @@ struct JournalCommandTests {
         defer { setup.work.remove() }
         _ = try await setup.run("run", "greet", "-p", "name=Ada")
         let cases: [([String], String)] = [
-            (["journal", "list", "--since", "2026-01-01T00:00:00Z"], "--since is for 'cmdbus journal replay', not 'journal list', which would ignore it; leave it out"),
+            (["journal", "show", "1", "--since", "1h"], "--since is for 'cmdbus journal list' and 'replay', not 'journal show'"),
+            (["journal", "list", "--since", "soon"], "--since takes an age with its unit (90s, 30m, 1h, 7d) or a time (ISO 8601, or seconds since 1970), got 'soon'"),
             (["journal", "show", "1", "--format", "dot"], "--format is for 'cmdbus journal tree', not 'journal show'"),
             (["journal", "replay", "--limit", "1"], "--limit is for 'cmdbus journal list', not 'journal replay'"),
             (["journal", "replay", "--since", "1e400"], "--since takes an entry id, an ISO 8601 time or seconds since 1970, got '1e400'"),
@@ -66,6 +68,24 @@ struct JournalCommandTests {
             #expect(refused.status == 64 && refused.stderr.contains(message), "\(arguments): \(refused.stderr)")
         }
         #expect(try await setup.run("journal", "list", "--state", "succeeded", "--limit", "1").status == 0)
+    }
+
+    /// `list --since` takes an age or a time: what failed in the last hour is one command (it was
+    /// refused as an option of `replay` alone).
+    @Test func listSinceAnAgeOrATime() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        _ = try await setup.run("run", "greet", "-p", "name=Ada")
+        let lines = { (since: String) async throws -> Int in
+            let listed = try await setup.run("journal", "list", "--since", since)
+            #expect(listed.status == 0, "\(since): \(listed.stderr)")
+            return listed.stdout.split(separator: "\n").count
+        }
+        let (lastHour, sinceLongAgo, sinceLater) = (try await lines("1h"), try await lines("2000-01-01T00:00:00Z"), try await lines("2999-01-01T00:00:00Z"))
+        #expect(lastHour == 1 && sinceLongAgo == 1 && sinceLater == 0)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        #expect(try JournalCommand.listedSince("90m", now: now) == now.addingTimeInterval(-5_400))
+        #expect(try JournalCommand.listedSince("1800000000.5", now: now) == Date(timeIntervalSince1970: 1_800_000_000.5))
     }
 
     /// An entry's times are written to the millisecond, so the order of what happened within one
