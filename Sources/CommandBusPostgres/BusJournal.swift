@@ -87,7 +87,7 @@ package final class BusJournal: Sendable {
                     AND ($2::text IS NULL OR c.name = $2) AND c.seq > coalesce($3::int8, 0)
                     AND c.seq <= coalesce($4::int8, 9223372036854775807)
                     AND ($6::uuid IS NULL OR c.correlation_id = $6)
-                    AND ($7::float8 IS NULL OR c.created_at >= to_timestamp($7))
+                    AND ($7::float8 IS NULL OR c.created_at >= to_timestamp($7::float8))
                 ORDER BY c.seq \(query.newestFirst ? "DESC" : "ASC") LIMIT coalesce($5::int8, 9223372036854775807)
                 """, [
                     .textArray(states), query.commandName.map(PGValue.text), query.afterSequence.map(PGValue.integer),

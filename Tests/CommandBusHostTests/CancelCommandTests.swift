@@ -73,6 +73,10 @@ extension SharedBusTests {
         let ended = await waitUntil(.seconds(20)) { await states() == "cancelled,cancelled" }
         let endedAs = await states() ?? "?"
         #expect(ended, "\(endedAs)")
+        // What went in the last hour, as the dashboard's time filter asks too (it failed on the
+        // bus: "function to_timestamp(text) does not exist").
+        let recent = try await Self.bus(database.url, "journal", "list", "--since", "1h")
+        #expect(recent.status == 0 && recent.stdout.split(separator: "\n").count == 2, "\(recent.stderr)")
         let again = try await cmdbus(["cancel", ids[1], "--bus", database.url])
         #expect(again.status == 1 && again.stderr.contains("was not in flight on the bus"), "\(again.stderr)")
     }

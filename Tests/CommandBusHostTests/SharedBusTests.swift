@@ -83,6 +83,9 @@ struct SharedBusTests {
         #expect(metrics.contains(#"cmdbus_bus_pending{command="fixture.sleep"} 1"#) && metrics.contains("cmdbus_bus_hosts 2"))
         #expect(metrics.contains("cmdbus_bus_host_claiming 1") && metrics.contains(#"cmdbus_bus_host_fences_total{reason="lease_not_renewed"} 0"#))
         // The bus is the journal: the tree of a command run on another host's bus shows here too.
+        // The commands page's time filter: it was answered 500 on a bus host ("to_timestamp(text)").
+        let lastHour = try jsonObject(try await fetch("/api/commands?since=3600"))
+        #expect((lastHour["commands"] as? [Any])?.isEmpty == false, "\(lastHour)")
         let list = try jsonObject(try await fetch("/api/commands?command=greet-all"))
         let root = try #require((list["commands"] as? [[String: Any]])?.first?["id"] as? String)
         let detail = try jsonObject(try await fetch("/api/commands/\(root)"))
