@@ -135,6 +135,11 @@ package final class BusJournal: Sendable {
     /// Cancels a command in flight and its subcommands: a pending one ends `cancelled` at once,
     /// a running one's host is told to stop it. Returns whether one was in flight.
     package func cancel(_ id: UUID) throws(PGError) -> Bool {
+        try Self.cancel(id, on: connections)
+    }
+
+    /// ``cancel(_:)`` on a pool of its own (a client's).
+    package static func cancel(_ id: UUID, on connections: PGConnectionPool) throws(PGError) -> Bool {
         let rows = try connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(id)]) }
         return (rows.count > 0 ? rows[row: 0].integer("flagged") ?? 0 : 0) > 0
     }

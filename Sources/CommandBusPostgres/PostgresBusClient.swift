@@ -282,8 +282,7 @@ package final class PostgresBusClient: BusClient {
 
     package func cancel(_ id: UUID) async throws(HostFailure) -> Bool {
         do {
-            let rows = try connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(id)]) }
-            return (rows.count > 0 ? rows[row: 0].integer("flagged") ?? 0 : 0) > 0
+            return try BusJournal.cancel(id, on: connections)
         } catch {
             throw Self.failure(error)
         }
