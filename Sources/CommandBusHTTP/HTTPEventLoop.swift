@@ -89,6 +89,8 @@ final class HTTPEventLoop {
         if events & EPOLLIN.rawValue != 0 {
             guard readAvailable(connection) else { return closeConnection(connection) }
             if connection.phase == .reading { parseRequests(connection) }
+            // The client shut its side with no whole request left to answer.
+            if connection.readClosed && connection.phase == .reading { return closeConnection(connection) }
         }
         if events & EPOLLOUT.rawValue != 0 { flush(connection) }
         if connections[connection.id] != nil { updateInterest(connection) }
@@ -107,7 +109,17 @@ final class HTTPEventLoop {
                 }
                 continue
             }
-            if count == 0 { return false }
+            if count == 0 {
+                // The client shut its side (`nc -N`, a health check): what it asked is still
+                // answered, a request read whole or one in hand, and then the connection closes.
+                // It was closed at once, so a request followed by the end got no answer.
+                connection.readClosed = true
+                switch connection.phase {
+                case .handling: return true
+                case .reading: return !connection.input.isEmpty
+                case .streaming, .closing: return false
+                }
+            }
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
         }
     }
@@ -188,14 +200,16 @@ final class HTTPEventLoop {
         connection.outputStart = 0
         switch connection.phase {
         case .closing: closeConnection(connection)
-        case .reading: parseRequests(connection)
+        case .reading:
+            parseRequests(connection)
+            if connection.readClosed && connection.phase == .reading { closeConnection(connection) }
         case .handling, .streaming: break
         }
     }
 
     private func updateInterest(_ connection: HTTPConnection) {
         var wanted: UInt32 = 0
-        if connection.phase == .reading || connection.phase == .streaming { wanted |= EPOLLIN.rawValue }
+        if (connection.phase == .reading || connection.phase == .streaming) && !connection.readClosed { wanted |= EPOLLIN.rawValue }
         if connection.outputStart < connection.output.count { wanted |= EPOLLOUT.rawValue }
         guard wanted != connection.interest else { return }
         connection.interest = wanted
@@ -253,6 +267,8 @@ final class HTTPConnection {
     var stalledSince: ContinuousClock.Instant?
     var stream: Task<Void, Never>?
     var interest: UInt32 = 0
+    /// The client shut its side: nothing more will be read.
+    var readClosed = false
 
     init(id: UInt64, descriptor: Int32, idleUntil: ContinuousClock.Instant) {
         self.id = id
