@@ -45,5 +45,12 @@ enum StatusCommand {
                 console.out("  \(name): \(count(figures["count"], "run")), p50 \(number(figures["p50Ms"])) ms, p99 \(number(figures["p99Ms"])) ms")
             }
         }
+        if case .array(let oldest)? = status["oldestInFlight"], !oldest.isEmpty {
+            console.out("oldest in flight (cancel with 'cmdbus cancel ID'):")
+            for case .object(let entry) in oldest {
+                let name = entry["command"]?.stringValue ?? "?", id = entry["commandId"]?.stringValue ?? "?"
+                console.out("  \(quotedLine(name)) \(id) \(entry["state"]?.stringValue ?? "?") for \(number(entry["ageSeconds"])) s")
+            }
+        }
     }
 }

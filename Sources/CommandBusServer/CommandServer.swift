@@ -265,7 +265,9 @@ package final class CommandServer: Sendable {
             }
             connection.send(Self.success(request.id, ["cancelled": .bool(cancel(id))]))
         case "status":
-            connection.send(Self.success(request.id, ["status": statistics.summary(uptime: .now - started, plugins: plugins.count)]))
+            var status = statistics.summary(uptime: .now - started, plugins: plugins.count).objectValue ?? [:]
+            status["oldestInFlight"] = Self.oldest(running.all, count: 5)
+            connection.send(Self.success(request.id, ["status": .object(status)]))
         case "plugins":
             let catalog = watcher?.catalog ?? session.catalog
             connection.send(Self.success(request.id, ["plugins": .array(catalog.plugins.map(PluginCatalog.json)), "catalog": catalog.json]))
@@ -301,6 +303,24 @@ package final class CommandServer: Sendable {
         guard let ticket = running.ticket(id) else { return false }
         ticket.cancel()
         return true
+    }
+
+    /// The `count` commands in flight here the longest, oldest first, for `status`: what an
+    /// operator would look at, or cancel, first. One pass over the table, however large.
+    private static func oldest(_ tickets: [CommandTicket<Data>], count: Int) -> JSONValue {
+        var oldest: [CommandTicket<Data>] = []
+        for ticket in tickets where !ticket.state.isTerminal {
+            guard oldest.count < count || ticket.envelope.createdAt < oldest[count - 1].envelope.createdAt else { continue }
+            oldest.insert(ticket, at: oldest.firstIndex { ticket.envelope.createdAt < $0.envelope.createdAt } ?? oldest.endIndex)
+            if oldest.count > count { oldest.removeLast() }
+        }
+        let now = Date.now
+        return .array(oldest.map { ticket in
+            .object([
+                "commandId": .string(ticket.id.uuidString), "command": .string(ticket.envelope.commandName),
+                "state": .string(ticket.state.rawValue), "ageSeconds": .number(max(0, now.timeIntervalSince(ticket.envelope.createdAt))),
+            ])
+        })
     }
 
     /// A command's state as this server knows it: a client's command in flight here, or the

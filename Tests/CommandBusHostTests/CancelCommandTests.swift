@@ -13,6 +13,11 @@ extension ServerTests {
         let posted = try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=60000", "--no-wait", connect])
         let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(posted.status == 0 && UUID(uuidString: id) != nil, "\(posted.stderr)")
+        // `status` names what has been in flight longest, with the id to cancel it by.
+        let status = try await cmdbus(["status", connect])
+        #expect(status.stdout.contains("oldest in flight (cancel with 'cmdbus cancel ID'):\n  fixture.sleep \(id) running for "), "\(status.stdout)")
+        let figures = try jsonObject(try await cmdbus(["status", connect, "--json"]).stdout)
+        #expect((figures["oldestInFlight"] as? [[String: Any]])?.first?["commandId"] as? String == id)
         let cancelled = try await cmdbus(["cancel", id, connect])
         #expect(cancelled.status == 0 && cancelled.stdout == "cancelled \(id)\n", "\(cancelled.stderr)")
         #expect(await waitUntil(.seconds(20)) { await ServerTests.inFlight(server.socket) == 0 })
