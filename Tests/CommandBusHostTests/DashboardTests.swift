@@ -343,7 +343,20 @@ struct DashboardTests {
             server.url + "/#/", waitFor: "document.querySelector('a.card-link')", shot: "in-flight.png",
             evals: [
                 "document.querySelector('a.card-link').getAttribute('href')",
-                "new Promise(done => { location.hash = document.querySelector('a.card-link').getAttribute('href'); setTimeout(() => done([document.querySelector('select[name=state] option:checked').textContent, document.querySelector('main tbody tr td:nth-child(6)').textContent]), 1500); })",
+                // Polled, not waited a fixed time: a loaded machine renders late.
+                """
+                new Promise(done => {
+                  location.hash = document.querySelector('a.card-link').getAttribute('href');
+                  const started = Date.now();
+                  (function poll() {
+                    const cell = document.querySelector('main tbody tr td:nth-child(6)');
+                    if (cell && cell.textContent.endsWith(' so far') || Date.now() - started > 30000) {
+                      return done([document.querySelector('select[name=state] option:checked')?.textContent, cell?.textContent]);
+                    }
+                    setTimeout(poll, 100);
+                  })();
+                })
+                """,
             ]
         )
         #expect(list.results.first as? String == "#/commands?state=pending,running", "\(list.results)")
@@ -354,7 +367,16 @@ struct DashboardTests {
             shot: "cancel.png", evals: [
                 "[...document.querySelectorAll('.waterfall text.meta')].pop().textContent",
                 "document.querySelector('.actions button.danger').click() || 'clicked'",
-                "new Promise(done => setTimeout(() => done(document.querySelector('.toast') ? document.querySelector('.toast').textContent : ''), 1500))",
+                """
+                new Promise(done => {
+                  const started = Date.now();
+                  (function poll() {
+                    const toast = document.getElementById('toast');
+                    if (!toast.hidden && toast.textContent || Date.now() - started > 30000) return done(toast.textContent);
+                    setTimeout(poll, 100);
+                  })();
+                })
+                """,
             ]
         )
         #expect(report.waited && report.exceptions.isEmpty, "\(report.exceptions)")
