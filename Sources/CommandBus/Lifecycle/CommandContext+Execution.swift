@@ -104,6 +104,9 @@ extension CommandContext {
         // Observers hear of the end before anyone waiting for the result wakes up.
         bus.publish(self) { .stateChanged(from: ended.previous, to: state) }
         bus.commandDidFinish(self, outcome: outcome, state: state)
+        // So does the parent's progress: counted after the waiters woke, the parent (woken by its
+        // last child's result) could end, and say so, before that child's "3 of 3" (a CI run).
+        parent?.childDidFinish()
         // Ended before its write-ahead was written (the journal refused it, it was cancelled first,
         // or no handler would take it).
         if case .awaited(let callbacks) = ended.writeAhead {
@@ -111,7 +114,6 @@ extension CommandContext {
         }
         for waiter in ended.waiters { waiter.resume(returning: outcome) }
         for callback in ended.callbacks { callback(outcome) }
-        parent?.childDidFinish()
         return outcome
     }
 
