@@ -221,7 +221,7 @@ extension Dashboard {
         guard let id = UUID(uuidString: text) else { return Self.problem(400, "\(quoted(text)) is not a command id (a UUID)") }
         do throws(CommandBusError) {
             guard try await cancel(id) else {
-                return Self.problem(409, "command \(id) is not in flight here: it has ended, or it is a subcommand (cancel its root) or one this server recovered")
+                return Self.problem(409, "command \(id) is not in flight here: it has ended, or it is a subcommand (cancel its root)")
             }
             return Self.ok(.object(["cancelled": .string(id.uuidString)]))
         } catch {

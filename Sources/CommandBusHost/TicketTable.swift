@@ -15,6 +15,12 @@ package final class TicketTable: Sendable {
 
     /// Adds a ticket.
     package func insert(_ ticket: CommandTicket<Data>) { tickets.withLock { $0[ticket.id] = ticket } }
+    /// Adds a ticket and takes it off when its command ends (at once if it has), with no task
+    /// waiting for that: a server's posts, and what it recovered at start.
+    package func track(_ ticket: CommandTicket<Data>) {
+        insert(ticket)
+        ticket.whenFinished { [self] _ in remove(ticket.id) }
+    }
     /// Removes the ticket of command `id`.
     package func remove(_ id: UUID) { tickets.withLock { _ = $0.removeValue(forKey: id) } }
     /// The ticket of command `id`, if it is here.

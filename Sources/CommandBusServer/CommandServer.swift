@@ -50,10 +50,7 @@ package final class CommandServer: Sendable {
         self.statistics = statistics
         watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain)
         // What the session runs again after a crash is cancelled as a client's command is.
-        for ticket in session.recovered {
-            running.insert(ticket)
-            ticket.whenFinished { [running] _ in running.remove(ticket.id) }
-        }
+        for ticket in session.recovered { running.track(ticket) }
     }
 
     /// Whether the server drains: it stopped accepting and takes no new commands.
@@ -203,7 +200,8 @@ package final class CommandServer: Sendable {
                 return connection.send(Self.failure(request.id, code: "usage", TraceContext.problem(trace)))
             }
             let payload = (request.payload ?? .object([:])).data
-            let timeout = request.timeout.flatMap { $0 > 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
+            // The request refuses a timeout of 0 or less, and one whose milliseconds would not fit.
+            let timeout = request.timeout.map { Duration.milliseconds(Int64($0 * 1000)) }
             // Subscribed before the command starts, so none of its events is missed, and to its own
             // tree's alone: following every event of a busy bus, the follower fell behind, the
             // buffer dropped this command's end, and its reply never came.
@@ -216,13 +214,12 @@ package final class CommandServer: Sendable {
             let ticket = bus.post(
                 name: name, payload: payload, metadata: metadata, timeout: timeout, envelope: envelope, preferring: inline ? inlineSends.executor : nil
             )
-            running.insert(ticket)
             if request.op == "post" {
+                running.track(ticket)
                 acknowledge(request, ticket: ticket, on: connection)
-                // No task waits for the end: whoever ends the command takes it off the table.
-                ticket.whenFinished { [running] _ in running.remove(ticket.id) }
                 return
             }
+            running.insert(ticket)
             if request.cancelOnDisconnect == true { owned.insert(ticket) }
             guard let events else {
                 // No task waits for the result: the reply is built and written by whoever ends the command.
