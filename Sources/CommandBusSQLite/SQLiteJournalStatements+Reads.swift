@@ -78,9 +78,11 @@ extension SQLiteJournalStatements {
         if let metadata = row.string(6), case .object(let fields)? = JSONValue.parse(metadata) {
             envelope.metadata = fields.compactMapValues { if case .string(let value) = $0 { value } else { nil } }
         }
+        // The journal counts a run's attempts when it ends; a running command is on one more.
+        let state = row.state(8) ?? .failed
         let record = JournalRecord(
             sequence: row.int64(0), envelope: envelope, payload: row.data(7) ?? Data(),
-            state: row.state(8) ?? .failed, attempts: Int(row.int64(9)),
+            state: state, attempts: Int(row.int64(9)) + (state == .running ? 1 : 0),
             result: row.data(10), errorCode: row.string(11), errorMessage: row.string(12),
             updatedAt: Date(timeIntervalSince1970: row.double(13)),
             undoOf: row.uuid(14), undoneBy: row.uuid(15),

@@ -223,4 +223,49 @@ struct JournalSweepTests {
         let record = try #require(try await journal.record(envelope.id))
         #expect(record.state == .failed && record.errorMessage == "stale" && record.result == Data("1".utf8) && record.finishedAt != nil)
     }
+
+    /// The journal counts a run's attempts when the run ends, so a running command read 0 in
+    /// `journal list` and on the dashboard; it is on one more attempt than its earlier runs made.
+    @Test func aRunningCommandCountsTheAttemptItIsOn() async throws {
+        let work = try TemporaryDirectory("cmdbus-attempts")
+        let journal = try SQLiteJournal(path: work.file("journal.sqlite").path)
+        let envelope = CommandEnvelope(commandName: "greet")
+        func attempts() async throws -> Int? { try await journal.record(envelope.id)?.attempts }
+        try await journal.accept(envelope, payload: Data("{}".utf8))
+        #expect(try await attempts() == 0, "pending: not started")
+        try await journal.update(JournalUpdate(id: envelope.id, state: .running, attempts: 1), waitUntilDurable: true)
+        #expect(try await attempts() == 1, "running its first attempt")
+        try await journal.update(JournalUpdate(id: envelope.id, state: .failed, attempts: 1, error: .cancelled("greet")), waitUntilDurable: true)
+        #expect(try await attempts() == 1)
+
+        // A retry: accepted again under its id, it keeps the first run's attempt and runs its second.
+        try await journal.accept(envelope, payload: Data("{}".utf8))
+        #expect(try await attempts() == 1, "pending again: the first run's attempt")
+        try await journal.update(JournalUpdate(id: envelope.id, state: .running, attempts: 1), waitUntilDurable: true)
+        #expect(try await attempts() == 2, "running its second attempt")
+        try await journal.update(JournalUpdate(id: envelope.id, state: .succeeded, attempts: 1, result: Data("1".utf8)), waitUntilDurable: true)
+        #expect(try await attempts() == 2)
+    }
+
+    /// Recovery ends a subcommand a dead process left running as cancelled, counting the
+    /// attempt that process made once: it counted every earlier run's attempts a second time.
+    @Test func recoveryCountsADeadRunsAttemptOnce() async throws {
+        let work = try TemporaryDirectory("cmdbus-attempts")
+        let path = work.file("journal.sqlite").path
+        _ = try SQLiteJournal(path: path)
+        // Two attempts in earlier runs, then a third run that died (no owner: a dead process).
+        let child = UUID(), root = UUID()
+        try Self.execute(path, """
+            INSERT INTO commands (id, name, parent_id, correlation_id, created_at, payload, state, attempts, accepted_at, updated_at)
+            VALUES ('\(child.uuidString)', 'greet', '\(root.uuidString)', '\(root.uuidString)', 1, X'7B7D', 'running', 2, 1, 1)
+            """)
+        let journal = try SQLiteJournal(path: path)
+        #expect(try await journal.record(child)?.attempts == 3, "running its third attempt")
+        let tickets = try await CommandBus(configuration: .init(journal: journal)).recover()
+        #expect(tickets.isEmpty, "a subcommand is not run on its own")
+        try await journal.flush()
+        let record = try #require(try await journal.record(child))
+        #expect(record.state == .cancelled)
+        #expect(record.attempts == 3, "two earlier attempts and the dead run's")
+    }
 }

@@ -30,7 +30,9 @@ extension CommandBus {
                     message = "subcommand '\(record.envelope.commandName)' did not finish: its process died after its parent had ended\(ended)"
                 }
                 let error = CommandBusError(code: .cancelled, message: message)
-                try await journal.update(JournalUpdate(id: record.envelope.id, state: .cancelled, attempts: record.attempts, error: error), waitUntilDurable: false)
+                // An update counts the attempts of its own run: the dead one's, if it started.
+                let attempts = record.state == .running ? 1 : 0
+                try await journal.update(JournalUpdate(id: record.envelope.id, state: .cancelled, attempts: attempts, error: error), waitUntilDurable: false)
                 continue
             }
             tickets.append(resubmit(record))
