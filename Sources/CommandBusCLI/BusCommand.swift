@@ -54,7 +54,9 @@ enum BusCommand {
         if queues.isEmpty { console.out("  no pending commands") }
         for queue in queues {
             let oldest = queue["oldestPendingSeconds"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
-            console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?")): \(queue["pending"]?.text ?? "0") pending, "
+            // The shallower queues past the limit come as one, saying how many names it holds.
+            let names = queue["commands"].map { " (\(counted(Int($0.text) ?? 0, "more command name")))" } ?? ""
+            console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names): \(queue["pending"]?.text ?? "0") pending, "
                 + "oldest \((oldest * 10).rounded() / 10) s")
         }
     }

@@ -1,7 +1,8 @@
 import CommandBus
+import CommandBusHost
 
 /// What `cmdbus bus status` shows: the schema version, the live hosts, queue depth per command
-/// name and the age of the oldest pending command.
+/// name (the deepest ``CountedName/limit`` apart) and the age of the oldest pending command.
 package enum BusStatus {
     /// Reads the status as JSON.
     package static func read(on connection: PGConnection) throws(PGError) -> JSONValue {
@@ -13,10 +14,20 @@ package enum BusStatus {
                 \(BusSQL.liveHost) AS live
             FROM cmdbus.hosts h ORDER BY h.started_at
             """)
+        // Names come from clients, and the bus keeps a post no host handles: past
+        // `CountedName.limit` names, the shallower queues are counted together under
+        // `CountedName.other`, so a flood of invented names cannot grow a scrape without bound.
         let queues = try connection.execute("""
-            SELECT name, count(*)::int8 AS pending, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest
-            FROM cmdbus.commands WHERE state = 'pending' GROUP BY name ORDER BY name
-            """)
+            WITH queue AS (
+                SELECT name, count(*) AS pending, min(created_at) AS oldest
+                FROM cmdbus.commands WHERE state = 'pending' GROUP BY name
+            ), ranked AS (
+                SELECT name, pending, oldest, row_number() OVER (ORDER BY pending DESC, oldest, name) AS rank FROM queue
+            )
+            SELECT CASE WHEN rank <= $1 THEN name ELSE $2 END AS name, sum(pending)::int8 AS pending,
+                EXTRACT(EPOCH FROM now() - min(oldest))::float8 AS oldest, count(*)::int8 AS names
+            FROM ranked GROUP BY 1 ORDER BY bool_or(rank > $1), 1
+            """, [.integer(Int64(CountedName.limit)), .text(CountedName.other)])
         let running = try connection.execute("SELECT count(*)::int8 AS running FROM cmdbus.commands WHERE state = 'running'")
         return .object([
             "schemaVersion": .integer(version.count > 0 ? version[row: 0].integer("version") ?? 0 : 0),
@@ -29,10 +40,12 @@ package enum BusStatus {
                 ])
             }),
             "queues": .array(queues.all.map { row in
-                .object([
+                var queue: [String: JSONValue] = [
                     "command": .string(row.text("name") ?? "?"), "pending": .integer(row.integer("pending") ?? 0),
                     "oldestPendingSeconds": .number(row.double("oldest") ?? 0),
-                ])
+                ]
+                if row.text("name") == CountedName.other { queue["commands"] = .integer(row.integer("names") ?? 0) }
+                return .object(queue)
             }),
             "running": .integer(running.count > 0 ? running[row: 0].integer("running") ?? 0 : 0),
         ])

@@ -427,7 +427,7 @@ extension DashboardAssets {
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
           const queueRows = data.queues.map(q => h('tr', {},
-            h('td', { class: 'mono' }, q.command), h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, duration(q.oldestPendingSeconds))));
+            h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null), h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, duration(q.oldestPendingSeconds))));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
             panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Oldest', cls: 'num' }], queueRows, 'Nothing is waiting.')));
