@@ -13,7 +13,14 @@ import Foundation
 extension JournalCommand {
     static let busVerbs: [String: Verb] = [
         "list": Verb(run: busList), "show": Verb(run: busShow), "retry": Verb(run: busRetry), "import": Verb(run: busImport),
-        "replay": Verb(run: replay), "undo": Verb(run: undo), "prune": Verb(run: busPrune),
+        "replay": Verb(run: replay), "undo": Verb(run: undo), "prune": Verb(run: busPrune), "tree": Verb(run: tree),
+    ]
+
+    /// Why each verb a journal file has is not one of the bus's, and what to use instead:
+    /// without it, `journal recover --bus` said the verb was unknown.
+    static let notOnTheBus: [String: String] = [
+        "discard": "the shared bus keeps its dead letters listed; 'cmdbus journal prune --older-than AGE --bus URL' removes them, with their trees, once they are that old",
+        "recover": "the shared bus has nothing to recover by hand: the commands of a host that dies go back to the queue when its lease runs out, and a live host runs them ('cmdbus bus status' shows the hosts)",
     ]
 
     static func busJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> BusJournal {

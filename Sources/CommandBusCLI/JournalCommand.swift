@@ -57,6 +57,9 @@ enum JournalCommand {
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         let onTheBus = try ConnectionOptions(arguments).bus != nil
         let table = onTheBus ? busVerbs : verbs
+        if onTheBus, let verb = arguments.positionals.first, let why = notOnTheBus[verb] {
+            throw .usage("'cmdbus journal \(verb)' works on a journal file, not with --bus: \(why)")
+        }
         if let verb = arguments.positionals.first, table[verb] != nil { try refuseOptionsOtherVerbsTake(verb, arguments) }
         try await Verb.dispatch(table, command: "journal", arguments, console)
     }
@@ -399,7 +402,7 @@ enum JournalCommand {
         throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
     }
 
-    private static func tree(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+    static func tree(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let format = arguments.choice("format", or: CommandTree.Format.text)
         let (journal, location) = try readableJournal(arguments)
         let record = try await find(operands, in: journal, location: location, verb: "tree")
