@@ -19,6 +19,7 @@ extension JournalCommand {
     /// Why each verb a journal file has is not one of the bus's, and what to use instead:
     /// without it, `journal recover --bus` said the verb was unknown.
     static let notOnTheBus: [String: String] = [
+        "backup": "back up the shared bus with PostgreSQL's own tools ('pg_dump --schema=cmdbus', or the database's base backups)",
         "discard": "the shared bus keeps its dead letters listed; 'cmdbus journal prune --older-than AGE --bus URL' removes them, with their trees, once they are that old",
         "recover": "the shared bus has nothing to recover by hand: the commands of a host that dies go back to the queue when its lease runs out, and a live host runs them ('cmdbus bus status' shows the hosts)",
     ]

@@ -9,7 +9,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `cmdbus journal list|show|retry|replay|undo|import|tree|discard|recover|prune`: reading and using the journal.
+/// `cmdbus journal list|show|retry|replay|undo|import|tree|discard|recover|prune|backup`: reading and using the journal.
 enum JournalCommand {
     static let spec = ArgumentSpec(command: "journal", options: [
         .init(name: "state", short: nil, value: "STATE", help: "list: only this state; prune: only trees whose root ended so (repeatable)."),
@@ -45,6 +45,8 @@ enum JournalCommand {
           prune --older-than AGE [--state S] [--dry-run]
                                  Remove whole trees of work that ended longer ago than AGE (30d);
                                  unfinished work stays. The journal keeps everything until then.
+          backup FILE            Write a copy of the journal to a new FILE, safe while a server writes
+                                 to it (where cp can tear one); the copy is a journal on its own.
 
         ID is an entry's id (a UUID) or its number, the first column of 'journal list'.
 
@@ -84,7 +86,7 @@ enum JournalCommand {
     private static let verbs: [String: Verb] = [
         "list": Verb(run: list), "show": Verb(run: show), "retry": Verb(run: retry), "replay": Verb(run: replay),
         "undo": Verb(run: undo), "import": Verb(run: importJournal), "tree": Verb(run: tree), "discard": Verb(run: discard),
-        "recover": Verb(run: recover), "prune": Verb(run: prune),
+        "recover": Verb(run: recover), "prune": Verb(run: prune), "backup": Verb(run: backup),
     ]
 
     static func existingJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> SQLiteJournal {

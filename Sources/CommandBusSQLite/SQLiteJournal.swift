@@ -289,7 +289,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         try await writer.write(operation, waitUntilDurable: waitUntilDurable)
     }
 
-    private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteJournalStatements) throws(CommandBusError) -> T) async throws(CommandBusError) -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteJournalStatements) throws(CommandBusError) -> T) async throws(CommandBusError) -> T {
         try await writer.read(body)
     }
 
