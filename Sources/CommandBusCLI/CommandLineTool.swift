@@ -33,7 +33,7 @@ public enum CommandLineTool {
           plugins forget <file>      Probe a quarantined file again.
           batch [FILE|-]             Run NDJSON commands; one result line each.
           journal <subcommand>       list, show, tree, retry, replay, undo, import, discard,
-                                     recover, prune.
+                                     recover, prune, backup.
           serve                      Run a long-lived host on a Unix socket (NDJSON).
           status --connect           A running server's uptime, work and latencies.
           cancel <id>...             Cancel commands in flight on a server or the shared bus.

@@ -12,7 +12,7 @@ import Foundation
 /// `cmdbus journal list|show|retry|replay|undo|import|tree|discard|recover|prune|backup`: reading and using the journal.
 enum JournalCommand {
     static let spec = ArgumentSpec(command: "journal", options: [
-        .init(name: "state", short: nil, value: "STATE", help: "list: only this state; prune: only trees whose root ended so (repeatable)."),
+        .init(name: "state", short: nil, value: "STATE", help: "list: only this state; prune: only trees whose root ended so (repeatable, or a list: failed,timedOut)."),
         .init(name: "command", short: nil, value: "NAME", help: "list: only this command name."),
         .init(name: "limit", short: "n", value: "N", help: "list: at most N entries (the newest)."),
         .init(name: "since", short: nil, value: "WHEN", help: "list: created within an age (1h, 30m) or since a time; replay: from this entry id or time (ISO 8601 or seconds)."),
@@ -120,7 +120,8 @@ enum JournalCommand {
     /// `--state` and `--command` as a query.
     static func listQuery(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> JournalQuery {
         var states: Set<CommandState> = []
-        for name in arguments.all("state") {
+        // Repeated, or as one list (`--state pending,running`, as the dashboard's filter writes it).
+        for name in arguments.all("state").flatMap({ $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }) {
             guard let state = CommandState(rawValue: name) else {
                 throw .usage("--state takes one of \(CommandState.allCases.map(\.rawValue).joined(separator: ", ")), got \(quoted(name))")
             }
@@ -381,7 +382,8 @@ enum JournalCommand {
             return record
         }
         guard let id = UUID(uuidString: operands[0]) else {
-            throw .usage("\(quoted(operands[0])) is not an entry id (a UUID) or number; 'cmdbus journal list' shows both")
+            let why = Int64(operands[0]) != nil ? "is not an entry: their numbers start at 1" : "is not an entry id (a UUID) or number"
+            throw .usage("\(quoted(operands[0])) \(why); 'cmdbus journal list' shows both")
         }
         let record: JournalRecord?
         do { record = try await journal.record(id) } catch { throw .journal(error) }

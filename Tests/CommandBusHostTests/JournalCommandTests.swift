@@ -62,12 +62,24 @@ struct JournalCommandTests {
             (["journal", "show", "1", "--format", "dot"], "--format is for 'cmdbus journal tree', not 'journal show'"),
             (["journal", "replay", "--limit", "1"], "--limit is for 'cmdbus journal list', not 'journal replay'"),
             (["journal", "replay", "--since", "1e400"], "--since takes an entry id, an ISO 8601 time or seconds since 1970, got '1e400'"),
+            (["journal", "show", "0"], "'0' is not an entry: their numbers start at 1; 'cmdbus journal list' shows both"),
+            (["journal", "show", "x1"], "'x1' is not an entry id (a UUID) or number; 'cmdbus journal list' shows both"),
+            (["journal", "list", "--state", "failed,,running"], "--state takes one of pending, running, succeeded, failed, cancelled, timedOut, got ''"),
         ]
         for (arguments, message) in cases {
             let refused = try await setup.run(arguments)
             #expect(refused.status == 64 && refused.stderr.contains(message), "\(arguments): \(refused.stderr)")
         }
         #expect(try await setup.run("journal", "list", "--state", "succeeded", "--limit", "1").status == 0)
+        // A list of states, as the dashboard's filter writes one, is the same as the option repeated.
+        _ = try await setup.run("run", "fixture.fail")
+        let listed = { (arguments: [String]) async throws -> [Substring] in
+            try await setup.run(["journal", "list"] + arguments).stdout.split(separator: "\n")
+        }
+        let both = try await listed(["--state", "succeeded,failed"])
+        let repeated = try await listed(["--state", "succeeded", "--state", "failed"])
+        #expect(both.count == 2 && both == repeated, "\(both)")
+        #expect(try await listed(["--state", "failed,running"]).count == 1)
     }
 
     /// `list --since` takes an age or a time: what failed in the last hour is one command (it was
