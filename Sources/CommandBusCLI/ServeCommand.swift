@@ -110,7 +110,7 @@ enum ServeCommand {
             )
             sources.requestLoop = { server.requestLoopCounts }
             sources.cancel = { id in server.cancel(id) }
-            sources.notReadyReason = { server.isDraining ? "draining: the server takes no new commands" : nil }
+            sources.notReadyReason = { server.notReadyReason }
             if let journal = session.journal {
                 sources.discard = { id throws(CommandBusError) in try await journal.discard(id) }
                 journal.observeCommits { commit in metrics.journalCommitted(commit.duration, writes: commit.writes, synced: commit.synced) }

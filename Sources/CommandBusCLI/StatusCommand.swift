@@ -39,6 +39,7 @@ enum StatusCommand {
         }
         console.out("uptime \(number(status["uptimeSeconds"])) s, \(count(status["plugins"], "plugin")), \(number(status["inFlight"])) in flight, "
             + "\(number(status["completed"])) completed, \(number(status["failed"])) failed")
+        if let problem = status["journalProblem"]?.stringValue { console.out("warning: \(problem)") }
         if case .object(let commands)? = status["commands"] {
             for name in commands.keys.sorted() {
                 guard case .object(let figures)? = commands[name] else { continue }

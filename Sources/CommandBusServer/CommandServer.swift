@@ -36,6 +36,8 @@ package final class CommandServer: Sendable {
     private let running = TicketTable()
     /// The sends the request loop runs itself.
     private let inlineSends = InlineSends(executor: LoopExecutor())
+    /// Whether the journal's path still leads to the file the server writes.
+    private let journalFile: JournalFileWatch?
     /// The longest request line; longer ones get an error and are skipped.
     package static let maxLineBytes = 16 << 20
 
@@ -49,12 +51,19 @@ package final class CommandServer: Sendable {
         self.log = log
         self.statistics = statistics
         watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain)
+        journalFile = session.journal.map(JournalFileWatch.init(journal:))
         // What the session runs again after a crash is cancelled as a client's command is.
         for ticket in session.recovered { running.track(ticket) }
     }
 
     /// Whether the server drains: it stopped accepting and takes no new commands.
     package var isDraining: Bool { draining.load(ordering: .acquiring) }
+
+    /// Why the server is not ready (`/readyz`), if it is not: it drains, or its journal's file
+    /// was removed or replaced under it.
+    package var notReadyReason: String? {
+        isDraining ? "draining: the server takes no new commands" : journalFile?.problem
+    }
 
     /// The catalog now, hot-loaded plugins included.
     package var catalog: PluginCatalog { watcher?.catalog ?? session.catalog }
@@ -72,6 +81,7 @@ package final class CommandServer: Sendable {
         session.bus.addObserver(CommandLogObserver(log: log))
         forwardHandlerLogs()
         watcher?.start()
+        journalFile?.start(log: log)
         log(.info, "serving on \(socket.path) (\(counted(session.catalog.plugins.count, "plugin")))")
         tellServiceManager()
         RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, onRefused: { [log] count in
@@ -264,6 +274,7 @@ package final class CommandServer: Sendable {
         case "status":
             var status = statistics.summary(uptime: .now - started, plugins: plugins.count).objectValue ?? [:]
             status["oldestInFlight"] = Self.oldest(running.all, count: 5)
+            if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
             connection.send(Self.success(request.id, ["status": .object(status)]))
         case "plugins":
             let catalog = watcher?.catalog ?? session.catalog
