@@ -78,6 +78,18 @@ struct ConnectionOptions: Sendable {
         }
         if socket != nil, arguments.value("bus") != nil { throw .usage("--connect and --bus name two different buses; give one") }
         if socket != nil { bus = nil }
+        // A journal on this machine is a third place: a server keeps its own, and the shared bus
+        // is its own. Given with either, one of them would be ignored; given with only
+        // $CMDBUS_BUS, the option on the command line wins, as --connect does.
+        if let option = ["journal", "no-journal", "durability"].first(where: { arguments.has($0) || arguments.value($0) != nil }) {
+            if socket != nil {
+                throw .usage("--\(option) is for a journal on this machine, and --connect names a server, which keeps its own (serve --journal); give one")
+            }
+            if arguments.value("bus") != nil {
+                throw .usage("--\(option) is for a journal on this machine, and --bus names the shared bus, which is its own journal; give one")
+            }
+            bus = nil
+        }
     }
 
     /// Refuses `--no-wait` on `verb` (`run`, `batch`) unless a bus outlives this process, a

@@ -43,7 +43,7 @@ enum ServeCommand {
         claims the commands its plugins handle, runs them under a lease it renews, and a
         subcommand no plugin here takes goes to a host that has it. SIGTERM stops claiming,
         waits up to --drain for what runs, and hands back the rest at once. It has no socket
-        and no journal file (--socket, --journal and --durability are refused): the bus is both.
+        and no journal file (--socket and --journal are refused): the bus is both.
 
         Options:
         \(spec.optionsHelp)
@@ -70,12 +70,10 @@ enum ServeCommand {
             _exit(0)
         }, second: { _exit(1) })
         if let bus = try ConnectionOptions(arguments).bus {
-            // A local server reads these; a host of the shared bus would ignore them.
-            for option in ["socket", "journal", "no-journal", "durability"] where arguments.has(option) || arguments.value(option) != nil {
-                let why = option == "socket"
-                    ? "a host of the shared bus takes its commands from the bus, not a socket (clients send with 'cmdbus run --bus URL')"
-                    : "a host of the shared bus keeps no journal file: the bus is its journal"
-                throw .usage("--\(option) is for a server on this machine, which this host of the shared bus (--bus or $CMDBUS_BUS) is not: \(why); leave it out")
+            // A local server listens there; a host of the shared bus would ignore it.
+            if arguments.value("socket") != nil {
+                throw .usage("--socket is for a server on this machine, which this host of the shared bus (--bus or $CMDBUS_BUS) is not: "
+                    + "it takes its commands from the bus, not a socket (clients send with 'cmdbus run --bus URL'); leave it out")
             }
             try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard, signals: signals, keep: keep)
         }

@@ -71,6 +71,13 @@ struct JournalCommandTests {
             #expect(refused.status == 64 && refused.stderr.contains(message), "\(arguments): \(refused.stderr)")
         }
         #expect(try await setup.run("journal", "list", "--state", "succeeded", "--limit", "1").status == 0)
+        // A journal named on the command line beats $CMDBUS_BUS, as --connect does: it listed
+        // the shared bus (here, one that cannot be reached) and ignored the file it was given.
+        let local = try await cmdbus(
+            ["journal", "list", "--journal", setup.journal], environment: ["CMDBUS_BUS": "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"],
+            directory: setup.work.url
+        )
+        #expect(local.status == 0 && local.stdout.split(separator: "\n").count == 1, "\(local.stdout)\(local.stderr)")
         // A list of states, as the dashboard's filter writes one, is the same as the option repeated.
         _ = try await setup.run("run", "fixture.fail")
         let listed = { (arguments: [String]) async throws -> [Substring] in
@@ -353,7 +360,9 @@ struct JournalCommandTests {
     @Test func aTimeoutEndsTheWholeTreeAndSaysSoForAChildThatIgnoredIt() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
-        let run = try await setup.run("run", "fixture.sleep-via", "-p", "milliseconds=4000", "-p", "stubborn=true", "--timeout", "0.3")
+        // A second for the child to start first: with 0.3 s, a loaded machine (a CI rehearsal
+        // running the server suites beside it) timed the parent out before its child ran.
+        let run = try await setup.run("run", "fixture.sleep-via", "-p", "milliseconds=4000", "-p", "stubborn=true", "--timeout", "1")
         #expect(run.status == 75, "\(run.stderr)")
         let entries = try await setup.entries()
         #expect(entries.count == 2)
@@ -362,7 +371,7 @@ struct JournalCommandTests {
         #expect(parent["state"] as? String == "timedOut")
         #expect(child["state"] as? String == "cancelled", "a child still running at exit is not left running")
         let message = (child["error"] as? [String: Any])?["message"] as? String ?? ""
-        #expect(message.contains("still running when cmdbus exited") && !message.contains("superseded"), "\(message)")
+        #expect(message.contains("still running when cmdbus exited") && !message.contains("superseded"), "\(message) (started: \(child["startedAt"] ?? "never"))")
         let next = try await setup.run("run", "greet", "-p", "name=Ada")
         #expect(next.status == 0 && !next.stderr.contains("unfinished"), "\(next.stderr)")
     }
