@@ -11,7 +11,8 @@ extension JournalCommand {
         guard operands.count == 1, let destination = operands.first, !destination.isEmpty else {
             throw .usage("'cmdbus journal backup' takes one file to write the copy to, such as journal-backup.sqlite")
         }
-        if access(destination, F_OK) == 0 || Self.fileSize(destination) != nil {
+        // Checked here too, before the journal opens, for a usage error rather than a journal's.
+        if Self.fileSize(destination) != nil {
             throw .usage("\(quoted(destination)) exists; 'cmdbus journal backup' never overwrites a file: name a new one, or remove this one first")
         }
         let journal = try existingJournal(arguments)

@@ -16,7 +16,8 @@ extension SQLiteJournal {
 
 extension SQLiteJournalStatements {
     func backup(to destination: String) throws(CommandBusError) -> Int64 {
-        guard access(destination, F_OK) != 0 else {
+        var status = stat()
+        guard lstat(destination, &status) != 0 else {
             throw .journalFailed(destination, "exists; a backup never overwrites a file: name a new one, or remove this one first")
         }
         let vacuum = try database.prepare("VACUUM INTO ?1")

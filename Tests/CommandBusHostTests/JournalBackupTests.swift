@@ -68,7 +68,7 @@ struct JournalBackupTests {
 
         let none = try await setup.run("journal", "backup")
         #expect(none.status == 64 && none.stderr.contains("takes one file to write the copy to"), "\(none.stderr)")
-        let bus = try await setup.run("journal", "backup", setup.work.file("b.sqlite").path, "--bus", "postgres://nobody@127.0.0.1:1/none")
+        let bus = try await cmdbus(["journal", "backup", setup.work.file("b.sqlite").path, "--bus", "postgres://nobody@127.0.0.1:1/none"], directory: setup.work.url)
         #expect(bus.status == 64 && bus.stderr.contains("pg_dump --schema=cmdbus"), "\(bus.stderr)")
         #expect(!FileManager.default.fileExists(atPath: setup.work.file("b.sqlite").path))
 
