@@ -79,9 +79,9 @@ struct ConnectionOptions: Sendable {
         if socket != nil, arguments.value("bus") != nil { throw .usage("--connect and --bus name two different buses; give one") }
         if socket != nil { bus = nil }
         // A journal on this machine is a third place: a server keeps its own, and the shared bus
-        // is its own. Given with either, one of them would be ignored; given with only
-        // $CMDBUS_BUS, the option on the command line wins, as --connect does.
-        if let option = ["journal", "no-journal", "durability"].first(where: { arguments.has($0) || arguments.value($0) != nil }) {
+        // is its own. Named with either, it would be ignored; named with only $CMDBUS_BUS, the
+        // command line wins, as --connect does. (--no-journal names none, and holds either way.)
+        if let option = ["journal", "durability"].first(where: { arguments.value($0) != nil }) {
             if socket != nil {
                 throw .usage("--\(option) is for a journal on this machine, and --connect names a server, which keeps its own (serve --journal); give one")
             }

@@ -160,7 +160,7 @@ struct CommandLineTests {
         (["serve", "--drain", "1e300"], 64, "--drain takes a positive number of seconds (or 500ms, 5m, 2h), at most 1000000000, got '1e300'"),
         (["serve", "--lease", "5"], 64, "--lease is for a host of the shared bus (serve --bus URL or $CMDBUS_BUS), which this server is not; leave it out"),
         (["serve", "--bus", "postgres:///x", "--socket", "s.sock"], 64, "--socket is for a server on this machine, which this host of the shared bus (--bus or $CMDBUS_BUS) is not: it takes its commands from the bus, not a socket (clients send with 'cmdbus run --bus URL'); leave it out"),
-        (["serve", "--bus", "postgres:///x", "--no-journal"], 64, "--no-journal is for a journal on this machine, and --bus names the shared bus, which is its own journal; give one"),
+        (["serve", "--bus", "postgres:///x", "--journal", "j.sqlite"], 64, "--journal is for a journal on this machine, and --bus names the shared bus, which is its own journal; give one"),
         (["journal", "list", "--bus", "postgres:///x", "--journal", "j.sqlite"], 64, "--journal is for a journal on this machine, and --bus names the shared bus, which is its own journal; give one"),
         (["run", "greet", "--connect=s.sock", "--durability", "synced"], 64, "--durability is for a journal on this machine, and --connect names a server, which keeps its own (serve --journal); give one"),
         (["run", "greet", "--durability", "fast"], 64, "--durability takes batched, synced or deferred, got 'fast'"),
