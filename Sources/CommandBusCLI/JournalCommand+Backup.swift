@@ -1,7 +1,6 @@
 import CommandBus
 import CommandBusHost
 import CommandBusSupport
-import Glibc
 
 /// `cmdbus journal backup FILE`: a copy of the journal that can be trusted while a server
 /// writes to it, where `cp` can tear one (SQLite's file, its write-ahead log and the deferred
@@ -12,13 +11,13 @@ extension JournalCommand {
             throw .usage("'cmdbus journal backup' takes one file to write the copy to, such as journal-backup.sqlite")
         }
         // Checked here too, before the journal opens, for a usage error rather than a journal's.
-        if Self.fileSize(destination) != nil {
+        if FileSystem.status(of: destination, followingLinks: false) != nil {
             throw .usage("\(quoted(destination)) exists; 'cmdbus journal backup' never overwrites a file: name a new one, or remove this one first")
         }
         let journal = try existingJournal(arguments)
         let entries: Int64
         do { entries = try await journal.backup(to: destination) } catch { throw .journal(error) }
-        let bytes = Self.fileSize(destination) ?? 0
+        let bytes = Int64(FileSystem.status(of: destination)?.size ?? 0)
         if arguments.has("json") {
             console.out(JSONValue.object([
                 "backup": .string(destination), "journal": .string(journal.path), "entries": .integer(entries), "bytes": .integer(bytes),
@@ -29,14 +28,8 @@ extension JournalCommand {
         }
     }
 
-    /// The size of what `path` names itself (a dangling symbolic link too), if anything.
-    private static func fileSize(_ path: String) -> Int64? {
-        var status = Glibc.stat()
-        return lstat(path, &status) == 0 ? Int64(status.st_size) : nil
-    }
-
     /// A file's size for a person: bytes, KB or MB, with one decimal past the first.
-    static func size(_ bytes: Int64) -> String {
+    private static func size(_ bytes: Int64) -> String {
         if bytes < 1_000 { return "\(bytes) bytes" }
         if bytes < 1_000_000 { return "\((Double(bytes) / 100).rounded() / 10) KB" }
         return "\((Double(bytes) / 100_000).rounded() / 10) MB"

@@ -1,5 +1,5 @@
 import CommandBus
-import CSQLite
+import CommandBusSupport
 import Glibc
 
 extension SQLiteJournal {
@@ -16,8 +16,7 @@ extension SQLiteJournal {
 
 extension SQLiteJournalStatements {
     func backup(to destination: String) throws(CommandBusError) -> Int64 {
-        var status = stat()
-        guard lstat(destination, &status) != 0 else {
+        guard FileSystem.status(of: destination, followingLinks: false) == nil else {
             throw .journalFailed(destination, "exists; a backup never overwrites a file: name a new one, or remove this one first")
         }
         let vacuum = try database.prepare("VACUUM INTO ?1")
@@ -47,8 +46,7 @@ extension SQLiteJournalStatements {
     /// Makes the copy durable, and its name in its directory: `VACUUM INTO` syncs only as the
     /// journal's connection is told to, which a deferred journal's is not.
     private static func sync(_ path: String) throws(CommandBusError) {
-        let directory = path.lastIndex(of: "/").map { slash in slash == path.startIndex ? "/" : String(path[..<slash]) } ?? "."
-        for (name, flags) in [(path, O_RDONLY), (directory, O_RDONLY | O_DIRECTORY)] {
+        for (name, flags) in [(path, O_RDONLY), (FileSystem.parentDirectory(of: path), O_RDONLY | O_DIRECTORY)] {
             let descriptor = open(name, flags | O_CLOEXEC)
             guard descriptor >= 0, fsync(descriptor) == 0 else {
                 let reason = String(cString: strerror(errno))

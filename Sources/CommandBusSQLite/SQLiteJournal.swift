@@ -44,8 +44,9 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
 
     private let database: SQLiteDatabase
     private let writer: JournalWriter
-    /// The file the path led to when the journal opened it (``fileProblem``).
-    let file: JournalFileIdentity?
+    /// The file the path led to when the journal opened it: its device and inode say which
+    /// (``fileProblem``).
+    let file: FileSystem.Status?
     private let owner = ProcessIdentity.current
 
     /// The schema version this code writes (``SQLiteJournalSchema``).
@@ -76,7 +77,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
             try Self.makeParentDirectory(of: path)
         }
         database = try SQLiteDatabase(path: path, create: !exists, readOnly: readOnly)
-        file = JournalFileIdentity(path: path)
+        file = FileSystem.status(of: path)
         try database.execute("PRAGMA busy_timeout = 10000")
         try Self.prepareSchema(database, path: path, mayCreate: !readOnly)
         if !readOnly {
