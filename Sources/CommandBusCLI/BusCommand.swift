@@ -59,5 +59,8 @@ enum BusCommand {
             console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names): \(queue["pending"]?.text ?? "0") pending, "
                 + "oldest \((oldest * 10).rounded() / 10) s")
         }
+        for difference in status["differences"]?.arrayValue ?? [] {
+            console.err("cmdbus: warning: \(difference.objectValue?["message"]?.stringValue ?? "?")")
+        }
     }
 }

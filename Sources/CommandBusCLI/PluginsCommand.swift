@@ -2,6 +2,7 @@ import CommandBusSupport
 import CommandBusLoading
 import CommandBusHost
 import CommandBusServer
+import CommandBusPostgres
 import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -66,9 +67,16 @@ enum PluginsCommand {
         )
         let catalog = try await client.plugins()
         console.out(arguments.has("json") ? catalog.text : catalogText(catalog))
+        let fields = catalog.objectValue ?? [:]
+        if fields["hosts"] != nil {
+            // The shared bus's hosts: their directories are theirs, on their machines.
+            for difference in fields["differences"]?.arrayValue ?? [] {
+                console.err("cmdbus: warning: \(difference.objectValue?["message"]?.stringValue ?? "?")")
+            }
+            return
+        }
         // A plugin directory that is not there is an error here, not just a skipped line: the
         // listing is what a person checks their setup with.
-        let fields = catalog.objectValue ?? [:]
         let directories = Set(fields["directories"]?.arrayValue?.compactMap(\.stringValue) ?? [])
         let missing = (fields["skipped"]?.arrayValue ?? []).compactMap(\.objectValue).compactMap { skipped -> String? in
             guard let path = skipped["path"]?.stringValue, directories.contains(path),
@@ -128,23 +136,51 @@ enum PluginsCommand {
             + "priority \(plugin["priority"]?.text ?? "?"), commands: \(commands.joined(separator: ", "))"
     }
 
-    /// The catalog as text, from its JSON: the same for a local and a `--connect` listing.
+    /// The catalog as text, from its JSON: the same for a local and a `--connect` listing; the
+    /// shared bus's (``BusCatalog``) names its hosts, and which of them load each plugin.
     private static func catalogText(_ catalog: JSONValue) -> String {
         let fields = catalog.objectValue ?? [:]
         func list(_ key: String) -> [[String: JSONValue]] { fields[key]?.arrayValue?.compactMap(\.objectValue) ?? [] }
-        let directories = fields["directories"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        func labels(_ entry: [String: JSONValue]) -> [String]? {
+            entry["hosts"]?.arrayValue.map { $0.compactMap { $0.stringValue ?? $0.objectValue?["host"]?.stringValue } }
+        }
         let plugins = list("plugins"), routes = list("commands"), skipped = list("skipped")
-        var lines = ["Plugin directories: \(directories.joined(separator: ", "))", "", "Plugins (\(plugins.count)):"]
+        // Plugins the bus's hosts load different builds of: each build's line says its file.
+        let differing = Set(list("differences").compactMap { $0["plugin"]?.stringValue })
+        var lines: [String]
+        if let hosts = fields["hosts"]?.arrayValue?.compactMap(\.objectValue) {
+            lines = ["Hosts (\(hosts.count)):"] + hosts.map { host in
+                let directories = host["directories"]?.arrayValue?.compactMap(\.stringValue).map(quotedLine) ?? []
+                return "  \(quotedLine(host["host"]?.stringValue ?? "?")) (\(host["id"]?.stringValue ?? "?")): plugin directories \(directories.joined(separator: ", "))"
+            }
+            if hosts.isEmpty { lines.append("  none live: start a 'cmdbus serve --bus' whose plugins load") }
+        } else {
+            let directories = fields["directories"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            lines = ["Plugin directories: \(directories.joined(separator: ", "))"]
+        }
+        lines += ["", "Plugins (\(plugins.count)):"]
         for plugin in plugins {
             lines.append("  " + pluginLine(plugin))
-            let milliseconds = plugin["loadMilliseconds"].flatMap { value -> Double? in
-                switch value {
-                case .number(let number): number
-                case .integer(let number): Double(number)
-                default: nil
+            if let copies = plugin["hosts"]?.arrayValue?.compactMap(\.objectValue) {
+                // A host whose file is elsewhere says where.
+                let path = plugin["path"]?.stringValue
+                let hosts = copies.map { copy in
+                    let label = copy["host"]?.stringValue ?? "?"
+                    guard let own = copy["path"]?.stringValue, own != path else { return label }
+                    return "\(label) (\(quotedLine(own)))"
                 }
-            } ?? 0
-            lines.append("    loaded \(plugin["loadedAt"]?.stringValue ?? "?") in \((milliseconds * 100).rounded() / 100) ms")
+                let file = differing.contains(plugin["name"]?.stringValue ?? "") ? "; file \(BusCatalog.fileHash(plugin))" : ""
+                lines.append("    on \(counted(copies.count, "host")): \(BusCatalog.hostList(hosts))\(file)")
+            } else {
+                let milliseconds = plugin["loadMilliseconds"].flatMap { value -> Double? in
+                    switch value {
+                    case .number(let number): number
+                    case .integer(let number): Double(number)
+                    default: nil
+                    }
+                } ?? 0
+                lines.append("    loaded \(plugin["loadedAt"]?.stringValue ?? "?") in \((milliseconds * 100).rounded() / 100) ms")
+            }
             if plugin["debugBuild"] == .bool(true) {
                 lines.append("    debug build: unoptimized, often ten times slower; rebuild it with 'swift build -c release'")
             }
@@ -157,11 +193,16 @@ enum PluginsCommand {
                 "\($0["plugin"]?.stringValue ?? "?") (\($0["path"]?.stringValue ?? "?"))"
             }
             if !shadowed.isEmpty { line += "; shadows \(shadowed.joined(separator: ", "))" }
+            if let hosts = labels(route) { line += "; on \(BusCatalog.hostList(hosts))" }
             lines.append(line)
         }
         lines.append("")
         lines.append("Skipped (\(skipped.count)):")
-        for file in skipped { lines.append("  \(quotedLine(file["path"]?.stringValue ?? "?")): \(quotedLine(file["reason"]?.stringValue ?? "?"))") }
+        for file in skipped {
+            var line = "  \(quotedLine(file["path"]?.stringValue ?? "?")): \(quotedLine(file["reason"]?.stringValue ?? "?"))"
+            if let hosts = labels(file) { line += " (on \(BusCatalog.hostList(hosts)))" }
+            lines.append(line)
+        }
         return lines.joined(separator: "\n")
     }
 }

@@ -147,7 +147,7 @@ enum ServeCommand {
         settings.lease = try arguments.seconds("lease") ?? settings.lease
         settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity
         let host = BusHost(
-            settings: settings, bus: session.bus, commands: session.catalog.routes.map(\.command), catalog: session.catalog.json,
+            settings: settings, bus: session.bus, commands: session.catalog.routes.map(\.command), catalog: session.catalog.jsonWithFileHashes,
             log: { level, message in log(level, message) }
         )
         ledger.attach(host, bus: session.bus)
@@ -196,7 +196,7 @@ enum ServeCommand {
         }
         // Hot loading, as a local server has it: what is loaded, replaced or removed is offered to the bus.
         let watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain) { catalog in
-            host.offer(commands: catalog.routes.map(\.command), catalog: catalog.json)
+            host.offer(commands: catalog.routes.map(\.command), catalog: catalog.jsonWithFileHashes)
         }
         watcher?.start()
         watching.withLock { $0 = watcher }

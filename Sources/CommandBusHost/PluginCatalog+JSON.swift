@@ -37,4 +37,17 @@ extension PluginCatalog {
             }),
         ])
     }
+
+    /// The catalog as ``json`` gives it, each plugin with its file's SHA-256 (`sha256`) too: what
+    /// a host offers the shared bus, where `cmdbus plugins --bus` tells two builds of one version
+    /// apart. Hashing reads every file (about a millisecond a megabyte), so it is done only then.
+    package var jsonWithFileHashes: JSONValue {
+        guard case .object(var fields) = json, let plugins = fields["plugins"]?.arrayValue else { return json }
+        fields["plugins"] = .array(plugins.map { plugin in
+            guard case .object(var plugin) = plugin, let path = plugin["path"]?.stringValue else { return plugin }
+            plugin["sha256"] = .optional(SHA256.ofFile(path))
+            return .object(plugin)
+        })
+        return .object(fields)
+    }
 }

@@ -129,7 +129,7 @@ package final class BusHost: Sendable {
         DetachedThread.start { [self] in claimLoop() }
         DetachedThread.start { [self] in finishLoop() }
         DetachedThread.start { [self] in heartbeatLoop() }
-        log(.info, "joined the bus at \(connection.redactedURL) as host \(id) (\(label)); handles \(commands.joined(separator: ", "))")
+        log(.info, "joined the bus at \(connection.redactedURL) as host \(id) (\(label)); handles \(commands.isEmpty ? "no command yet (no plugin loaded)" : commands.joined(separator: ", "))")
         return true
     }
 

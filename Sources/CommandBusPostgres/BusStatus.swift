@@ -8,7 +8,7 @@ package enum BusStatus {
     package static func read(on connection: PGConnection) throws(PGError) -> JSONValue {
         let version = try connection.execute("SELECT max(version)::int8 AS version FROM cmdbus.schema_version")
         let hosts = try connection.execute("""
-            SELECT h.id, h.hostname, h.pid::int8 AS pid, array_to_string(h.commands, ',') AS commands,
+            SELECT h.id, h.hostname, h.pid::int8 AS pid, array_to_string(h.commands, ',') AS commands, h.catalog::text AS catalog,
                 EXTRACT(EPOCH FROM now() - h.heartbeat_at)::float8 AS silent,
                 (SELECT count(*) FROM cmdbus.commands c WHERE c.state = 'running' AND c.lease_owner = h.id)::int8 AS running,
                 \(BusSQL.liveHost) AS live
@@ -48,6 +48,8 @@ package enum BusStatus {
                 return .object(queue)
             }),
             "running": .integer(running.count > 0 ? running[row: 0].integer("running") ?? 0 : 0),
+            // Plugins the live hosts load different builds of (``BusCatalog``): a command's answer depends on which host claims it.
+            "differences": BusCatalog.merge(hosts.all.filter { $0.bool("live") == true }.map(BusCatalog.Host.init(row:))).objectValue?["differences"] ?? .array([]),
         ])
     }
 }

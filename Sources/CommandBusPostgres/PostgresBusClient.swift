@@ -298,21 +298,20 @@ package final class PostgresBusClient: BusClient {
         return rows?.all.compactMap { $0.text("name") } ?? []
     }
 
+    /// The live hosts' plugins, merged: each build once, with the hosts that load it (``BusCatalog``).
     package func plugins() async throws(HostFailure) -> JSONValue {
         let rows: PGRows
         do {
             rows = try connections.with { connection throws(PGError) in
-                try connection.execute("SELECT catalog::text AS catalog FROM cmdbus.hosts h WHERE \(BusSQL.liveHost) ORDER BY started_at")
+                try connection.execute("""
+                    SELECT h.id, h.hostname, h.pid::int8 AS pid, h.catalog::text AS catalog
+                    FROM cmdbus.hosts h WHERE \(BusSQL.liveHost) ORDER BY h.started_at
+                    """)
             }
         } catch {
             throw Self.failure(error)
         }
-        var merged: [String: [JSONValue]] = ["directories": [], "plugins": [], "commands": [], "skipped": []]
-        for row in rows.all {
-            guard let catalog = row.text("catalog").flatMap(JSONValue.parse)?.objectValue else { continue }
-            for key in merged.keys { merged[key]! += catalog[key]?.arrayValue ?? [] }
-        }
-        return .object(merged.mapValues(JSONValue.array))
+        return BusCatalog.merge(rows.all.map(BusCatalog.Host.init(row:)))
     }
 
     package func status() async throws(HostFailure) -> JSONValue {

@@ -428,7 +428,9 @@ extension DashboardAssets {
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
           const queueRows = data.queues.map(q => h('tr', {},
             h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null), h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, duration(q.oldestPendingSeconds))));
+          const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
+            differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
             panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Oldest', cls: 'num' }], queueRows, 'Nothing is waiting.')));
           const refresh = throttle(() => route(), 2000);

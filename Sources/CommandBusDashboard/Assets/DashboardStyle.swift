@@ -94,6 +94,7 @@ extension DashboardAssets {
         .feed li:last-child { border-bottom: none; }
         .feed .when { color: var(--muted); font-size: 12px; margin-left: auto; font-variant-numeric: tabular-nums; }
         .empty { text-align: center; color: var(--muted); padding: 28px; }
+        .alert { border-left: 4px solid var(--timedOut); padding: 4px 0 4px 14px; } .alert p { margin: 6px 0; }
         .actions { display: flex; gap: 8px; }
         .toast { position: fixed; right: 22px; bottom: 22px; background: var(--nav); color: #fff; padding: 11px 16px; border-radius: 10px; box-shadow: 0 8px 30px rgba(0,0,0,.2); max-width: 420px; }
         .toast.error { background: var(--failed); }
