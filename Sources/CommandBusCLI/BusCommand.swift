@@ -53,14 +53,26 @@ enum BusCommand {
         let queues = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []
         if queues.isEmpty { console.out("  no pending commands") }
         for queue in queues {
-            let oldest = queue["oldestPendingSeconds"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
+            func seconds(_ key: String) -> Double? { queue[key].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } }
             // The shallower queues past the limit come as one, saying how many names it holds.
             let names = queue["commands"].map { " (\(counted(Int($0.text) ?? 0, "more command name")))" } ?? ""
-            console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names): \(queue["pending"]?.text ?? "0") pending, "
-                + "oldest \((oldest * 10).rounded() / 10) s")
+            let pending = queue["pending"]?.text ?? "0", scheduled = Int(queue["scheduled"]?.text ?? "0") ?? 0
+            var parts = pending == "0" && scheduled > 0 ? [] : ["\(pending) pending, oldest \(roughly(seconds("oldestPendingSeconds") ?? 0))"]
+            if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(seconds("nextDueSeconds") ?? 0))") }
+            console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names): \(parts.joined(separator: "; "))")
         }
         for difference in status["differences"]?.arrayValue ?? [] {
             console.err("cmdbus: warning: \(difference.objectValue?["message"]?.stringValue ?? "?")")
+        }
+    }
+
+    /// A wait or a delay as a person reads it: seconds to a tenth under a minute, then minutes, hours, days.
+    static func roughly(_ seconds: Double) -> String {
+        switch seconds {
+        case ..<60: "\((seconds * 10).rounded() / 10) s"
+        case ..<3600: "\(Int(seconds / 60)) min"
+        case ..<86400: "\((seconds / 360).rounded() / 10) h"
+        default: "\((seconds / 8640).rounded() / 10) d"
         }
     }
 }

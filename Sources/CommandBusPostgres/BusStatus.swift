@@ -2,7 +2,8 @@ import CommandBus
 import CommandBusHost
 
 /// What `cmdbus bus status` shows: the schema version, the live hosts, queue depth per command
-/// name (the deepest ``CountedName/limit`` apart) and the age of the oldest pending command.
+/// name (the deepest ``CountedName/limit`` apart), how long its oldest due command has waited,
+/// and the commands scheduled for later.
 package enum BusStatus {
     /// Reads the status as JSON.
     package static func read(on connection: PGConnection) throws(PGError) -> JSONValue {
@@ -17,15 +18,23 @@ package enum BusStatus {
         // Names come from clients, and the bus keeps a post no host handles: past
         // `CountedName.limit` names, the shallower queues are counted together under
         // `CountedName.other`, so a flood of invented names cannot grow a scrape without bound.
+        // A command due now is pending: it waits for a host, and has waited since it became due
+        // (posted, retried after its backoff, or handed back). One due later (`--delay`, a
+        // retry's backoff) is scheduled: counted apart, so it neither swells the queue nor
+        // ages it while nothing is late.
         let queues = try connection.execute("""
             WITH queue AS (
-                SELECT name, count(*) AS pending, min(created_at) AS oldest
+                SELECT name, count(*) FILTER (WHERE run_at <= now()) AS pending, count(*) FILTER (WHERE run_at > now()) AS scheduled,
+                    min(run_at) FILTER (WHERE run_at <= now()) AS oldest, min(run_at) FILTER (WHERE run_at > now()) AS next
                 FROM cmdbus.commands WHERE state = 'pending' GROUP BY name
             ), ranked AS (
-                SELECT name, pending, oldest, row_number() OVER (ORDER BY pending DESC, oldest, name) AS rank FROM queue
+                SELECT name, pending, scheduled, oldest, next,
+                    row_number() OVER (ORDER BY pending DESC, oldest, scheduled DESC, name) AS rank
+                FROM queue
             )
-            SELECT CASE WHEN rank <= $1 THEN name ELSE $2 END AS name, sum(pending)::int8 AS pending,
-                EXTRACT(EPOCH FROM now() - min(oldest))::float8 AS oldest, count(*)::int8 AS names
+            SELECT CASE WHEN rank <= $1 THEN name ELSE $2 END AS name, sum(pending)::int8 AS pending, sum(scheduled)::int8 AS scheduled,
+                coalesce(EXTRACT(EPOCH FROM now() - min(oldest)), 0)::float8 AS oldest, EXTRACT(EPOCH FROM min(next) - now())::float8 AS next,
+                count(*)::int8 AS names
             FROM ranked GROUP BY 1 ORDER BY bool_or(rank > $1), 1
             """, [.integer(Int64(CountedName.limit)), .text(CountedName.other)])
         let running = try connection.execute("SELECT count(*)::int8 AS running FROM cmdbus.commands WHERE state = 'running'")
@@ -42,8 +51,9 @@ package enum BusStatus {
             "queues": .array(queues.all.map { row in
                 var queue: [String: JSONValue] = [
                     "command": .string(row.text("name") ?? "?"), "pending": .integer(row.integer("pending") ?? 0),
-                    "oldestPendingSeconds": .number(row.double("oldest") ?? 0),
+                    "oldestPendingSeconds": .number(row.double("oldest") ?? 0), "scheduled": .integer(row.integer("scheduled") ?? 0),
                 ]
+                if let next = row.double("next") { queue["nextDueSeconds"] = .number(next) }
                 if row.text("name") == CountedName.other { queue["commands"] = .integer(row.integer("names") ?? 0) }
                 return .object(queue)
             }),

@@ -43,4 +43,41 @@ extension SharedBusTests {
         #expect(lines.count == CountedName.limit + 2, "a heading and a line a queue")
         #expect(lines.last?.hasPrefix("  (other) (3 more command names): 3 pending, oldest ") == true, "\(lines.last ?? "")")
     }
+
+    /// A command due later (`run --delay`, a retry's backoff) was counted as pending and aged
+    /// from when it was posted: an hour's delay read `1 pending, oldest 3600 s` an hour later,
+    /// and `cmdbus_bus_oldest_pending_seconds` with it, though nothing was late. It is counted
+    /// as scheduled, with when the next is due; pending is what is due and waits for a host.
+    @Test(.timeLimit(.minutes(2)))
+    func commandsDueLaterAreScheduledNotPending() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try PGConnection(url: database.url)
+        try BusSchema.migrate(connection)
+        func post(_ name: String, delay: Duration = .zero) -> BusSubmission {
+            var submission = BusSubmission(name: name, payload: Data("{}".utf8), metadata: [:])
+            submission.failIfUnhandled = false
+            submission.delay = delay
+            return submission
+        }
+        _ = try BusSubmission.submitPosts([
+            post("mixed"), post("mixed"), post("mixed", delay: .seconds(600)), post("later", delay: .seconds(7200)), post("later", delay: .seconds(90)),
+        ], on: connection)
+        // The due ones were posted now: backdate them, as if they had waited ten seconds.
+        _ = try connection.execute("UPDATE cmdbus.commands SET run_at = run_at - interval '10 seconds', created_at = created_at - interval '10 seconds' WHERE run_at <= now()")
+
+        let queues = try #require(try BusStatus.read(on: connection).objectValue?["queues"]?.arrayValue?.compactMap(\.objectValue))
+        let mixed = try #require(queues.first { $0["command"] == .string("mixed") })
+        #expect(mixed["pending"] == .integer(2) && mixed["scheduled"] == .integer(1))
+        #expect(mixed["oldestPendingSeconds"]?.doubleValue.map { $0 >= 10 && $0 < 60 } == true, "\(mixed)")
+        #expect(mixed["nextDueSeconds"]?.doubleValue.map { $0 > 500 && $0 <= 600 } == true, "\(mixed)")
+        let later = try #require(queues.first { $0["command"] == .string("later") })
+        #expect(later["pending"] == .integer(0) && later["scheduled"] == .integer(2) && later["oldestPendingSeconds"] == .number(0))
+        #expect(later["nextDueSeconds"]?.doubleValue.map { $0 > 60 && $0 <= 90 } == true, "the sooner of the two: \(later)")
+
+        let text = try await Self.bus(database.url, "bus", "status")
+        let lines = text.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("  mixed: 2 pending, oldest 1") && $0.contains(" s; 1 scheduled, next due in ") && $0.hasSuffix(" min") }, "\(text.stdout)")
+        #expect(lines.contains { $0 == "  later: 2 scheduled, next due in 1 min" }, "\(text.stdout)")
+    }
 }

@@ -78,9 +78,11 @@ struct SharedBusTests {
         #expect(hosts["shared"] as? Bool == true)
         #expect((hosts["hosts"] as? [[String: Any]])?.filter { $0["live"] as? Bool == true }.count == 2)
         let queues = try #require(hosts["queues"] as? [[String: Any]])
-        #expect(queues.contains { $0["command"] as? String == "fixture.sleep" && $0["pending"] as? Int == 1 })
+        // Due in five minutes: scheduled, not waiting for a host.
+        #expect(queues.contains { $0["command"] as? String == "fixture.sleep" && $0["pending"] as? Int == 0 && $0["scheduled"] as? Int == 1 })
         let metrics = try await fetch("/metrics")
-        #expect(metrics.contains(#"cmdbus_bus_pending{command="fixture.sleep"} 1"#) && metrics.contains("cmdbus_bus_hosts 2"))
+        #expect(metrics.contains(#"cmdbus_bus_scheduled{command="fixture.sleep"} 1"#) && metrics.contains(#"cmdbus_bus_pending{command="fixture.sleep"} 0"#))
+        #expect(metrics.contains("cmdbus_bus_hosts 2"))
         #expect(metrics.contains("cmdbus_bus_host_claiming 1") && metrics.contains(#"cmdbus_bus_host_fences_total{reason="lease_not_renewed"} 0"#))
         // The bus is the journal: the tree of a command run on another host's bus shows here too.
         // The commands page's time filter: it was answered 500 on a bus host ("to_timestamp(text)").

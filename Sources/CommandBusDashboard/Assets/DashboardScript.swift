@@ -427,12 +427,13 @@ extension DashboardAssets {
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
           const queueRows = data.queues.map(q => h('tr', {},
-            h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null), h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, duration(q.oldestPendingSeconds))));
+            h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null), h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),
+            h('td', { class: 'num' }, num(q.scheduled || 0)), h('td', { class: 'num' }, q.scheduled ? 'in ' + duration(q.nextDueSeconds) : '–')));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
-            panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Oldest', cls: 'num' }], queueRows, 'Nothing is waiting.')));
+            panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }], queueRows, 'Nothing is waiting or scheduled.')));
           const refresh = throttle(() => route(), 2000);
           view.onTick = () => refresh();
         }
