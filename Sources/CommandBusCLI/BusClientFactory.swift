@@ -27,9 +27,19 @@ enum BusClientFactory {
     /// were well (a misspelt name waited for ever, unseen).
     static func warnOfPostsNoHostTakes(_ names: Set<String>, on client: any BusClient, console: Console) async {
         let waiting = await client.namesNoHostHandles(names)
-        guard !waiting.isEmpty else { return }
-        let list = waiting.prefix(5).map(quoted).joined(separator: ", ") + (waiting.count > 5 ? " and \(counted(waiting.count - 5, "other"))" : "")
-        console.err("cmdbus: warning: no live host on the bus handles \(list): what was posted waits, pending, "
-            + "until a host that does joins ('cmdbus bus status' shows the hosts; 'cmdbus cancel ID --bus URL' drops a command)")
+        if !waiting.isEmpty {
+            console.err("cmdbus: warning: no live host on the bus handles \(list(waiting)): what was posted waits, pending, "
+                + "until a host that does joins ('cmdbus bus status' shows the hosts; 'cmdbus cancel ID --bus URL' drops a command)")
+        }
+        let paused = await client.namesPaused(names)
+        if !paused.isEmpty {
+            console.err("cmdbus: note: \(list(paused)) \(paused.count == 1 ? "is" : "are") paused on the bus: what was posted waits, pending, "
+                + "until 'cmdbus bus resume \(paused.map(quotedLine).joined(separator: " "))'")
+        }
+    }
+
+    /// Up to five names, quoted, and how many more.
+    private static func list(_ names: [String]) -> String {
+        names.prefix(5).map(quoted).joined(separator: ", ") + (names.count > 5 ? " and \(counted(names.count - 5, "other"))" : "")
     }
 }

@@ -4,17 +4,25 @@ import CommandBusLoading
 import CommandBusPostgres
 import CommandBusSupport
 
-/// `cmdbus bus status`: the shared bus's schema version, live hosts, queue depth per command
-/// name and the age of the oldest pending command.
+/// `cmdbus bus status|pause|resume`: the shared bus's schema version, live hosts, queue depth
+/// per command name and how long its oldest waits; pausing and resuming command names.
 enum BusCommand {
     static let spec = ArgumentSpec(command: "bus", options: [.bus, .json, .help])
 
     static let help = """
         Usage: cmdbus bus status [--bus URL] [--json]
+               cmdbus bus pause <command>... [--bus URL] [--json]
+               cmdbus bus resume <command>... [--bus URL] [--json]
 
-        Shows the shared bus in PostgreSQL (--bus URL, else $CMDBUS_BUS): its schema version,
-        each host with its last heartbeat, the commands it handles and runs now, and per command
-        name the pending commands and the age of the oldest. Passwords in URLs are never shown.
+        status: shows the shared bus in PostgreSQL (--bus URL, else $CMDBUS_BUS): its schema
+        version, each host with its last heartbeat, the commands it handles and runs now, and
+        per command name the pending commands (due, waiting for a host) and how long the oldest
+        has waited, the scheduled ones (due later) and when the next is due, and the paused names.
+
+        pause: no host claims these command names until they are resumed: what is posted for
+        them waits, pending, and what runs finishes. For a service their handlers call that is
+        down, or a build to hold back. resume: hosts claim them again, at once.
+        Passwords in URLs are never shown.
 
         Options:
         \(spec.optionsHelp)
@@ -24,18 +32,66 @@ enum BusCommand {
         try await Verb.dispatch(verbs, command: "bus", arguments, console)
     }
 
-    private static let verbs: [String: Verb] = ["status": Verb(run: status)]
+    private static let verbs: [String: Verb] = [
+        "status": Verb(run: status), "pause": Verb(run: pause), "resume": Verb(run: resume),
+    ]
 
     /// The subcommands of `cmdbus bus`, for shell completion.
     static var verbNames: [String] { verbs.keys.sorted() }
 
     /// `cmdbus bus status` (and `cmdbus status --bus`).
+    /// The shared bus's client, for `verb`.
+    private static func client(_ arguments: ArgumentSpec.Parsed, verb: String, console: Console) throws(HostFailure) -> PostgresBusClient {
+        guard let url = try ConnectionOptions(arguments).bus else {
+            throw .usage("'cmdbus bus \(verb)' needs the bus: --bus postgres://… or $CMDBUS_BUS")
+        }
+        return try BusClientFactory.sharedBus(url, console: console)
+    }
+
+    private static func pause(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        try await setPaused(true, arguments, operands, console)
+    }
+
+    private static func resume(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        try await setPaused(false, arguments, operands, console)
+    }
+
+    /// `bus pause NAME...` and `bus resume NAME...`: one line a name, and a warning for each live
+    /// host too old to know a pause that claims one of them all the same.
+    private static func setPaused(_ paused: Bool, _ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        let verb = paused ? "pause" : "resume"
+        guard !operands.isEmpty else { throw .usage("'cmdbus bus \(verb)' needs the command names to \(verb); 'cmdbus bus status' lists the queues") }
+        if let empty = operands.first(where: { $0.isEmpty || $0.unicodeScalars.contains { $0.value < 0x20 } }) {
+            throw .usage("\(quoted(empty)) is not a command name: it is empty or holds a control character")
+        }
+        let client = try client(arguments, verb: verb, console: console)
+        let outcome: (changes: [BusPause.Change], unaware: [(host: String, command: String)])
+        do { outcome = try await client.setPaused(operands, paused) } catch {
+            await client.close()
+            throw error
+        }
+        await client.close()
+        for change in outcome.changes {
+            if arguments.has("json") { console.out(change.json.text); continue }
+            let name = quoted(change.name)
+            let work = "\(change.pending) pending" + (change.running > 0 ? ", \(change.running) running" : "")
+            switch (paused, change.changed) {
+            case (true, true):
+                let running = change.running > 0 ? "; the \(change.running) running finish" : ""
+                console.out("paused \(name): no host claims it until 'cmdbus bus resume \(quotedLine(change.name))'; \(change.pending) pending wait\(running)")
+            case (true, false): console.out("\(name) was paused already (\(work))")
+            case (false, true): console.out("resumed \(name): hosts claim it again (\(work))")
+            case (false, false): console.out("\(name) was not paused (\(work))")
+            }
+        }
+        for (host, command) in outcome.unaware {
+            console.err("cmdbus: warning: host \(quotedLine(host)) runs a cmdbus from before pauses and claims \(quoted(command)) all the same; upgrade it")
+        }
+    }
+
     static func status(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus bus status' takes no operands") }
-        guard let url = try ConnectionOptions(arguments).bus else {
-            throw .usage("'cmdbus bus status' needs the bus: --bus postgres://… or $CMDBUS_BUS")
-        }
-        let client = try BusClientFactory.sharedBus(url, console: console)
+        let client = try client(arguments, verb: "status", console: console)
         let status = try await client.status().objectValue ?? [:]
         await client.close()
         if arguments.has("json") { return console.out(JSONValue.object(status).text) }
@@ -51,7 +107,7 @@ enum BusCommand {
                 + "running \(host["running"]?.text ?? "0"); handles \(quotedLine(commands))")
         }
         let queues = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []
-        if queues.isEmpty { console.out("  no pending commands") }
+        if queues.isEmpty { console.out("  nothing pending or scheduled") }
         for queue in queues {
             func seconds(_ key: String) -> Double? { queue[key].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } }
             // The shallower queues past the limit come as one, saying how many names it holds.
@@ -59,7 +115,12 @@ enum BusCommand {
             let pending = queue["pending"]?.text ?? "0", scheduled = Int(queue["scheduled"]?.text ?? "0") ?? 0
             var parts = pending == "0" && scheduled > 0 ? [] : ["\(pending) pending, oldest \(roughly(seconds("oldestPendingSeconds") ?? 0))"]
             if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(seconds("nextDueSeconds") ?? 0))") }
-            console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names): \(parts.joined(separator: "; "))")
+            let pause = queue["paused"] == .bool(true) ? " (paused)" : ""
+            console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names)\(pause): \(parts.joined(separator: "; "))")
+        }
+        for paused in status["paused"]?.arrayValue?.compactMap(\.objectValue) ?? [] {
+            let seconds = paused["pausedSeconds"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
+            console.out("  paused: \(quotedLine(paused["command"]?.stringValue ?? "?")) for \(roughly(seconds)), by \(quotedLine(paused["pausedBy"]?.stringValue ?? "?"))")
         }
         for difference in status["differences"]?.arrayValue ?? [] {
             console.err("cmdbus: warning: \(difference.objectValue?["message"]?.stringValue ?? "?")")

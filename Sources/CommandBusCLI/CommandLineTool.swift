@@ -37,7 +37,8 @@ public enum CommandLineTool {
           serve                      Run a long-lived host on a Unix socket (NDJSON).
           status --connect           A running server's uptime, work and latencies.
           cancel <id>...             Cancel commands in flight on a server or the shared bus.
-          bus status --bus URL       The shared bus: hosts, queues, the oldest pending command.
+          bus status --bus URL       The shared bus: hosts, queues and their waits, what is paused.
+          bus pause|resume <cmd>...  Stop (or start again) hosts claiming these command names.
           completion bash            A bash completion script: source <(cmdbus completion bash).
           help [<subcommand>]        Show help.
 

@@ -75,6 +75,10 @@ enum RunCommand {
             let at = Date.now.addingTimeInterval(seconds).formatted(.iso8601)
             console.err("cmdbus: \(quoted(command)) starts in \(Double(text) == nil ? text : text + "s") (at \(at)); this run waits for its result (Ctrl-C cancels it)")
         }
+        if !arguments.has("json"), await !client.namesPaused([command]).isEmpty {
+            // As a delay: a run that waits for a resume says so, or it looks hung.
+            console.err("cmdbus: \(quoted(command)) is paused on the bus: this run waits until 'cmdbus bus resume \(quotedLine(command))' (Ctrl-C cancels it)")
+        }
         let printer = EventPrinter(console: console, json: arguments.has("json"), verbose: arguments.has("verbose"))
         let result: Result<Data, HostFailure>
         do {

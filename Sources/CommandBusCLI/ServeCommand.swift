@@ -173,6 +173,9 @@ enum ServeCommand {
             sources.cancel = { id throws(CommandBusError) in
                 do throws(PGError) { return try busJournal.cancel(id) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
             }
+            sources.setPaused = { name, paused throws(CommandBusError) in
+                do throws(PGError) { return try busJournal.setPaused(name, paused) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
+            }
             sources.notReadyReason = { host.notReadyReason }
             sources.sharedBus = {
                 guard case .object(var fields)? = try? busJournal.status() else { return nil }

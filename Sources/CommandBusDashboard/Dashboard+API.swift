@@ -19,13 +19,14 @@ extension Dashboard {
         case ("POST", "commands", 3) where parts[2] == "retry": return await retry(parts[1])
         case ("POST", "commands", 3) where parts[2] == "discard": return await discard(parts[1])
         case ("POST", "commands", 3) where parts[2] == "cancel": return await cancel(parts[1])
+        case ("POST", "queues", 3) where parts[2] == "pause" || parts[2] == "resume": return await setPaused(parts[1], parts[2] == "pause")
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
         case ("GET", "hosts", 1): return Self.ok(await sources.sharedBus?() ?? .object(["shared": .bool(false)]))
         case ("GET", "events", 1):
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
         case (let method, _, _) where method != "GET" && method != "POST":
-            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard and cancel")
+            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard, cancel, pause and resume")
         default:
             return Self.problem(404, "no API at \(request.path); see the README's Dashboard API")
         }
@@ -224,6 +225,19 @@ extension Dashboard {
                 return Self.problem(409, "command \(id) is not in flight here: it has ended, or it is a subcommand (cancel its root)")
             }
             return Self.ok(.object(["cancelled": .string(id.uuidString)]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    private func setPaused(_ name: String, _ paused: Bool) async -> HTTPResponse {
+        guard let setPaused = sources.setPaused else { return Self.problem(409, "only a host of the shared bus pauses command names") }
+        guard !name.isEmpty, !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+            return Self.problem(400, "\(quoted(name)) is not a command name: it is empty or holds a control character")
+        }
+        do throws(CommandBusError) {
+            let changed = try await setPaused(name, paused)
+            return Self.ok(.object(["command": .string(name), "paused": .bool(paused), "changed": .bool(changed)]))
         } catch {
             return Self.problem(500, error.message)
         }

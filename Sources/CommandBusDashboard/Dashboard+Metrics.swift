@@ -66,6 +66,11 @@ extension Dashboard {
                 guard case .string(let name)? = queue["command"], case .number(let age)? = queue["oldestPendingSeconds"] else { continue }
                 out.sample("cmdbus_bus_oldest_pending_seconds", [("command", name)], age)
             }
+            out.family("cmdbus_bus_paused", type: "gauge", help: "Command names no host claims until they are resumed ('cmdbus bus pause'): 1 each.")
+            for case .object(let paused) in fields["paused"]?.arrayValue ?? [] {
+                guard case .string(let name)? = paused["command"] else { continue }
+                out.sample("cmdbus_bus_paused", [("command", name)], 1)
+            }
             if case .array(let hosts)? = fields["hosts"] {
                 out.family("cmdbus_bus_hosts", type: "gauge", help: "Hosts of the shared bus whose heartbeat is current.")
                 out.sample("cmdbus_bus_hosts", [], Double(hosts.filter { if case .object(let host) = $0, host["live"] == .bool(true) { true } else { false } }.count))

@@ -23,6 +23,9 @@ package struct DashboardSources: Sendable {
     package var catalog: @Sendable () -> PluginCatalog
     package var statistics: BusStatistics
     package var metrics: CommandMetrics
+    /// Pauses (`true`) or resumes a command name on the shared bus, returning whether that
+    /// changed it; `nil` off the shared bus.
+    package var setPaused: (@Sendable (String, Bool) async throws(CommandBusError) -> Bool)?
     /// The shared bus's hosts and queues (`bus status`), if the host is on one.
     package var sharedBus: (@Sendable () async -> JSONValue?)?
     /// The socket server's request loop: `send`s that ran on its thread and on the bus's

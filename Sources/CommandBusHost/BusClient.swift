@@ -47,6 +47,8 @@ package protocol BusClient: Sendable {
     func status() async throws(HostFailure) -> JSONValue
     /// Of `names`, those no host handles now, whose posts wait (``namesNoHostHandles(_:)``'s default says none).
     func namesNoHostHandles(_ names: Set<String>) async -> [String]
+    /// Of `names`, those paused on the shared bus (`cmdbus bus pause`), whose posts wait for a resume (none by default).
+    func namesPaused(_ names: Set<String>) async -> [String]
     /// Waits until everything written is durable and lets go of the bus.
     func close() async
 }
@@ -56,6 +58,9 @@ extension BusClient {
     /// and a post of one stays pending until one that does joins. Only a shared bus keeps such
     /// posts; a bus of one process or server refuses them (`noHandler`), so none here.
     package func namesNoHostHandles(_ names: Set<String>) async -> [String] { [] }
+
+    /// Of `names`, those paused: only the shared bus pauses names, so none here.
+    package func namesPaused(_ names: Set<String>) async -> [String] { [] }
 }
 
 /// One command to run: its name, JSON payload, envelope metadata and deadline.

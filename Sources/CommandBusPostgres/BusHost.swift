@@ -83,6 +83,19 @@ package final class BusHost: Sendable {
     private struct Offer {
         var commands: [String]
         var catalog: JSONValue
+
+        /// The catalog as the bus stores it: with the schema version this host's `cmdbus` reads
+        /// (`busSchemaVersion`), so a client can tell which hosts know a newer version's rules
+        /// (version 3's paused names).
+        init(commands: [String], catalog: JSONValue) {
+            self.commands = commands
+            guard case .object(var fields) = catalog else {
+                self.catalog = catalog
+                return
+            }
+            fields["busSchemaVersion"] = .integer(Int64(BusSchema.version))
+            self.catalog = .object(fields)
+        }
     }
 
     /// What the finisher writes.
@@ -146,9 +159,10 @@ package final class BusHost: Sendable {
     /// Offers the bus a new set of commands (plugins were loaded, replaced or removed while the
     /// host runs): claimed from now on, and on the bus within a moment, with the heartbeat.
     package func offer(commands: [String], catalog: JSONValue) {
+        let offer = Offer(commands: commands, catalog: catalog)
         let changed = state.withLock { state -> Bool in
-            guard state.offer.commands != commands || state.offer.catalog != catalog else { return false }
-            state.offer = Offer(commands: commands, catalog: catalog)
+            guard state.offer.commands != offer.commands || state.offer.catalog != offer.catalog else { return false }
+            state.offer = offer
             state.offerVersion += 1
             state.freed = true  // the claimer looks again at once
             return true

@@ -50,6 +50,14 @@ package final class BusJournal: Sendable {
         try connections.with { connection throws(PGError) in try BusStatus.read(on: connection) }
     }
 
+    /// Pauses (or, with `false`, resumes) one command name, as the dashboard's queue buttons do;
+    /// returns whether that changed it.
+    package func setPaused(_ name: String, _ paused: Bool) throws(PGError) -> Bool {
+        try connections.with { connection throws(PGError) in
+            paused ? try BusPause.pause([name], by: BusPause.operatorLabel + " (dashboard)", on: connection) : try BusPause.resume([name], on: connection)
+        }.first?.changed ?? false
+    }
+
     /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
     /// each root in one of `rootStates` (any final state if empty) with every subcommand under it
     /// and their events, once all ended before `cutoff`; a thousand trees per statement.

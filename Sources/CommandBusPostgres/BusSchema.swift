@@ -4,7 +4,7 @@
 /// migrate once; a database whose schema is newer than this binary is refused.
 package enum BusSchema {
     /// The schema version this binary writes and reads.
-    package static let version = 2
+    package static let version = 3
     /// The PostgreSQL schema holding the bus.
     package static let name = "cmdbus"
 
@@ -77,6 +77,17 @@ package enum BusSchema {
             // How far below its root a command is, so a tree that crosses hosts keeps its count
             // toward the depth limit. Adding a column with a constant default rewrites nothing.
             "ALTER TABLE cmdbus.commands ADD COLUMN depth int NOT NULL DEFAULT 0",
+        ],
+        [
+            // Command names no host claims while they are here (`cmdbus bus pause`): what is
+            // posted for them waits, pending, until `bus resume` takes the name out.
+            """
+            CREATE TABLE IF NOT EXISTS cmdbus.paused (
+                name text PRIMARY KEY,
+                paused_at timestamptz NOT NULL DEFAULT now(),
+                paused_by text NOT NULL DEFAULT ''
+            )
+            """,
         ],
     ]
 

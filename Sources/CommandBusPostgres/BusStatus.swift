@@ -38,6 +38,8 @@ package enum BusStatus {
             FROM ranked GROUP BY 1 ORDER BY bool_or(rank > $1), 1
             """, [.integer(Int64(CountedName.limit)), .text(CountedName.other)])
         let running = try connection.execute("SELECT count(*)::int8 AS running FROM cmdbus.commands WHERE state = 'running'")
+        let paused = try BusPause.paused(on: connection)
+        let pausedNames = Set(paused.arrayValue?.compactMap { $0.objectValue?["command"]?.stringValue } ?? [])
         return .object([
             "schemaVersion": .integer(version.count > 0 ? version[row: 0].integer("version") ?? 0 : 0),
             "hosts": .array(hosts.all.map { row in
@@ -54,10 +56,13 @@ package enum BusStatus {
                     "oldestPendingSeconds": .number(row.double("oldest") ?? 0), "scheduled": .integer(row.integer("scheduled") ?? 0),
                 ]
                 if let next = row.double("next") { queue["nextDueSeconds"] = .number(next) }
+                if let name = row.text("name"), pausedNames.contains(name) { queue["paused"] = .bool(true) }
                 if row.text("name") == CountedName.other { queue["commands"] = .integer(row.integer("names") ?? 0) }
                 return .object(queue)
             }),
             "running": .integer(running.count > 0 ? running[row: 0].integer("running") ?? 0 : 0),
+            // Names no host claims until `bus resume` (``BusPause``), with how long and by whom.
+            "paused": paused,
             // Plugins the live hosts load different builds of (``BusCatalog``): a command's answer depends on which host claims it.
             "differences": BusCatalog.merge(hosts.all.filter { $0.bool("live") == true }.map(BusCatalog.Host.init(row:))).objectValue?["differences"] ?? .array([]),
         ])

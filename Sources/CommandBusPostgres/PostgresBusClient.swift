@@ -314,6 +314,29 @@ package final class PostgresBusClient: BusClient {
         return BusCatalog.merge(rows.all.map(BusCatalog.Host.init(row:)))
     }
 
+    /// Of `names`, those paused on the bus, sorted; none if the bus cannot be asked, since this
+    /// is a note's, beside a send or after the posts are in.
+    package func namesPaused(_ names: Set<String>) async -> [String] {
+        guard !names.isEmpty else { return [] }
+        let rows = try? connections.with { connection throws(PGError) in
+            try connection.execute("SELECT name FROM cmdbus.paused WHERE name = ANY($1::text[]) ORDER BY name", [.textArray(names.sorted())])
+        }
+        return rows?.all.compactMap { $0.text("name") } ?? []
+    }
+
+    /// Pauses (or, with `false`, resumes) command names on the bus (``BusPause``). Returns what
+    /// changed, and the live hosts too old to know a pause that handle one of the names.
+    package func setPaused(_ names: [String], _ paused: Bool) async throws(HostFailure) -> (changes: [BusPause.Change], unaware: [(host: String, command: String)]) {
+        do {
+            return try connections.with { connection throws(PGError) in
+                let changes = paused ? try BusPause.pause(names, by: BusPause.operatorLabel, on: connection) : try BusPause.resume(names, on: connection)
+                return (changes, paused ? try BusPause.unawareHosts(handling: names, on: connection) : [])
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
     package func status() async throws(HostFailure) -> JSONValue {
         do {
             return try connections.with { connection throws(PGError) in try BusStatus.read(on: connection) }

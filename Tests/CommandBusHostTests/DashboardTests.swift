@@ -40,22 +40,9 @@ struct DashboardTests {
             try await cmdbus(["run"] + arguments + ["--connect=\(socket)"])
         }
 
-        /// An HTTP request from Python's standard library: status, then the body, on stdout.
+        /// An HTTP request to this server (``DashboardTests/http(_:_:headers:)``).
         func http(_ method: String = "GET", _ path: String, headers: [String: String] = [:]) async throws -> (status: Int, body: String) {
-            let script = """
-                import json, sys, urllib.request, urllib.error
-                request = urllib.request.Request(sys.argv[1], method=sys.argv[2], headers=json.loads(sys.argv[3]), data=b"" if sys.argv[2] == "POST" else None)
-                try:
-                    response = urllib.request.urlopen(request, timeout=30)
-                    print(response.status); sys.stdout.write(response.read().decode())
-                except urllib.error.HTTPError as error:
-                    print(error.code); sys.stdout.write(error.read().decode())
-                """
-            let headerText = String(decoding: try JSONSerialization.data(withJSONObject: headers), as: UTF8.self)
-            let result = try await runProcess("/usr/bin/env", ["python3", "-c", script, url + path, method, headerText])
-            try #require(result.status == 0, "request failed: \(result.stderr)")
-            let lines = result.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-            return (Int(lines[0]) ?? 0, lines.count > 1 ? String(lines[1]) : "")
+            try await DashboardTests.http(method, url + path, headers: headers)
         }
 
         /// Every server a test started and has not stopped.
@@ -86,6 +73,24 @@ struct DashboardTests {
         var dialogs: [String]
         var exceptions: [String]
         var waited: Bool
+    }
+
+    /// An HTTP request from Python's standard library: status, then the body, on stdout.
+    static func http(_ method: String = "GET", _ url: String, headers: [String: String] = [:]) async throws -> (status: Int, body: String) {
+        let script = """
+            import json, sys, urllib.request, urllib.error
+            request = urllib.request.Request(sys.argv[1], method=sys.argv[2], headers=json.loads(sys.argv[3]), data=b"" if sys.argv[2] == "POST" else None)
+            try:
+                response = urllib.request.urlopen(request, timeout=30)
+                print(response.status); sys.stdout.write(response.read().decode())
+            except urllib.error.HTTPError as error:
+                print(error.code); sys.stdout.write(error.read().decode())
+            """
+        let headerText = String(decoding: try JSONSerialization.data(withJSONObject: headers), as: UTF8.self)
+        let result = try await runProcess("/usr/bin/env", ["python3", "-c", script, url, method, headerText])
+        try #require(result.status == 0, "request failed: \(result.stderr)")
+        let lines = result.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        return (Int(lines[0]) ?? 0, lines.count > 1 ? String(lines[1]) : "")
     }
 
     /// Opens `url` in headless Chromium, waits for `waitFor`, screenshots it as `shot`, evaluates `evals`.

@@ -1,5 +1,6 @@
 import Foundation
 import CommandBusSupport
+import CommandBusPostgres
 import Testing
 
 /// The shared bus: real `cmdbus serve --bus` processes and a real PostgreSQL (the throwaway
@@ -21,10 +22,11 @@ struct SharedBusTests {
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Ada").status == 0)
         await host.stop()
         // As version 1 left it.
-        try await database.sql("ALTER TABLE cmdbus.commands DROP COLUMN depth; UPDATE cmdbus.schema_version SET version = 1")
+        try await database.sql("ALTER TABLE cmdbus.commands DROP COLUMN depth; DROP TABLE cmdbus.paused; UPDATE cmdbus.schema_version SET version = 1")
         let again = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
         let status = try jsonObject(try await Self.bus(database.url, "bus", "status", "--json").stdout)
-        #expect(status["schemaVersion"] as? Int == 2)
+        #expect(status["schemaVersion"] as? Int == BusSchema.version)
+        #expect(try await database.sql("SELECT to_regclass('cmdbus.paused') IS NOT NULL") == "t\n", "version 3's paused names")
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Grace").status == 0)
         let rows = try await database.sql("SELECT string_agg(payload::text || ':' || depth, ',' ORDER BY seq) FROM cmdbus.commands")
         #expect(rows.contains(":0,") && rows.hasSuffix(":0\n") && rows.split(separator: ",").count == 2, "\(rows)")
@@ -288,7 +290,7 @@ struct SharedBusTests {
         try await database.sql("CREATE TABLE cmdbus.schema_version (version int)")
         try await database.sql("INSERT INTO cmdbus.schema_version VALUES (99)")
         let newer = try await cmdbus("run", "greet", "--bus", database.url)
-        #expect(newer.status == 74 && newer.stderr.contains("schema version 99, newer than this cmdbus (2)"), "\(newer.stderr)")
+        #expect(newer.status == 74 && newer.stderr.contains("schema version 99, newer than this cmdbus (\(BusSchema.version))"), "\(newer.stderr)")
         let role = "reader_" + database.name.suffix(8)
         try await database.sql("CREATE ROLE \(role) LOGIN")
         try await database.sql("DROP SCHEMA cmdbus CASCADE")

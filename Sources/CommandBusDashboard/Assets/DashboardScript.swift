@@ -366,6 +366,14 @@ extension DashboardAssets {
           } catch (e) { toast(e.message, true); }
         }
 
+        async function setPaused(name, pause) {
+          try {
+            await post(`queues/${encodeURIComponent(name)}/${pause ? 'pause' : 'resume'}`);
+            toast(pause ? `Paused ${name}: no host claims it` : `Resumed ${name}`);
+            setTimeout(route, 400);
+          } catch (e) { toast(e.message, true); }
+        }
+
         // ---- Dead letters ----
         async function deadLetters() {
           const data = await api('dead-letters');
@@ -426,14 +434,24 @@ extension DashboardAssets {
             h('td', { class: 'num' }, x.pid), h('td', {}, h('span', { class: 'badge ' + (x.live ? 'succeeded' : 'failed') }, x.live ? 'live' : 'silent')),
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
-          const queueRows = data.queues.map(q => h('tr', {},
-            h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null), h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),
-            h('td', { class: 'num' }, num(q.scheduled || 0)), h('td', { class: 'num' }, q.scheduled ? 'in ' + duration(q.nextDueSeconds) : '–')));
+          // A paused name with nothing waiting still gets its row, to resume it from.
+          const paused = new Map((data.paused || []).map(p => [p.command, p]));
+          const queues = data.queues.concat([...paused.keys()].filter(n => !data.queues.some(q => q.command === n))
+            .map(n => ({ command: n, pending: 0, scheduled: 0, paused: true })));
+          const pauseButton = q => q.commands ? null : h('div', { class: 'actions' }, q.paused
+            ? h('button', { onclick: () => setPaused(q.command, false) }, 'Resume')
+            : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'));
+          const queueRows = queues.map(q => h('tr', {},
+            h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
+              q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null),
+            h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),
+            h('td', { class: 'num' }, num(q.scheduled || 0)), h('td', { class: 'num' }, q.scheduled ? 'in ' + duration(q.nextDueSeconds) : '–'),
+            h('td', {}, pauseButton(q))));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
-            panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }], queueRows, 'Nothing is waiting or scheduled.')));
+            panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing is waiting or scheduled.')));
           const refresh = throttle(() => route(), 2000);
           view.onTick = () => refresh();
         }

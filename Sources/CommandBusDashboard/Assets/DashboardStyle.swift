@@ -57,6 +57,7 @@ extension DashboardAssets {
         .badge.succeeded { background: var(--succeeded); } .badge.failed { background: var(--failed); }
         .badge.timedOut { background: var(--timedOut); } .badge.cancelled { background: var(--cancelled); }
         .badge.running { background: var(--running); } .badge.pending { background: var(--pending); }
+        .badge.paused { background: var(--timedOut); margin-left: 8px; }
         .badge.outline { background: transparent; color: var(--muted); border: 1px solid var(--line); }
         .chip { display: inline-block; background: #eef0f8; border-radius: 6px; padding: 1px 7px; margin: 1px 3px 1px 0; font-size: 12px; }
         .filters { display: flex; gap: 10px; flex-wrap: wrap; margin-bottom: 14px; align-items: center; }
