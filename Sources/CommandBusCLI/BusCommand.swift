@@ -103,7 +103,7 @@ enum BusCommand {
             let commands = host["commands"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? ""
             let silent = host["secondsSinceHeartbeat"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
             console.out("  host \(host["id"]?.stringValue ?? "?") \(quotedLine(host["hostname"]?.stringValue ?? "?")) pid \(host["pid"]?.text ?? "?"): "
-                + "\(host["live"] == .bool(true) ? "live" : "silent"), heartbeat \((silent * 10).rounded() / 10) s ago, "
+                + "\(host["live"] == .bool(true) ? "live" : "silent")\(host["draining"] == .bool(true) ? ", draining (claims nothing new)" : ""), heartbeat \((silent * 10).rounded() / 10) s ago, "
                 + "running \(host["running"]?.text ?? "0"); handles \(quotedLine(commands))")
         }
         let queues = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []

@@ -49,6 +49,11 @@ package final class BusHost: Sendable {
         var correlations: [UUID: Int] = [:]
         var pending: [Finish] = []
         var events: [JSONValue] = []
+        /// Batches of `pending` and `events` the finisher has taken, and has written (or given
+        /// up on); ``flushFinishes()`` waits for the batch that holds what is queued now.
+        var finishBatchesTaken = 0, finishBatchesWritten = 0
+        /// ``flushFinishes()`` callers, each with the batch it waits for.
+        var flushWaiters: [(batch: Int, continuation: UnsafeContinuation<Void, Never>)] = []
         /// The lease was lost: what ran here was cancelled; no claiming until it is renewed.
         var fenced = false
         /// A heartbeat failed: no claiming until one succeeds.
@@ -241,6 +246,7 @@ package final class BusHost: Sendable {
     package func drain(for drain: Duration) async {
         state.withLock { $0.draining = true }
         claimWake.signal()
+        heartbeatWake.signal()  // the bus hears of it at once: `bus status` says the host drains
         log(.info, "draining \(counted(inFlight, "command")) for up to \(drain)")
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
@@ -476,9 +482,10 @@ package final class BusHost: Sendable {
     private func finishLoop() {
         let session = PGSession(url: settings.url, linkTimeout: settings.lease)
         while true {
-            let (work, events, stopped) = state.withLock { state -> ([Finish], [JSONValue], Bool) in
+            let (work, events, stopped, batch) = state.withLock { state -> ([Finish], [JSONValue], Bool, Int) in
                 defer { state.pending = []; state.events = [] }
-                return (state.pending, state.events, state.stopped)
+                if !state.pending.isEmpty || !state.events.isEmpty { state.finishBatchesTaken += 1 }
+                return (state.pending, state.events, state.stopped, state.finishBatchesTaken)
             }
             if work.isEmpty && events.isEmpty {
                 if stopped { return }
@@ -503,7 +510,7 @@ package final class BusHost: Sendable {
                     if state.withLock({ $0.stopped }) && !error.isConnectionProblem { break }
                 }
             }
-            finishedBatch()
+            finishedBatch(batch)
         }
     }
 
@@ -552,19 +559,32 @@ package final class BusHost: Sendable {
         }
     }
 
-    private let flushed = Mutex<[UnsafeContinuation<Void, Never>]>([])
-
-    private func finishedBatch() {
-        let waiters = flushed.withLock { waiters -> [UnsafeContinuation<Void, Never>] in defer { waiters = [] }; return waiters }
+    /// The finisher wrote batch `batch`: wakes the ``flushFinishes()`` callers waiting for it.
+    private func finishedBatch(_ batch: Int) {
+        let waiters = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
+            state.finishBatchesWritten = batch
+            let done = state.flushWaiters.filter { $0.batch <= batch }.map(\.continuation)
+            state.flushWaiters.removeAll { $0.batch <= batch }
+            return done
+        }
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Waits until the finisher has written what is queued now.
+    /// Waits until the finisher has written what is queued now: the results the drain waits
+    /// for must be on the bus before it hands back what this host still holds, or the hand-back
+    /// takes a finished command back to pending and the late result is refused by the fence
+    /// (it was: a result the finisher had taken but not yet written counted as written).
     private func flushFinishes() async {
-        guard state.withLock({ !$0.pending.isEmpty || !$0.events.isEmpty }) else { return }
         await withUnsafeContinuation { continuation in
-            flushed.withLock { $0.append(continuation) }
-            finishWake.signal()
+            let written = state.withLock { state -> Bool in
+                // What is queued goes in the next batch; what the finisher holds, in the one it writes.
+                let queued = !state.pending.isEmpty || !state.events.isEmpty
+                let batch = queued ? state.finishBatchesTaken + 1 : state.finishBatchesTaken
+                if batch <= state.finishBatchesWritten { return true }
+                state.flushWaiters.append((batch, continuation))
+                return false
+            }
+            if written { continuation.resume() } else { finishWake.signal() }
         }
     }
 
@@ -580,11 +600,11 @@ package final class BusHost: Sendable {
         var published = 0
         while !state.withLock({ $0.stopped }) {
             do {
-                let (offer, version) = state.withLock { ($0.offer, $0.offerVersion) }
+                let (offer, version, draining) = state.withLock { ($0.offer, $0.offerVersion, $0.draining) }
                 let alive = try session.run { connection throws(PGError) -> Bool in
-                    guard version != published else { return try connection.execute(BusSQL.heartbeat, [.uuid(id)]).count > 0 }
+                    guard version != published else { return try connection.execute(BusSQL.heartbeat, [.uuid(id), .bool(draining)]).count > 0 }
                     return try connection.execute(
-                        BusSQL.heartbeatWithOffer, [.uuid(id), .textArray(offer.commands), .text(offer.catalog.text)]
+                        BusSQL.heartbeatWithOffer, [.uuid(id), .bool(draining), .textArray(offer.commands), .text(offer.catalog.text)]
                     ).count > 0
                 }
                 if alive {

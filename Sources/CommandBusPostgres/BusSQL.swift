@@ -200,13 +200,14 @@ enum BusSQL {
         ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), commands = EXCLUDED.commands, catalog = EXCLUDED.catalog
         """
 
-    /// $1 host. Returns a row if the host is still registered (not declared dead).
-    static let heartbeat = "UPDATE cmdbus.hosts SET heartbeat_at = now() WHERE id = $1 RETURNING id"
+    /// $1 host, $2 whether it drains (so `bus status` can say so). Returns a row if the host is
+    /// still registered (not declared dead).
+    static let heartbeat = "UPDATE cmdbus.hosts SET heartbeat_at = now(), draining = $2::bool WHERE id = $1 RETURNING id"
 
-    /// $1 host, $2 the command names it handles now, $3 its catalog: a heartbeat that also
-    /// publishes what hot loading changed. Returns a row if the host is still registered.
+    /// $1 host, $2 whether it drains, $3 the command names it handles now, $4 its catalog: a
+    /// heartbeat that also publishes what hot loading changed. Returns a row if the host is still registered.
     static let heartbeatWithOffer = """
-        UPDATE cmdbus.hosts SET heartbeat_at = now(), commands = $2::text[], catalog = $3::jsonb WHERE id = $1 RETURNING id
+        UPDATE cmdbus.hosts SET heartbeat_at = now(), draining = $2::bool, commands = $3::text[], catalog = $4::jsonb WHERE id = $1 RETURNING id
         """
 
     /// Takes back the running commands of hosts whose lease ran out: pending again, the attempt

@@ -12,7 +12,7 @@ package enum BusStatus {
             SELECT h.id, h.hostname, h.pid::int8 AS pid, array_to_string(h.commands, ',') AS commands, h.catalog::text AS catalog,
                 EXTRACT(EPOCH FROM now() - h.heartbeat_at)::float8 AS silent,
                 (SELECT count(*) FROM cmdbus.commands c WHERE c.state = 'running' AND c.lease_owner = h.id)::int8 AS running,
-                \(BusSQL.liveHost) AS live
+                \(BusSQL.liveHost) AS live, h.draining
             FROM cmdbus.hosts h ORDER BY h.started_at
             """)
         // Names come from clients, and the bus keeps a post no host handles: past
@@ -45,7 +45,7 @@ package enum BusStatus {
             "hosts": .array(hosts.all.map { row in
                 .object([
                     "id": .string(row.uuid("id")?.uuidString ?? "?"), "hostname": .string(row.text("hostname") ?? "?"),
-                    "pid": .integer(row.integer("pid") ?? 0), "live": .bool(row.bool("live") ?? false),
+                    "pid": .integer(row.integer("pid") ?? 0), "live": .bool(row.bool("live") ?? false), "draining": .bool(row.bool("draining") ?? false),
                     "commands": .array((row.text("commands") ?? "").split(separator: ",").map { .string(String($0)) }),
                     "secondsSinceHeartbeat": .number(row.double("silent") ?? 0), "running": .integer(row.integer("running") ?? 0),
                 ])

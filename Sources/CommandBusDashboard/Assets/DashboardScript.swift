@@ -431,7 +431,8 @@ extension DashboardAssets {
           }
           const hostRows = data.hosts.map(x => h('tr', {},
             h('td', {}, h('strong', {}, x.hostname), h('div', { class: 'muted mono' }, short(x.id))),
-            h('td', { class: 'num' }, x.pid), h('td', {}, h('span', { class: 'badge ' + (x.live ? 'succeeded' : 'failed') }, x.live ? 'live' : 'silent')),
+            h('td', { class: 'num' }, x.pid), h('td', {}, h('span', { class: 'badge ' + (x.live ? 'succeeded' : 'failed') }, x.live ? 'live' : 'silent'),
+              x.draining ? h('span', { class: 'badge paused', title: 'stopping: claims nothing new, finishes what it runs' }, 'draining') : null),
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
           // A paused name with nothing waiting still gets its row, to resume it from.
