@@ -118,12 +118,14 @@ enum BusSQL {
     /// $1 names, $2 host, $3 how many, $4 host label. Claims pending commands this host handles and
     /// has not declined, highest priority first, then oldest; none of a paused name (a `can`'s
     /// probe only asks, so it is taken); nothing once another host's rescue has removed this one
-    /// (it would only run them to have its results refused).
+    /// (it would only run them to have its results refused). The test for an empty pause table
+    /// comes first, evaluated once: with nothing paused, the claim's rows are filtered as before
+    /// (with 50,000 pending, the per-row test of the pause alone cost about 10% of the claim).
     static let claim = """
         WITH picked AS MATERIALIZED (
             SELECT id FROM cmdbus.commands
             WHERE state = 'pending' AND name = ANY($1::text[]) AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by))
-                AND (kind = 'probe' OR name <> ALL(ARRAY(SELECT p.name FROM cmdbus.paused p)))
+                AND (NOT EXISTS (SELECT 1 FROM cmdbus.paused) OR kind = 'probe' OR name <> ALL(ARRAY(SELECT p.name FROM cmdbus.paused p)))
                 AND \(hostStillOnBus)
             ORDER BY priority DESC, run_at, seq
             LIMIT $3::int8
