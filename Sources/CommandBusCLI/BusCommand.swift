@@ -70,6 +70,8 @@ enum BusCommand {
             await client.close()
             throw error
         }
+        // A name no host handles is paused all the same (a host may join later), but may be a typo.
+        let unhandled = paused ? await client.namesNoHostHandles(Set(operands)) : []
         await client.close()
         for change in outcome.changes {
             if arguments.has("json") { console.out(change.json.text); continue }
@@ -83,6 +85,9 @@ enum BusCommand {
             case (false, true): console.out("resumed \(name): hosts claim it again (\(work))")
             case (false, false): console.out("\(name) was not paused (\(work))")
             }
+        }
+        for name in unhandled {
+            console.err("cmdbus: warning: no live host on the bus handles \(quoted(name)); it is paused all the same, for hosts that join later ('cmdbus bus status' lists what the hosts handle)")
         }
         for (host, command) in outcome.unaware {
             console.err("cmdbus: warning: host \(quotedLine(host)) runs a cmdbus from before pauses and claims \(quoted(command)) all the same; upgrade it")

@@ -17,6 +17,9 @@ extension SharedBusTests {
         let pause = try await Self.bus(database.url, "bus", "pause", "greet")
         #expect(pause.status == 0 && pause.stdout == "paused 'greet': no host claims it until 'cmdbus bus resume greet'; 0 pending wait\n", "\(pause.stdout)\(pause.stderr)")
         #expect(pause.stderr.isEmpty, "this host knows pauses: \(pause.stderr)")
+        let typo = try await Self.bus(database.url, "bus", "pause", "gret")
+        #expect(typo.status == 0 && typo.stderr.contains("cmdbus: warning: no live host on the bus handles 'gret'; it is paused all the same"), "\(typo.stderr)")
+        #expect(try await Self.bus(database.url, "bus", "resume", "gret").stdout == "resumed 'gret': hosts claim it again (0 pending)\n")
         let again = try await Self.bus(database.url, "bus", "pause", "greet")
         #expect(again.status == 0 && again.stdout == "'greet' was paused already (0 pending)\n")
 
