@@ -102,8 +102,12 @@ enum BusCommand {
         if arguments.has("json") { return console.out(JSONValue.object(status).text) }
         let hosts = status["hosts"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let live = hosts.filter { $0["live"] == .bool(true) }
+        let queued = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        func total(_ key: String) -> Int { queued.reduce(0) { $0 + (Int($1[key]?.text ?? "") ?? 0) } }
+        let pausedNames = status["paused"]?.arrayValue?.count ?? 0
         console.out("bus \(client.redactedURL), schema version \(status["schemaVersion"]?.text ?? "?"), "
-            + "\(counted(live.count, "live host")), \(status["running"]?.text ?? "0") running")
+            + "\(counted(live.count, "live host")), \(status["running"]?.text ?? "0") running, \(total("pending")) pending, \(total("scheduled")) scheduled"
+            + (pausedNames > 0 ? ", \(counted(pausedNames, "paused name"))" : ""))
         for host in hosts {
             let commands = host["commands"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? ""
             let silent = host["secondsSinceHeartbeat"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0

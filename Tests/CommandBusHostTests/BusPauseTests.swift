@@ -34,6 +34,7 @@ extension SharedBusTests {
 
         let status = try await Self.bus(database.url, "bus", "status")
         #expect(status.stdout.contains("  greet (paused): 2 pending, oldest ") && status.stdout.contains("  paused: greet for "), "\(status.stdout)")
+        #expect(status.stdout.split(separator: "\n").first?.hasSuffix(", 2 pending, 0 scheduled, 1 paused name") == true, "\(status.stdout)")
         let json = try jsonObject(try await Self.bus(database.url, "bus", "status", "--json").stdout)
         #expect((json["paused"] as? [[String: Any]])?.map { $0["command"] as? String } == ["greet"])
         let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
