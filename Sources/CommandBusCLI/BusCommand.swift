@@ -39,7 +39,6 @@ enum BusCommand {
     /// The subcommands of `cmdbus bus`, for shell completion.
     static var verbNames: [String] { verbs.keys.sorted() }
 
-    /// `cmdbus bus status` (and `cmdbus status --bus`).
     /// The shared bus's client, for `verb`.
     private static func client(_ arguments: ArgumentSpec.Parsed, verb: String, console: Console) throws(HostFailure) -> PostgresBusClient {
         guard let url = try ConnectionOptions(arguments).bus else {
@@ -94,6 +93,7 @@ enum BusCommand {
         }
     }
 
+    /// `cmdbus bus status` (and `cmdbus status --bus`).
     static func status(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus bus status' takes no operands") }
         let client = try client(arguments, verb: "status", console: console)
@@ -102,36 +102,39 @@ enum BusCommand {
         if arguments.has("json") { return console.out(JSONValue.object(status).text) }
         let hosts = status["hosts"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let live = hosts.filter { $0["live"] == .bool(true) }
-        let queued = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []
-        func total(_ key: String) -> Int { queued.reduce(0) { $0 + (Int($1[key]?.text ?? "") ?? 0) } }
+        let queues = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        func total(_ key: String) -> Int { queues.reduce(0) { $0 + (Int($1[key]?.text ?? "") ?? 0) } }
         let pausedNames = status["paused"]?.arrayValue?.count ?? 0
         console.out("bus \(client.redactedURL), schema version \(status["schemaVersion"]?.text ?? "?"), "
             + "\(counted(live.count, "live host")), \(status["running"]?.text ?? "0") running, \(total("pending")) pending, \(total("scheduled")) scheduled"
             + (pausedNames > 0 ? ", \(counted(pausedNames, "paused name"))" : ""))
         for host in hosts {
             let commands = host["commands"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? ""
-            let silent = host["secondsSinceHeartbeat"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
+            let silent = host["secondsSinceHeartbeat"]?.doubleValue ?? 0
             console.out("  host \(host["id"]?.stringValue ?? "?") \(quotedLine(host["hostname"]?.stringValue ?? "?")) pid \(host["pid"]?.text ?? "?"): "
                 + "\(host["live"] == .bool(true) ? "live" : "silent")\(host["draining"] == .bool(true) ? ", draining (claims nothing new)" : ""), heartbeat \((silent * 10).rounded() / 10) s ago, "
                 + "running \(host["running"]?.text ?? "0"); handles \(quotedLine(commands))")
         }
-        let queues = status["queues"]?.arrayValue?.compactMap(\.objectValue) ?? []
         if queues.isEmpty { console.out("  nothing pending or scheduled") }
         for queue in queues {
-            func seconds(_ key: String) -> Double? { queue[key].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } }
             // The shallower queues past the limit come as one, saying how many names it holds.
             let names = queue["commands"].map { " (\(counted(Int($0.text) ?? 0, "more command name")))" } ?? ""
             let pending = queue["pending"]?.text ?? "0", scheduled = Int(queue["scheduled"]?.text ?? "0") ?? 0
-            var parts = pending == "0" && scheduled > 0 ? [] : ["\(pending) pending, oldest \(roughly(seconds("oldestPendingSeconds") ?? 0))"]
-            if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(seconds("nextDueSeconds") ?? 0))") }
+            var parts = pending == "0" && scheduled > 0 ? [] : ["\(pending) pending, oldest \(roughly(queue["oldestPendingSeconds"]?.doubleValue ?? 0))"]
+            if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(queue["nextDueSeconds"]?.doubleValue ?? 0))") }
             let pause = queue["paused"] == .bool(true) ? " (paused)" : ""
             console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names)\(pause): \(parts.joined(separator: "; "))")
         }
         for paused in status["paused"]?.arrayValue?.compactMap(\.objectValue) ?? [] {
-            let seconds = paused["pausedSeconds"].flatMap { value -> Double? in if case .number(let n) = value { n } else { nil } } ?? 0
-            console.out("  paused: \(quotedLine(paused["command"]?.stringValue ?? "?")) for \(roughly(seconds)), by \(quotedLine(paused["pausedBy"]?.stringValue ?? "?"))")
+            console.out("  paused: \(quotedLine(paused["command"]?.stringValue ?? "?")) for \(roughly(paused["pausedSeconds"]?.doubleValue ?? 0)), by \(quotedLine(paused["pausedBy"]?.stringValue ?? "?"))")
         }
-        for difference in status["differences"]?.arrayValue ?? [] {
+        warnOfDifferences(status["differences"], console: console)
+    }
+
+    /// Warns of the plugins the bus's live hosts load different builds of, and the commands
+    /// different plugins take on different hosts (``BusCatalog``'s `differences`).
+    static func warnOfDifferences(_ differences: JSONValue?, console: Console) {
+        for difference in differences?.arrayValue ?? [] {
             console.err("cmdbus: warning: \(difference.objectValue?["message"]?.stringValue ?? "?")")
         }
     }

@@ -70,9 +70,7 @@ enum PluginsCommand {
         let fields = catalog.objectValue ?? [:]
         if fields["hosts"] != nil {
             // The shared bus's hosts: their directories are theirs, on their machines.
-            for difference in fields["differences"]?.arrayValue ?? [] {
-                console.err("cmdbus: warning: \(difference.objectValue?["message"]?.stringValue ?? "?")")
-            }
+            BusCommand.warnOfDifferences(fields["differences"], console: console)
             return
         }
         // A plugin directory that is not there is an error here, not just a skipped line: the
@@ -172,13 +170,7 @@ enum PluginsCommand {
                 let file = differing.contains(plugin["name"]?.stringValue ?? "") ? "; file \(BusCatalog.fileHash(plugin))" : ""
                 lines.append("    on \(counted(copies.count, "host")): \(BusCatalog.hostList(hosts))\(file)")
             } else {
-                let milliseconds = plugin["loadMilliseconds"].flatMap { value -> Double? in
-                    switch value {
-                    case .number(let number): number
-                    case .integer(let number): Double(number)
-                    default: nil
-                    }
-                } ?? 0
+                let milliseconds = plugin["loadMilliseconds"]?.doubleValue ?? 0
                 lines.append("    loaded \(plugin["loadedAt"]?.stringValue ?? "?") in \((milliseconds * 100).rounded() / 100) ms")
             }
             if plugin["debugBuild"] == .bool(true) {
