@@ -118,18 +118,27 @@ enum BusSQL {
     /// $1 names, $2 host, $3 how many, $4 host label. Claims pending commands this host handles and
     /// has not declined, highest priority first, then oldest; none of a paused name (a `can`'s
     /// probe only asks, so it is taken); nothing once another host's rescue has removed this one
-    /// (it would only run them to have its results refused). The test for an empty pause table
-    /// comes first, evaluated once: with nothing paused, the claim's rows are filtered as before
-    /// (with 50,000 pending, the per-row test of the pause alone cost about 10% of the claim).
+    /// (it would only run them to have its results refused).
+    ///
+    /// Each name is read on its own, down the claim index in its order, and the names' first rows
+    /// merged: `name = ANY($1)` over the index cannot give rows in priority order (before
+    /// PostgreSQL 17), so it sorted every pending row of the names on each claim (50,000 pending:
+    /// 25 ms a claim, where this takes 0.1 to 0.6). Rows a name locked that the merge leaves out
+    /// are let go as the statement ends; another host's claim meanwhile skips them.
     static let claim = """
         WITH picked AS MATERIALIZED (
-            SELECT id FROM cmdbus.commands
-            WHERE state = 'pending' AND name = ANY($1::text[]) AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by))
-                AND (NOT EXISTS (SELECT 1 FROM cmdbus.paused) OR kind = 'probe' OR name <> ALL(ARRAY(SELECT p.name FROM cmdbus.paused p)))
-                AND \(hostStillOnBus)
-            ORDER BY priority DESC, run_at, seq
+            SELECT c.id FROM (SELECT DISTINCT unnest($1::text[]) AS name) n
+            CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM cmdbus.paused p WHERE p.name = n.name) AS paused) z
+            CROSS JOIN LATERAL (
+                SELECT id, priority, run_at, seq FROM cmdbus.commands
+                WHERE state = 'pending' AND name = n.name AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by))
+                    AND (NOT z.paused OR kind = 'probe') AND \(hostStillOnBus)
+                ORDER BY priority DESC, run_at, seq
+                LIMIT $3::int8
+                FOR UPDATE SKIP LOCKED
+            ) c
+            ORDER BY c.priority DESC, c.run_at, c.seq
             LIMIT $3::int8
-            FOR UPDATE SKIP LOCKED
         )
         UPDATE cmdbus.commands c
         SET state = 'running', attempt = c.attempt + 1, lease_owner = $2, started_at = now(),

@@ -1,0 +1,45 @@
+import CommandBus
+@testable import CommandBusPostgres
+import Foundation
+import Testing
+
+extension SharedBusTests {
+    /// The claim, run as a host runs it, against rows set up by hand: across the host's names,
+    /// the highest priority first, then the oldest due; nothing due later, declined by this host
+    /// or of a paused name (but a paused name's probe); at most as many as asked. It reads each
+    /// name down the claim index and merges them, where it used to sort every pending row.
+    @Test(.timeLimit(.minutes(2)))
+    func aClaimTakesTheHighestPriorityThenTheOldestAcrossNames() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try PGConnection(url: database.url)
+        try BusSchema.migrate(connection)
+        let host = UUID(), other = UUID()
+        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a,b,c}', 60000)", [.uuid(host)])
+        // (label, name, priority, seconds ago it was due, kind, declined by this host)
+        let rows: [(String, String, Int, Int, String, Bool)] = [
+            ("a-old", "a", 0, 30, "command", false), ("a-new", "a", 0, 10, "command", false), ("a-urgent", "a", 5, 1, "command", false),
+            ("b-older", "b", 0, 40, "command", false), ("b-urgent", "b", 5, 2, "command", false), ("b-later", "b", 9, -60, "command", false),
+            ("b-declined", "b", 9, 50, "command", true), ("c-paused", "c", 9, 50, "command", false), ("c-probe", "c", 0, 50, "probe", false),
+            ("d-elsewhere", "d", 9, 50, "command", false),
+        ]
+        for (label, name, priority, ago, kind, declined) in rows {
+            let id = UUID()
+            try connection.execute("""
+                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, priority, run_at, kind, declined_by, metadata)
+                VALUES ($1, $2, '\\x7b7d', $1, 'pending', $3::int4, now() - $4::int8 * interval '1 second', $5, $6::uuid[], $7::jsonb)
+                """, [.uuid(id), .text(name), .integer(priority), .integer(ago), .text(kind), .text(declined ? "{\(host)}" : "{\(other)}"), .text(#"{"label":"\#(label)"}"#)])
+        }
+        try connection.execute("INSERT INTO cmdbus.paused (name) VALUES ('c')")
+        // Which rows, not in which order: the host starts them all at once.
+        func claim(_ count: Int) throws -> Set<String> {
+            let claimed = try connection.execute(BusSQL.claim, [.textArray(["a", "b", "c"]), .uuid(host), .integer(count), .text("h:1")])
+            return Set(claimed.all.compactMap { $0.text("metadata").flatMap { JSONValue.parse($0)?.objectValue?["label"]?.stringValue } })
+        }
+        // Priority 5 first, then the oldest due of priority 0: the probe, due 50 s ago.
+        #expect(try claim(3) == ["b-urgent", "a-urgent", "c-probe"])
+        #expect(try claim(10) == ["b-older", "a-old", "a-new"], "what is left that is due, not declined and not paused")
+        #expect(try claim(10).isEmpty)
+        #expect(try connection.execute("SELECT count(*)::int8 AS n FROM cmdbus.commands WHERE state = 'pending'")[row: 0].integer("n") == 4)
+    }
+}
