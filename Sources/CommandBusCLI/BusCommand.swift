@@ -60,9 +60,7 @@ enum BusCommand {
     private static func setPaused(_ paused: Bool, _ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let verb = paused ? "pause" : "resume"
         guard !operands.isEmpty else { throw .usage("'cmdbus bus \(verb)' needs the command names to \(verb); 'cmdbus bus status' lists the queues") }
-        if let empty = operands.first(where: { $0.isEmpty || $0.unicodeScalars.contains { $0.value < 0x20 } }) {
-            throw .usage("\(quoted(empty)) is not a command name: it is empty or holds a control character")
-        }
+        if let problem = operands.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
         let client = try client(arguments, verb: verb, console: console)
         let outcome: (changes: [BusPause.Change], unaware: [(host: String, command: String)])
         do { outcome = try await client.setPaused(operands, paused) } catch {

@@ -232,9 +232,7 @@ extension Dashboard {
 
     private func setPaused(_ name: String, _ paused: Bool) async -> HTTPResponse {
         guard let setPaused = sources.setPaused else { return Self.problem(409, "only a host of the shared bus pauses command names") }
-        guard !name.isEmpty, !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
-            return Self.problem(400, "\(quoted(name)) is not a command name: it is empty or holds a control character")
-        }
+        if let problem = commandNameProblem(name) { return Self.problem(400, problem) }
         do throws(CommandBusError) {
             let changed = try await setPaused(name, paused)
             return Self.ok(.object(["command": .string(name), "paused": .bool(paused), "changed": .bool(changed)]))

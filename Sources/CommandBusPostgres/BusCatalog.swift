@@ -21,7 +21,7 @@ package enum BusCatalog {
         /// A host's row of `cmdbus.hosts`, read with its `id`, `hostname`, `pid` and `catalog` (as text).
         package init(row: PGRow) {
             self.init(
-                id: row.uuid("id")?.uuidString ?? "?", label: "\(row.text("hostname") ?? "?"):\(row.integer("pid") ?? 0)",
+                id: row.uuid("id")?.uuidString ?? "?", label: BusHost.label(hostname: row.text("hostname") ?? "?", pid: row.integer("pid") ?? 0),
                 catalog: row.text("catalog").flatMap(JSONValue.parse)?.objectValue ?? [:]
             )
         }

@@ -134,7 +134,7 @@ package final class BusHost: Sendable {
         self.bus = bus
         state = Mutex(State(offer: Offer(commands: commands, catalog: catalog)))
         self.log = log
-        label = "\(Self.hostname()):\(getpid())"
+        label = Self.label(hostname: Self.hostname(), pid: Int64(getpid()))
     }
 
     /// Registers the host and starts its threads, waiting for the bus while it is away.
@@ -213,6 +213,10 @@ package final class BusHost: Sendable {
             .integer(settings.lease.milliseconds),
         ])
     }
+
+    /// How a host is named to people: `hostname:pid`, in its log, the `cmdbus.host` metadata,
+    /// `attempted_by`, and what `plugins --bus` and `bus pause` say of it.
+    static func label(hostname: String, pid: Int64) -> String { "\(hostname):\(pid)" }
 
     /// This machine's name.
     static func hostname() -> String {

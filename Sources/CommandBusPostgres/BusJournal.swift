@@ -54,7 +54,7 @@ package final class BusJournal: Sendable {
     /// returns whether that changed it.
     package func setPaused(_ name: String, _ paused: Bool) throws(PGError) -> Bool {
         try connections.with { connection throws(PGError) in
-            paused ? try BusPause.pause([name], by: BusPause.operatorLabel + " (dashboard)", on: connection) : try BusPause.resume([name], on: connection)
+            try BusPause.set([name], paused: paused, by: BusPause.operatorLabel + " (dashboard)", on: connection)
         }.first?.changed ?? false
     }
 

@@ -52,16 +52,25 @@ package enum BusPause {
         return changes
     }
 
+    /// The schema version that brought pauses: a host whose catalog names an older one (or none)
+    /// claims a paused name all the same.
+    static let schemaVersion = 3
+
+    /// Pauses `names` (``pause(_:by:on:)``) or resumes them (``resume(_:on:)``).
+    package static func set(_ names: [String], paused: Bool, by: String, on connection: PGConnection) throws(PGError) -> [Change] {
+        paused ? try pause(names, by: by, on: connection) : try resume(names, on: connection)
+    }
+
     /// The live hosts that handle one of `names` and run a `cmdbus` from before pauses (their
-    /// catalog's `busSchemaVersion` under 3): they claim a paused name all the same. As
-    /// `hostname:pid` with the name, for a warning.
+    /// catalog's `busSchemaVersion` under ``schemaVersion``): they claim a paused name all the
+    /// same. As `hostname:pid` with the name, for a warning.
     package static func unawareHosts(handling names: [String], on connection: PGConnection) throws(PGError) -> [(host: String, command: String)] {
         let rows = try connection.execute("""
-            SELECT h.hostname || ':' || h.pid AS host, n AS name FROM cmdbus.hosts h, unnest($1::text[]) n
-            WHERE \(BusSQL.liveHost) AND n = ANY(h.commands) AND coalesce((h.catalog->>'busSchemaVersion')::int, 0) < 3
+            SELECT h.hostname, h.pid::int8 AS pid, n AS name FROM cmdbus.hosts h, unnest($1::text[]) n
+            WHERE \(BusSQL.liveHost) AND n = ANY(h.commands) AND coalesce((h.catalog->>'busSchemaVersion')::int, 0) < $2::int4
             ORDER BY h.started_at, n
-            """, [.textArray(names)])
-        return rows.all.map { ($0.text("host") ?? "?", $0.text("name") ?? "?") }
+            """, [.textArray(names), .integer(schemaVersion)])
+        return rows.all.map { (BusHost.label(hostname: $0.text("hostname") ?? "?", pid: $0.integer("pid") ?? 0), $0.text("name") ?? "?") }
     }
 
     /// The paused names, oldest pause first, as `bus status` shows them.

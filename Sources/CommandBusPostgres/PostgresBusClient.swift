@@ -329,7 +329,7 @@ package final class PostgresBusClient: BusClient {
     package func setPaused(_ names: [String], _ paused: Bool) async throws(HostFailure) -> (changes: [BusPause.Change], unaware: [(host: String, command: String)]) {
         do {
             return try connections.with { connection throws(PGError) in
-                let changes = paused ? try BusPause.pause(names, by: BusPause.operatorLabel, on: connection) : try BusPause.resume(names, on: connection)
+                let changes = try BusPause.set(names, paused: paused, by: BusPause.operatorLabel, on: connection)
                 return (changes, paused ? try BusPause.unawareHosts(handling: names, on: connection) : [])
             }
         } catch {
