@@ -63,24 +63,37 @@ extension JournalCommand {
         do { other = try SQLiteJournal(path: operands[0], durability: .synced, create: false, readOnly: true) } catch { throw .journal(error) }
         let journal = try busJournal(arguments)
         // A thousand entries at a time, so a journal of any size imports in bounded memory.
-        var counts = (added: 0, present: 0)
+        var counts = BusImportCounts()
         var cursor: Int64?
         while true {
             let page: [JournalRecord]
             do { page = try await other.records(JournalQuery(afterSequence: cursor, limit: 1_000)) } catch { throw .journal(error) }
             guard let last = page.last else { break }
-            do {
-                let imported = try journal.importHistory(page)
-                counts = (counts.added + imported.added, counts.present + imported.present)
-            } catch {
-                throw PostgresBusClient.failure(error)
-            }
+            do { counts = counts + (try journal.importHistory(page)) } catch { throw PostgresBusClient.failure(error) }
             cursor = last.sequence
         }
+        if counts.unfinished > 0 {
+            console.err("""
+                cmdbus: warning: \(counts.unfinished) unfinished \(counts.unfinished == 1 ? "entry was" : "entries were") left out \
+                (a process died while they ran): finish them with 'cmdbus journal recover --journal \(operands[0]) --plugins DIR' \
+                (or drop them with 'journal discard ID...'), then import again
+                """)
+        }
+        if counts.excluded > 0 {
+            console.err("""
+                cmdbus: note: \(counts.excluded) \(counts.excluded == 1 ? "entry" : "entries") taken out of replay by \
+                'journal undo --rebuild' left out: the bus has no place for them
+                """)
+        }
         if arguments.has("json") {
-            console.out(JSONValue.object(["new": .integer(Int64(counts.added)), "present": .integer(Int64(counts.present)), "failed": .integer(0)]).text)
+            console.out(JSONValue.object([
+                "new": .integer(Int64(counts.added)), "present": .integer(Int64(counts.present)), "failed": .integer(0),
+                "unfinished": .integer(Int64(counts.unfinished)), "excluded": .integer(Int64(counts.excluded)),
+            ]).text)
         } else {
-            console.out("imported \(counts.added) new, \(counts.present) already present, 0 failed (as history: nothing ran again)")
+            let leftOut = [(counts.unfinished, "unfinished"), (counts.excluded, "out of replay")].filter { $0.0 > 0 }
+                .map { ", \($0.0) \($0.1) left out" }.joined()
+            console.out("imported \(counts.added) new, \(counts.present) already present, 0 failed\(leftOut) (as history: nothing ran again)")
         }
     }
 

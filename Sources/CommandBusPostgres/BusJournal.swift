@@ -10,7 +10,7 @@ import Foundation
 /// The shared bus as a journal: its commands are the entries `cmdbus journal … --bus` lists,
 /// shows, retries and imports into.
 package final class BusJournal: Sendable {
-    private let connections: PGConnectionPool
+    let connections: PGConnectionPool
     /// Started by the first retry: a waiter holds a connection and a thread, which a dashboard
     /// or a pruning that never waits for a result should not.
     private let waiter: Mutex<ResultWaiter?> = Mutex(nil)
@@ -150,31 +150,6 @@ package final class BusJournal: Sendable {
     package static func cancel(_ id: UUID, on connections: PGConnectionPool) throws(PGError) -> Bool {
         let rows = try connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(id)]) }
         return (rows.count > 0 ? rows[row: 0].integer("flagged") ?? 0 : 0) > 0
-    }
-
-    /// Adds another journal's entries to the bus as history, in order and under their ids:
-    /// they are not run again. Returns how many were new and how many the bus already had.
-    package func importHistory(_ records: [JournalRecord]) throws(PGError) -> (added: Int, present: Int) {
-        var added = 0
-        for record in records {
-            let rows = try connections.with { connection throws(PGError) in
-                try connection.execute("""
-                    INSERT INTO cmdbus.commands (id, name, payload, metadata, parent_id, correlation_id, state, created_at,
-                        finalized_at, attempt, result, error_code, error_message, undo_of, undone_by)
-                    VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, to_timestamp($8::float8), to_timestamp($9::float8), $10::int4,
-                        $11, $12, $13, $14, $15)
-                    ON CONFLICT DO NOTHING RETURNING id
-                    """, [
-                        .uuid(record.envelope.id), .text(record.envelope.commandName), .bytes(record.payload), .metadata(record.envelope.metadata),
-                        record.envelope.parentID.map(PGValue.uuid), .uuid(record.envelope.correlationID), .text(record.state.rawValue),
-                        .text(String(record.envelope.createdAt.timeIntervalSince1970)), .text(String(record.updatedAt.timeIntervalSince1970)),
-                        .integer(record.attempts), record.result.map(PGValue.bytes), record.errorCode.map(PGValue.text),
-                        record.errorMessage.map(PGValue.text), record.undoOf.map(PGValue.uuid), record.undoneBy.map(PGValue.uuid),
-                    ])
-            }
-            added += rows.count
-        }
-        return (added, records.count - added)
     }
 }
 

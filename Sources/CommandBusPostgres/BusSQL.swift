@@ -115,6 +115,29 @@ enum BusSQL {
         ORDER BY i.n
         """
 
+    /// Another journal's finished entries, as history: $1 ids, $2 names, $3 metadata, $4 parents,
+    /// $5 correlation ids, $6 depths, $7 states, $8 attempts, $9 created, $10 started and $11
+    /// finished (seconds since 1970), $12 error codes, $13 error messages, $14 undo-of and $15
+    /// undone-by links; $16 the payloads end to end, $17 where each starts and $18 its length;
+    /// $19 to $21 the results so (NULL where none). An id the bus has is left as it is.
+    static let importHistory = """
+        INSERT INTO cmdbus.commands (id, name, metadata, parent_id, correlation_id, depth, state, attempt, created_at, run_at,
+            started_at, finalized_at, error_code, error_message, undo_of, undone_by, payload, result)
+        SELECT i.id, i.name, i.metadata::jsonb, i.parent_id, i.correlation_id, i.depth, i.state, i.attempt,
+            to_timestamp(i.created_at), to_timestamp(i.created_at), to_timestamp(i.started_at), to_timestamp(i.finished_at),
+            i.error_code, i.error_message, i.undo_of, i.undone_by,
+            substring($16::bytea FROM (i.payload_at + 1)::int4 FOR i.payload_length::int4),
+            CASE WHEN i.result_at IS NOT NULL THEN substring($19::bytea FROM (i.result_at + 1)::int4 FOR i.result_length::int4) END
+        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::uuid[], $6::int4[], $7::text[], $8::int4[],
+            $9::float8[], $10::float8[], $11::float8[], $12::text[], $13::text[], $14::uuid[], $15::uuid[],
+            $17::int8[], $18::int8[], $20::int8[], $21::int8[])
+            WITH ORDINALITY AS i(id, name, metadata, parent_id, correlation_id, depth, state, attempt, created_at, started_at,
+                finished_at, error_code, error_message, undo_of, undone_by, payload_at, payload_length, result_at, result_length, n)
+        ORDER BY i.n
+        ON CONFLICT DO NOTHING
+        RETURNING id
+        """
+
     /// $1 names, $2 host, $3 how many, $4 host label. Claims pending commands this host handles and
     /// has not declined, highest priority first, then oldest; none of a paused name (a `can`'s
     /// probe only asks, so it is taken); nothing once another host's rescue has removed this one

@@ -33,24 +33,33 @@ package struct PGValue: Sendable {
     }
     /// An `int8[]` array (`int4[]` with `type` 1007); a `nil` element is NULL.
     package static func integerArray<I: BinaryInteger>(_ values: [I?], type: Oid = 1016) -> PGValue {
-        let elements = values.map { $0.map { String($0) } ?? "NULL" }
-        return PGValue(bytes: Array("{\(elements.joined(separator: ","))}".utf8), type: type, isBinary: false)
+        array(values.map { $0.map { String($0) } }, type: type)
     }
-    /// A `text[]` array.
-    package static func textArray(_ values: [String]) -> PGValue {
-        let elements = values.map { value in
-            var escaped = "\""
-            for character in value {
-                if character == "\\" || character == "\"" { escaped.append("\\") }
-                escaped.append(character)
+    /// A `float8[]` array, each number written exactly; a `nil` element is NULL.
+    package static func doubleArray(_ values: [Double?]) -> PGValue {
+        array(values.map { $0.map { "\($0)" } }, type: 1022)
+    }
+    /// A `text[]` array; a `nil` element is NULL.
+    package static func textArray(_ values: [String?]) -> PGValue {
+        array(values.map { value in
+            value.map { value in
+                var escaped = "\""
+                for character in value {
+                    if character == "\\" || character == "\"" { escaped.append("\\") }
+                    escaped.append(character)
+                }
+                return escaped + "\""
             }
-            return escaped + "\""
-        }
-        return PGValue(bytes: Array("{\(elements.joined(separator: ","))}".utf8), type: 1009, isBinary: false)
+        }, type: 1009)
     }
-    /// A `uuid[]` array.
-    package static func uuidArray(_ values: [UUID]) -> PGValue {
-        PGValue(bytes: Array("{\(values.map(\.uuidString).joined(separator: ","))}".utf8), type: 2951, isBinary: false)
+    /// A `uuid[]` array; a `nil` element is NULL.
+    package static func uuidArray(_ values: [UUID?]) -> PGValue {
+        array(values.map { $0?.uuidString }, type: 2951)
+    }
+
+    /// An array literal of elements already in its text form (quoted where they need it).
+    private static func array(_ elements: [String?], type: Oid) -> PGValue {
+        PGValue(bytes: Array("{\(elements.map { $0 ?? "NULL" }.joined(separator: ","))}".utf8), type: type, isBinary: false)
     }
 }
 
