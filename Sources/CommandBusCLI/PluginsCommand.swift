@@ -185,6 +185,7 @@ enum PluginsCommand {
                 "\($0["plugin"]?.stringValue ?? "?") (\($0["path"]?.stringValue ?? "?"))"
             }
             if !shadowed.isEmpty { line += "; shadows \(shadowed.joined(separator: ", "))" }
+            if let limit = route["maxConcurrency"]?.intValue { line += limit == 1 ? "; one at a time" : "; at most \(limit) at once" }
             if let hosts = labels(route) { line += "; on \(BusCatalog.hostList(hosts))" }
             lines.append(line)
         }

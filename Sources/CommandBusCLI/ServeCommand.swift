@@ -148,7 +148,7 @@ enum ServeCommand {
         settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity
         let host = BusHost(
             settings: settings, bus: session.bus, commands: session.catalog.routes.map(\.command), catalog: session.catalog.jsonWithFileHashes,
-            log: { level, message in log(level, message) }
+            limits: session.catalog.concurrencyLimits, log: { level, message in log(level, message) }
         )
         ledger.attach(host, bus: session.bus)
         // Listening from before the wait for the bus, so a stop while it is away ends the wait.
@@ -199,7 +199,7 @@ enum ServeCommand {
         }
         // Hot loading, as a local server has it: what is loaded, replaced or removed is offered to the bus.
         let watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain) { catalog in
-            host.offer(commands: catalog.routes.map(\.command), catalog: catalog.jsonWithFileHashes)
+            host.offer(commands: catalog.routes.map(\.command), catalog: catalog.jsonWithFileHashes, limits: catalog.concurrencyLimits)
         }
         watcher?.start()
         watching.withLock { $0 = watcher }

@@ -19,9 +19,10 @@ extension PluginCatalog {
         ])
     }
 
-    /// The whole catalog: directories, plugins, who handles each command and whom it shadows, skipped files.
+    /// The whole catalog: directories, plugins, who handles each command and whom it shadows
+    /// (and, where its handlers limit it, how many run at once: `maxConcurrency`), skipped files.
     package var json: JSONValue {
-        let catalog = self
+        let catalog = self, limits = concurrencyLimits
         return .object([
             "directories": .array(catalog.directories.map(JSONValue.string)),
             "plugins": .array(catalog.plugins.map(Self.json)),
@@ -30,7 +31,8 @@ extension PluginCatalog {
                     "command": .string(route.command),
                     "plugin": .string(route.plugins[0].name), "path": .string(route.plugins[0].path),
                     "shadowed": .array(route.plugins.dropFirst().map { .object(["plugin": .string($0.name), "path": .string($0.path)]) }),
-                ])
+                    "maxConcurrency": limits[route.command].map { .integer(Int64($0)) } ?? .null,
+                ].filter { $0.value != .null })
             }),
             "skipped": .array(catalog.skipped.map {
                 .object(["path": .string($0.path), "reason": .string($0.reason), "quarantined": .bool($0.isQuarantined)])

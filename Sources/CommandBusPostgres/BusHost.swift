@@ -44,6 +44,8 @@ package final class BusHost: Sendable {
         var running: [UUID: CommandTicket<Data>] = [:]
         /// Claimed commands not finished here yet (running or being checked).
         var inFlight = 0
+        /// ``inFlight`` by command name, for the names whose handlers limit how many run at once.
+        var inFlightOfLimited: [String: Int] = [:]
         /// A command finished since the claimer last looked: it may claim again at once.
         var freed = false
         var correlations: [UUID: Int] = [:]
@@ -84,16 +86,19 @@ package final class BusHost: Sendable {
     }
 
     /// What a host offers the bus: the command names it claims, and its catalog as `bus status`
-    /// and the dashboard show it.
+    /// and the dashboard show it; and how many of a name its handlers run at once, where they
+    /// limit it (``PluginCatalog/concurrencyLimits``).
     private struct Offer {
         var commands: [String]
         var catalog: JSONValue
+        var limits: [String: Int]
 
         /// The catalog as the bus stores it: with the schema version this host's `cmdbus` reads
         /// (`busSchemaVersion`), so a client can tell which hosts know a newer version's rules
         /// (version 3's paused names).
-        init(commands: [String], catalog: JSONValue) {
+        init(commands: [String], catalog: JSONValue, limits: [String: Int]) {
             self.commands = commands
+            self.limits = limits
             guard case .object(var fields) = catalog else {
                 self.catalog = catalog
                 return
@@ -128,11 +133,15 @@ package final class BusHost: Sendable {
     private let waitAbandoned = Atomic<Bool>(false)
     private let label: String
 
-    /// A host that runs, on `bus`, the `commands` its plugins handle.
-    package init(settings: Settings, bus: CommandBus, commands: [String], catalog: JSONValue, log: @escaping @Sendable (LogLevel, String) -> Void) {
+    /// A host that runs, on `bus`, the `commands` its plugins handle, claiming no more of a
+    /// name at once than `limits` gives for it.
+    package init(
+        settings: Settings, bus: CommandBus, commands: [String], catalog: JSONValue, limits: [String: Int] = [:],
+        log: @escaping @Sendable (LogLevel, String) -> Void
+    ) {
         self.settings = settings
         self.bus = bus
-        state = Mutex(State(offer: Offer(commands: commands, catalog: catalog)))
+        state = Mutex(State(offer: Offer(commands: commands, catalog: catalog, limits: limits)))
         self.log = log
         label = Self.label(hostname: Self.hostname(), pid: Int64(getpid()))
     }
@@ -163,10 +172,12 @@ package final class BusHost: Sendable {
 
     /// Offers the bus a new set of commands (plugins were loaded, replaced or removed while the
     /// host runs): claimed from now on, and on the bus within a moment, with the heartbeat.
-    package func offer(commands: [String], catalog: JSONValue) {
-        let offer = Offer(commands: commands, catalog: catalog)
+    package func offer(commands: [String], catalog: JSONValue, limits: [String: Int] = [:]) {
+        let offer = Offer(commands: commands, catalog: catalog, limits: limits)
         let changed = state.withLock { state -> Bool in
-            guard state.offer.commands != offer.commands || state.offer.catalog != offer.catalog else { return false }
+            guard state.offer.commands != offer.commands || state.offer.catalog != offer.catalog || state.offer.limits != offer.limits else {
+                return false
+            }
             state.offer = offer
             state.offerVersion += 1
             state.freed = true  // the claimer looks again at once
@@ -294,20 +305,25 @@ package final class BusHost: Sendable {
         var dirty = true
         var lastClaim = ContinuousClock.now
         while true {
-            let (stopped, blocked, capacity) = state.withLock { state in
-                (state.stopped, state.fenced || state.paused || state.draining, settings.capacity - state.inFlight)
+            let (stopped, blocked, capacity, rooms) = state.withLock { state -> (Bool, Bool, Int, [Room]) in
+                (state.stopped, state.fenced || state.paused || state.draining, settings.capacity - state.inFlight, self.rooms(state))
             }
             if stopped { return }
             do {
-                if !blocked, capacity > 0, dirty || ContinuousClock.now - lastClaim >= settings.pollInterval {
+                if !blocked, dirty || ContinuousClock.now - lastClaim >= settings.pollInterval {
                     lastClaim = .now
+                    // A host with no room left still answers probes: they ask, and take no slot.
+                    let limit = capacity > 0 ? capacity : Self.probesWhenFull
                     let rows = try session.run { connection throws(PGError) in
-                        try connection.execute(BusSQL.claim, [.textArray(commands), .uuid(id), .integer(capacity), .text(label)])
+                        try connection.execute(BusSQL.claim, [
+                            .textArray(rooms.map(\Room.name)), .uuid(id), .integer(limit), .text(label), .integerArray(rooms.map { Optional($0.room) }),
+                        ])
                     }.all.compactMap(BusCommandRow.init)
-                    dirty = rows.count == capacity
+                    let wanted = min(capacity, rooms.reduce(0) { $0 + $1.room })
+                    dirty = wanted > 0 && rows.count >= wanted
                     for row in rows { start(row) }
                 }
-                let wait: Duration = dirty && !blocked && capacity > 0 ? .zero : settings.pollInterval
+                let wait: Duration = dirty && !blocked ? .zero : settings.pollInterval
                 let notifications = try session.notifications(waitingUpTo: wait, wake: claimWake)
                 if state.withLock({ state -> Bool in defer { state.freed = false }; return state.freed }) { dirty = true }
                 for notification in notifications {
@@ -325,10 +341,26 @@ package final class BusHost: Sendable {
         }
     }
 
+    /// How many probes a host with no free capacity claims at once.
+    static let probesWhenFull = 16
+
+    /// Each name this host claims, with how many more of it may start here now: its free
+    /// capacity, or less where its handlers limit how many run at once (none once they all run).
+    private typealias Room = (name: String, room: Int)
+
+    private func rooms(_ state: State) -> [Room] {
+        let capacity = max(0, settings.capacity - state.inFlight)
+        return state.offer.commands.map { name in
+            guard let limit = state.offer.limits[name] else { return (name, capacity) }
+            return (name, max(0, min(capacity, limit - state.inFlightOfLimited[name, default: 0])))
+        }
+    }
+
     /// Runs one claimed command here: declines it if no handler here would take it now.
     private func start(_ row: BusCommandRow) {
         state.withLock { state in
             state.inFlight += 1
+            if state.offer.limits[row.name] != nil { state.inFlightOfLimited[row.name, default: 0] += 1 }
             state.correlations[row.correlationID, default: 0] += 1
         }
         if row.cancelRequested {
@@ -418,6 +450,7 @@ package final class BusHost: Sendable {
         let drained = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             state.pending.append(outcome)
             state.inFlight -= 1
+            if let count = state.inFlightOfLimited[row.name] { state.inFlightOfLimited[row.name] = count > 1 ? count - 1 : nil }
             state.freed = true
             if let count = state.correlations[row.correlationID] {
                 state.correlations[row.correlationID] = count > 1 ? count - 1 : nil

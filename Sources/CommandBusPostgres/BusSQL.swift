@@ -138,10 +138,14 @@ enum BusSQL {
         RETURNING id
         """
 
-    /// $1 names, $2 host, $3 how many, $4 host label. Claims pending commands this host handles and
-    /// has not declined, highest priority first, then oldest; none of a paused name (a `can`'s
-    /// probe only asks, so it is taken); nothing once another host's rescue has removed this one
-    /// (it would only run them to have its results refused).
+    /// $1 names, $2 host, $3 how many, $4 host label, $5 how many of each name (its room).
+    /// Claims pending commands this host handles and has not declined, highest priority first,
+    /// then oldest, and no more of a name than its room; none of a paused name. A `can`'s probe
+    /// only asks, so it is taken whatever the name's room, paused or not: it comes first in the
+    /// claim index (``BusSubmission/probePriority``), so a name with no room or paused reads only
+    /// the index's first rows for its probes, however many commands wait behind them. Nothing
+    /// once another host's rescue has removed this one (it would only run them to have its
+    /// results refused).
     ///
     /// Each name is read on its own, down the claim index in its order, and the names' first rows
     /// merged: `name = ANY($1)` over the index cannot give rows in priority order (before
@@ -150,14 +154,18 @@ enum BusSQL {
     /// are let go as the statement ends; another host's claim meanwhile skips them.
     static let claim = """
         WITH picked AS MATERIALIZED (
-            SELECT c.id FROM (SELECT DISTINCT unnest($1::text[]) AS name) n
-            CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM cmdbus.paused p WHERE p.name = n.name) AS paused) z
+            SELECT c.id FROM unnest($1::text[], $5::int8[]) AS n(name, room)
+            CROSS JOIN LATERAL (
+                SELECT EXISTS (SELECT 1 FROM cmdbus.paused p WHERE p.name = n.name) OR n.room <= 0 AS probes_only
+            ) z
             CROSS JOIN LATERAL (
                 SELECT id, priority, run_at, seq FROM cmdbus.commands
-                WHERE state = 'pending' AND name = n.name AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by))
-                    AND (NOT z.paused OR kind = 'probe') AND \(hostStillOnBus)
+                WHERE state = 'pending' AND name = n.name
+                    AND priority >= CASE WHEN z.probes_only THEN \(BusSubmission.probePriority) ELSE -2147483648 END
+                    AND (NOT z.probes_only OR kind = 'probe')
+                    AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by)) AND \(hostStillOnBus)
                 ORDER BY priority DESC, run_at, seq
-                LIMIT $3::int8
+                LIMIT CASE WHEN z.probes_only THEN $3::int8 ELSE least(n.room, $3::int8) END
                 FOR UPDATE SKIP LOCKED
             ) c
             ORDER BY c.priority DESC, c.run_at, c.seq

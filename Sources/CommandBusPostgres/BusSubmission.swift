@@ -47,6 +47,11 @@ package struct BusSubmission: Sendable {
         depth = envelope.depth
     }
 
+    /// The priority of a `can`'s probe: above any command's, so it is claimed before the commands
+    /// that wait (it only asks, and takes no slot), and a host whose handlers of a name are all busy
+    /// reads only the claim index's first rows to find it.
+    package static let probePriority = Int(Int32.max)
+
     /// Why PostgreSQL could not keep this command as it is, if it could not: a `text` column
     /// holds no NUL character, and a name, key or metadata with one would be cut short there
     /// (a payload, which is `bytea`, takes any byte).
@@ -64,7 +69,8 @@ package struct BusSubmission: Sendable {
         if let reason = unstorableReason { throw PGError(.statementFailed, reason) }
         let rows = try connection.execute(BusSQL.submit, [
             .uuid(id), .text(name), .bytes(payload), .metadata(metadata), parentID.map(PGValue.uuid), .uuid(correlationID),
-            idempotencyKey.map(PGValue.text), .text(isProbe ? "probe" : "command"), .integer(priority), .integer(delay.milliseconds),
+            idempotencyKey.map(PGValue.text), .text(isProbe ? "probe" : "command"), .integer(isProbe ? Self.probePriority : priority),
+            .integer(delay.milliseconds),
             timeout.map { .integer($0.milliseconds) }, .integer(maxAttempts), .bool(failIfUnhandled), .integer(Int64(depth)),
         ])
         guard rows.count > 0, let id = rows[row: 0].uuid("id") else {

@@ -5,9 +5,10 @@ import Testing
 
 extension SharedBusTests {
     /// The claim, run as a host runs it, against rows set up by hand: across the host's names,
-    /// the highest priority first, then the oldest due; nothing due later, declined by this host
-    /// or of a paused name (but a paused name's probe); at most as many as asked. It reads each
-    /// name down the claim index and merges them, where it used to sort every pending row.
+    /// the highest priority first (a probe before any command), then the oldest due; nothing due
+    /// later, declined by this host or of a paused name (but a paused name's probe); at most as
+    /// many as asked, and of each name as many as its room (a name with none: its probes). It
+    /// reads each name down the claim index and merges them, where it used to sort every pending row.
     @Test(.timeLimit(.minutes(2)))
     func aClaimTakesTheHighestPriorityThenTheOldestAcrossNames() async throws {
         let database = try await SharedBusDatabase()
@@ -16,12 +17,13 @@ extension SharedBusTests {
         try BusSchema.migrate(connection)
         let host = UUID(), other = UUID()
         try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a,b,c}', 60000)", [.uuid(host)])
+        let probe = BusSubmission.probePriority
         // (label, name, priority, seconds ago it was due, kind, declined by this host)
         let rows: [(String, String, Int, Int, String, Bool)] = [
             ("a-old", "a", 0, 30, "command", false), ("a-new", "a", 0, 10, "command", false), ("a-urgent", "a", 5, 1, "command", false),
             ("b-older", "b", 0, 40, "command", false), ("b-urgent", "b", 5, 2, "command", false), ("b-later", "b", 9, -60, "command", false),
-            ("b-declined", "b", 9, 50, "command", true), ("c-paused", "c", 9, 50, "command", false), ("c-probe", "c", 0, 50, "probe", false),
-            ("d-elsewhere", "d", 9, 50, "command", false),
+            ("b-declined", "b", 9, 50, "command", true), ("c-paused", "c", 9, 50, "command", false), ("c-probe", "c", probe, 50, "probe", false),
+            ("d-elsewhere", "d", 9, 50, "command", false), ("a-probe", "a", probe, 5, "probe", false),
         ]
         for (label, name, priority, ago, kind, declined) in rows {
             let id = UUID()
@@ -32,13 +34,16 @@ extension SharedBusTests {
         }
         try connection.execute("INSERT INTO cmdbus.paused (name) VALUES ('c')")
         // Which rows, not in which order: the host starts them all at once.
-        func claim(_ count: Int) throws -> Set<String> {
-            let claimed = try connection.execute(BusSQL.claim, [.textArray(["a", "b", "c"]), .uuid(host), .integer(count), .text("h:1")])
+        func claim(_ count: Int, rooms: [Int] = [10, 10, 10]) throws -> Set<String> {
+            let claimed = try connection.execute(BusSQL.claim, [
+                .textArray(["a", "b", "c"]), .uuid(host), .integer(count), .text("h:1"), .integerArray(rooms.map(Optional.some)),
+            ])
             return Set(claimed.all.compactMap { $0.text("metadata").flatMap { JSONValue.parse($0)?.objectValue?["label"]?.stringValue } })
         }
-        // Priority 5 first, then the oldest due of priority 0: the probe, due 50 s ago.
-        #expect(try claim(3) == ["b-urgent", "a-urgent", "c-probe"])
-        #expect(try claim(10) == ["b-older", "a-old", "a-new"], "what is left that is due, not declined and not paused")
+        // The probes first (a's though a has no room), then priority 5; a's commands wait.
+        #expect(try claim(3, rooms: [0, 10, 10]) == ["a-probe", "c-probe", "b-urgent"])
+        #expect(try claim(10, rooms: [1, 10, 10]) == ["a-urgent", "b-older"], "one of a, and what is left of b that is due and not declined")
+        #expect(try claim(10) == ["a-old", "a-new"])
         #expect(try claim(10).isEmpty)
         #expect(try connection.execute("SELECT count(*)::int8 AS n FROM cmdbus.commands WHERE state = 'pending'")[row: 0].integer("n") == 4)
     }

@@ -50,4 +50,18 @@ public struct PluginCatalog: Sendable {
             return Route(command: command, plugins: ordered.map(\.plugin))
         }
     }
+
+    /// The most of each command this host's handlers run at once, for the commands whose every
+    /// handler declares a limit (`max_concurrency`): the sum of their limits, since a handler
+    /// that declines passes the command on. A command with a handler that declares none has no
+    /// limit here, and is not listed. A host of the shared bus claims no more than this of a command.
+    public var concurrencyLimits: [String: Int] {
+        var limits: [String: Int] = [:]
+        for route in routes {
+            let declared = route.plugins.map { plugin in plugin.declared.first { $0.name == route.command }?.maxConcurrency }
+            guard declared.allSatisfy({ $0 != nil }) else { continue }
+            limits[route.command] = declared.reduce(0) { $0 + ($1 ?? 0) }
+        }
+        return limits
+    }
 }
