@@ -50,11 +50,15 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         self.database = database
         // A read-only connection can't prepare writes against a WAL file it may not touch; prepare reads only.
         let writes = readOnly ? "SELECT 1" : nil
+        // A known command accepted again keeps the attempts of its earlier runs: an ended run's
+        // are in its ending (``reopen(_:)`` adds them), and a run a dead process left running,
+        // which never ended, made one.
         insert = try database.prepare(writes ?? """
             INSERT INTO commands (id, name, parent_id, correlation_id, created_at, metadata, payload, state, accepted_at, updated_at, owner)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?8, ?9)
             ON CONFLICT(id) DO UPDATE SET state = 'pending', accepted_at = ?8, updated_at = ?8, owner = ?9,
-                result = NULL, error_code = NULL, error_message = NULL, finished_at = NULL, discarded_at = NULL
+                result = NULL, error_code = NULL, error_message = NULL, finished_at = NULL, discarded_at = NULL,
+                attempts = attempts + (state = 'running' AND NOT EXISTS (SELECT 1 FROM endings e WHERE e.seq = commands.seq))
             """)
         markRunning = try database.prepare(writes ??
             "UPDATE commands SET state = 'running', started_at = ?2, updated_at = ?2 WHERE seq = ?1 AND state = 'pending'"

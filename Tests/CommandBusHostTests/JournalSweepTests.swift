@@ -268,4 +268,33 @@ struct JournalSweepTests {
         #expect(record.state == .cancelled)
         #expect(record.attempts == 3, "two earlier attempts and the dead run's")
     }
+
+    /// A command a dead process left running is run again by recovery, and that run counted
+    /// only its own attempts: the dead run's was lost (one attempt in two runs, `journal list`
+    /// read 1; with no handler left, 0). Accepted again, it keeps the dead run's attempt.
+    @Test func aCommandRecoveredCountsTheAttemptItsDeadRunMade() async throws {
+        let work = try TemporaryDirectory("cmdbus-attempts")
+        let path = work.file("journal.sqlite").path
+        _ = try SQLiteJournal(path: path)
+        // Two attempts in earlier runs, then a third run that died (no owner: a dead process).
+        let root = UUID()
+        try Self.execute(path, """
+            INSERT INTO commands (id, name, correlation_id, created_at, payload, state, attempts, accepted_at, updated_at)
+            VALUES ('\(root.uuidString)', 'greet', '\(root.uuidString)', 1, X'7B7D', 'running', 2, 1, 1)
+            """)
+        let journal = try SQLiteJournal(path: path)
+        #expect(try await journal.record(root)?.attempts == 3, "running its third attempt")
+        let tickets = try await CommandBus(configuration: .init(journal: journal)).recover()
+        #expect(tickets.count == 1)
+        await #expect(throws: CommandBusError.self) { try await tickets[0].result }
+        try await journal.flush()
+        let record = try #require(try await journal.record(root))
+        #expect(record.state == .failed && record.errorCode == "noHandler")
+        #expect(record.attempts == 3, "two earlier attempts and the dead run's; the recovery found no handler")
+
+        // Accepted again once more (a retry), it keeps all three, and runs a fourth.
+        try await journal.accept(record.envelope, payload: record.payload)
+        try await journal.update(JournalUpdate(id: root, state: .running, attempts: 1), waitUntilDurable: true)
+        #expect(try await journal.record(root)?.attempts == 4)
+    }
 }
