@@ -113,12 +113,16 @@ enum BusCommand {
                 + "\(host["live"] == .bool(true) ? "live" : "silent")\(host["draining"] == .bool(true) ? ", draining (claims nothing new)" : ""), heartbeat \((silent * 10).rounded() / 10) s ago, "
                 + "running \(host["running"]?.text ?? "0"); handles \(quotedLine(commands))")
         }
-        if queues.isEmpty { console.out("  nothing pending or scheduled") }
+        if queues.isEmpty { console.out("  nothing running, pending or scheduled") }
         for queue in queues {
             // The shallower queues past the limit come as one, saying how many names it holds.
             let names = queue["commands"].map { " (\(counted(Int($0.text) ?? 0, "more command name")))" } ?? ""
             let pending = queue["pending"]?.text ?? "0", scheduled = Int(queue["scheduled"]?.text ?? "0") ?? 0
-            var parts = pending == "0" && scheduled > 0 ? [] : ["\(pending) pending, oldest \(roughly(queue["oldestPendingSeconds"]?.doubleValue ?? 0))"]
+            let running = Int(queue["running"]?.text ?? "0") ?? 0
+            var parts = running > 0 ? ["\(running) running"] : []
+            if pending != "0" || (scheduled == 0 && running == 0) {
+                parts.append("\(pending) pending, oldest \(roughly(queue["oldestPendingSeconds"]?.doubleValue ?? 0))")
+            }
             if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(queue["nextDueSeconds"]?.doubleValue ?? 0))") }
             let pause = queue["paused"] == .bool(true) ? " (paused)" : ""
             console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names)\(pause): \(parts.joined(separator: "; "))")

@@ -51,15 +51,17 @@ extension Dashboard {
         out.sample("cmdbus_journal_syncs_total", [], Double(journal.syncs))
 
         if let shared = await sources.sharedBus?(), case .object(let fields) = shared, case .array(let queues)? = fields["queues"] {
-            out.family("cmdbus_bus_pending", type: "gauge", help: "Commands due on the shared bus and waiting for a host, by command name.")
-            for case .object(let queue) in queues {
-                guard case .string(let name)? = queue["command"], case .integer(let pending)? = queue["pending"] else { continue }
-                out.sample("cmdbus_bus_pending", [("command", name)], Double(pending))
-            }
-            out.family("cmdbus_bus_scheduled", type: "gauge", help: "Commands on the shared bus due later (a delay, a retry's backoff), by command name.")
-            for case .object(let queue) in queues {
-                guard case .string(let name)? = queue["command"], case .integer(let scheduled)? = queue["scheduled"] else { continue }
-                out.sample("cmdbus_bus_scheduled", [("command", name)], Double(scheduled))
+            let counts = [
+                ("cmdbus_bus_running", "running", "Commands running on the shared bus's hosts, by command name."),
+                ("cmdbus_bus_pending", "pending", "Commands due on the shared bus and waiting for a host, by command name."),
+                ("cmdbus_bus_scheduled", "scheduled", "Commands on the shared bus due later (a delay, a retry's backoff), by command name."),
+            ]
+            for (family, key, help) in counts {
+                out.family(family, type: "gauge", help: help)
+                for case .object(let queue) in queues {
+                    guard case .string(let name)? = queue["command"], case .integer(let count)? = queue[key] else { continue }
+                    out.sample(family, [("command", name)], Double(count))
+                }
             }
             out.family("cmdbus_bus_oldest_pending_seconds", type: "gauge", help: "How long the longest-waiting due command on the shared bus has waited since it was due, by command name.")
             for case .object(let queue) in queues {

@@ -3,7 +3,7 @@ import CommandBusHost
 
 /// What `cmdbus bus status` shows: the schema version, the live hosts, queue depth per command
 /// name (the deepest ``CountedName/limit`` apart), how long its oldest due command has waited,
-/// and the commands scheduled for later.
+/// the commands scheduled for later, and how many of each name run now.
 package enum BusStatus {
     /// Reads the status as JSON.
     package static func read(on connection: PGConnection) throws(PGError) -> JSONValue {
@@ -37,7 +37,10 @@ package enum BusStatus {
                 count(*)::int8 AS names
             FROM ranked GROUP BY 1 ORDER BY bool_or(rank > $1), 1
             """, [.integer(Int64(CountedName.limit)), .text(CountedName.other)])
-        let running = try connection.execute("SELECT count(*)::int8 AS running FROM cmdbus.commands WHERE state = 'running'")
+        // What runs, by name: few rows (no more than the hosts' capacities), of names hosts handle.
+        let runningByName = try connection.execute("SELECT name, count(*)::int8 AS running FROM cmdbus.commands WHERE state = 'running' GROUP BY name")
+        var running: [String: Int64] = [:]
+        for row in runningByName.all { if let name = row.text("name") { running[name] = row.integer("running") ?? 0 } }
         let paused = try BusPause.paused(on: connection)
         let pausedNames = Set(paused.arrayValue?.compactMap { $0.objectValue?["command"]?.stringValue } ?? [])
         return .object([
@@ -50,17 +53,27 @@ package enum BusStatus {
                     "secondsSinceHeartbeat": .number(row.double("silent") ?? 0), "running": .integer(row.integer("running") ?? 0),
                 ])
             }),
+            // Each name with work waiting, scheduled or running, and how many of it run now.
             "queues": .array(queues.all.map { row in
+                let name = row.text("name") ?? "?"
                 var queue: [String: JSONValue] = [
-                    "command": .string(row.text("name") ?? "?"), "pending": .integer(row.integer("pending") ?? 0),
+                    "command": .string(name), "pending": .integer(row.integer("pending") ?? 0),
                     "oldestPendingSeconds": .number(row.double("oldest") ?? 0), "scheduled": .integer(row.integer("scheduled") ?? 0),
+                    "running": .integer(running[name] ?? 0),
                 ]
                 if let next = row.double("next") { queue["nextDueSeconds"] = .number(next) }
-                if let name = row.text("name"), pausedNames.contains(name) { queue["paused"] = .bool(true) }
-                if row.text("name") == CountedName.other { queue["commands"] = .integer(row.integer("names") ?? 0) }
+                if pausedNames.contains(name) { queue["paused"] = .bool(true) }
+                if name == CountedName.other { queue["commands"] = .integer(row.integer("names") ?? 0) }
+                return .object(queue)
+            } + running.keys.sorted().filter { name in !queues.all.contains { $0.text("name") == name } }.map { name in
+                var queue: [String: JSONValue] = [
+                    "command": .string(name), "pending": .integer(0), "oldestPendingSeconds": .number(0), "scheduled": .integer(0),
+                    "running": .integer(running[name] ?? 0),
+                ]
+                if pausedNames.contains(name) { queue["paused"] = .bool(true) }
                 return .object(queue)
             }),
-            "running": .integer(running.count > 0 ? running[row: 0].integer("running") ?? 0 : 0),
+            "running": .integer(running.values.reduce(0, +)),
             // Names no host claims until `bus resume` (``BusPause``), with how long and by whom.
             "paused": paused,
             // Plugins the live hosts load different builds of (``BusCatalog``): a command's answer depends on which host claims it.

@@ -37,6 +37,7 @@ extension SharedBusTests {
         }
         #expect(finished)
         #expect(most == 1, "a host held \(most) commands of a handler that runs one at a time")
+        #expect(try await Self.bus(database.url, "bus", "status").stdout.hasSuffix("  nothing running, pending or scheduled\n"))
         let pids = try await database.sql("SELECT DISTINCT convert_from(result, 'UTF8')::jsonb ->> 'pid' FROM cmdbus.commands ORDER BY 1")
         #expect(pids == "\(min(first.pid, second.pid))\n\(max(first.pid, second.pid))\n", "both hosts ran some: \(pids)")
         let overlapped = try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE (convert_from(result, 'UTF8')::jsonb ->> 'overlapped')::bool")

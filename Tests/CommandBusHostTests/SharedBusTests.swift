@@ -72,6 +72,11 @@ struct SharedBusTests {
         // A command that waits: due in five minutes, posted without waiting for it; it stays pending.
         let waiting = try await Self.bus(database.url, "run", "fixture.sleep", "-p", "milliseconds=1", "--delay", "300", "--no-wait")
         #expect(waiting.status == 0, "\(waiting.stderr)")
+        // And one that runs for a while.
+        #expect(try await Self.bus(database.url, "run", "fixture.sleep", "-p", "milliseconds=4000", "--no-wait").status == 0)
+        #expect(await waitUntil(.seconds(10)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "1\n"
+        })
 
         let fetch = { (path: String) async throws -> String in
             try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url + path]).stdout
@@ -81,9 +86,14 @@ struct SharedBusTests {
         #expect((hosts["hosts"] as? [[String: Any]])?.filter { $0["live"] as? Bool == true }.count == 2)
         let queues = try #require(hosts["queues"] as? [[String: Any]])
         // Due in five minutes: scheduled, not waiting for a host.
-        #expect(queues.contains { $0["command"] as? String == "fixture.sleep" && $0["pending"] as? Int == 0 && $0["scheduled"] as? Int == 1 })
+        #expect(queues.contains {
+            $0["command"] as? String == "fixture.sleep" && $0["pending"] as? Int == 0 && $0["scheduled"] as? Int == 1 && $0["running"] as? Int == 1
+        }, "\(queues)")
         let metrics = try await fetch("/metrics")
         #expect(metrics.contains(#"cmdbus_bus_scheduled{command="fixture.sleep"} 1"#) && metrics.contains(#"cmdbus_bus_pending{command="fixture.sleep"} 0"#))
+        #expect(metrics.contains(#"cmdbus_bus_running{command="fixture.sleep"} 1"#))
+        let status = try await Self.bus(database.url, "bus", "status")
+        #expect(status.stdout.contains("  fixture.sleep: 1 running; 1 scheduled, next due in "), "\(status.stdout)")
         #expect(metrics.contains("cmdbus_bus_hosts 2"))
         #expect(metrics.contains("cmdbus_bus_host_claiming 1") && metrics.contains(#"cmdbus_bus_host_fences_total{reason="lease_not_renewed"} 0"#))
         // The bus is the journal: the tree of a command run on another host's bus shows here too.

@@ -438,13 +438,14 @@ extension DashboardAssets {
           // A paused name with nothing waiting still gets its row, to resume it from.
           const paused = new Map((data.paused || []).map(p => [p.command, p]));
           const queues = data.queues.concat([...paused.keys()].filter(n => !data.queues.some(q => q.command === n))
-            .map(n => ({ command: n, pending: 0, scheduled: 0, paused: true })));
+            .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: true })));
           const pauseButton = q => q.commands ? null : h('div', { class: 'actions' }, q.paused
             ? h('button', { onclick: () => setPaused(q.command, false) }, 'Resume')
             : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'));
           const queueRows = queues.map(q => h('tr', {},
             h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
               q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null),
+            h('td', { class: 'num' }, num(q.running || 0)),
             h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),
             h('td', { class: 'num' }, num(q.scheduled || 0)), h('td', { class: 'num' }, q.scheduled ? 'in ' + duration(q.nextDueSeconds) : '–'),
             h('td', {}, pauseButton(q))));
@@ -452,7 +453,7 @@ extension DashboardAssets {
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
-            panel('Queues', table(['Command', { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing is waiting or scheduled.')));
+            panel('Queues', table(['Command', { text: 'Running', cls: 'num' }, { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing runs, waits or is scheduled.')));
           const refresh = throttle(() => route(), 2000);
           view.onTick = () => refresh();
         }
