@@ -4,8 +4,9 @@ import CommandBusLoading
 import CommandBusPostgres
 import CommandBusSupport
 
-/// `cmdbus bus status|pause|resume`: the shared bus's schema version, live hosts, queue depth
-/// per command name and how long its oldest waits; pausing and resuming command names.
+/// `cmdbus bus status|pause|resume|limit`: the shared bus's schema version, live hosts, queue
+/// depth per command name and how long its oldest waits; pausing and resuming command names,
+/// and limiting how many of a name run at once across the bus.
 enum BusCommand {
     static let spec = ArgumentSpec(command: "bus", options: [.bus, .json, .help])
 
@@ -13,6 +14,7 @@ enum BusCommand {
         Usage: cmdbus bus status [--bus URL] [--json]
                cmdbus bus pause <command>... [--bus URL] [--json]
                cmdbus bus resume <command>... [--bus URL] [--json]
+               cmdbus bus limit [<command>... <N|none>] [--bus URL] [--json]
 
         status: shows the shared bus in PostgreSQL (--bus URL, else $CMDBUS_BUS): its schema
         version, each host with its last heartbeat, the commands it handles and runs now, and
@@ -22,6 +24,11 @@ enum BusCommand {
         pause: no host claims these command names until they are resumed: what is posted for
         them waits, pending, and what runs finishes. For a service their handlers call that is
         down, or a build to hold back. resume: hosts claim them again, at once.
+
+        limit: at most N commands of these names run at once across the bus, on every host
+        together: a host claims one only while fewer run. For a service that takes so many
+        calls at once, or work that must run one at a time (1). 'none' removes the limit;
+        with no operands, the limits are listed.
         Passwords in URLs are never shown.
 
         Options:
@@ -33,7 +40,7 @@ enum BusCommand {
     }
 
     private static let verbs: [String: Verb] = [
-        "status": Verb(run: status), "pause": Verb(run: pause), "resume": Verb(run: resume),
+        "status": Verb(run: status), "pause": Verb(run: pause), "resume": Verb(run: resume), "limit": Verb(run: limit),
     ]
 
     /// The subcommands of `cmdbus bus`, for shell completion.
@@ -91,6 +98,77 @@ enum BusCommand {
         }
     }
 
+    /// `bus limit NAME... N|none`: one line a name, and a warning for each live host too old to
+    /// know a limit that claims one of them all the same; `bus limit` alone lists the limits.
+    private static func limit(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        guard let last = operands.last else { return try await listLimits(arguments, console) }
+        let names = Array(operands.dropLast())
+        let limit: Int?
+        switch last {
+        case "none": limit = nil
+        default:
+            guard let number = Int(last), number >= 1, number <= Int(Int32.max) else {
+                throw .usage(names.isEmpty && Int(last) == nil
+                    ? "'cmdbus bus limit' needs command names and a limit: 'cmdbus bus limit \(quotedLine(last)) 2', or 'none' to remove one"
+                    : "\(quoted(last)) is not a limit: give a whole number of at least 1, or 'none' to remove the limit")
+            }
+            limit = number
+        }
+        guard !names.isEmpty else {
+            throw .usage("'cmdbus bus limit' needs the command names before the limit: 'cmdbus bus limit report \(last)'")
+        }
+        if let problem = names.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
+        let client = try client(arguments, verb: "limit", console: console)
+        let outcome: (changes: [BusLimit.Change], unaware: [(host: String, command: String)])
+        do { outcome = try await client.setLimit(names, limit) } catch {
+            await client.close()
+            throw error
+        }
+        let unhandled = limit != nil ? await client.namesNoHostHandles(Set(names)) : []
+        await client.close()
+        for change in outcome.changes {
+            if arguments.has("json") { console.out(change.json.text); continue }
+            let name = quoted(change.name)
+            let work = "\(change.pending) pending, \(change.running) running"
+            let was = change.before.map { ", where it was \($0)" } ?? ""
+            if let after = change.after {
+                let over = change.running >= after ? ": none starts until fewer than \(after) run" : ""
+                console.out("limited \(name) to \(after) at once across the bus\(change.before == after ? " (as it was)" : was) (\(work)\(over))")
+            } else if let before = change.before {
+                console.out("\(name) has no limit across the bus now, where it was \(before) (\(work))")
+            } else {
+                console.out("\(name) had no limit across the bus (\(work))")
+            }
+        }
+        for name in unhandled {
+            console.err("cmdbus: warning: no live host on the bus handles \(quoted(name)); it is limited all the same, for hosts that join later ('cmdbus bus status' lists what the hosts handle)")
+        }
+        for (host, command) in outcome.unaware {
+            console.err("cmdbus: warning: host \(quotedLine(host)) runs a cmdbus from before limits and claims \(quoted(command)) without one; upgrade it")
+        }
+    }
+
+    /// `bus limit` alone: the limited names.
+    private static func listLimits(_ arguments: ArgumentSpec.Parsed, _ console: Console) async throws(HostFailure) {
+        let client = try client(arguments, verb: "limit", console: console)
+        let limits: JSONValue
+        do { limits = try await client.limits() } catch {
+            await client.close()
+            throw error
+        }
+        await client.close()
+        if arguments.has("json") { return console.out(limits.text) }
+        let all = limits.arrayValue?.compactMap(\.objectValue) ?? []
+        if all.isEmpty { return console.out("no command name is limited across the bus ('cmdbus bus limit NAME N' limits one)") }
+        for limit in all { console.out(limitLine(limit)) }
+    }
+
+    /// One limit as `bus limit` and `bus status` show it.
+    private static func limitLine(_ limit: [String: JSONValue]) -> String {
+        "\(quotedLine(limit["command"]?.stringValue ?? "?")): at most \(limit["limit"]?.text ?? "?") at once across the bus, "
+            + "set \(roughly(limit["setSeconds"]?.doubleValue ?? 0)) ago by \(quotedLine(limit["setBy"]?.stringValue ?? "?"))"
+    }
+
     /// `cmdbus bus status` (and `cmdbus status --bus`).
     static func status(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus bus status' takes no operands") }
@@ -124,12 +202,13 @@ enum BusCommand {
                 parts.append("\(pending) pending, oldest \(roughly(queue["oldestPendingSeconds"]?.doubleValue ?? 0))")
             }
             if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(queue["nextDueSeconds"]?.doubleValue ?? 0))") }
-            let pause = queue["paused"] == .bool(true) ? " (paused)" : ""
+            let pause = (queue["paused"] == .bool(true) ? " (paused)" : "") + (queue["limit"].map { " (at most \($0.text) at once)" } ?? "")
             console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names)\(pause): \(parts.joined(separator: "; "))")
         }
         for paused in status["paused"]?.arrayValue?.compactMap(\.objectValue) ?? [] {
             console.out("  paused: \(quotedLine(paused["command"]?.stringValue ?? "?")) for \(roughly(paused["pausedSeconds"]?.doubleValue ?? 0)), by \(quotedLine(paused["pausedBy"]?.stringValue ?? "?"))")
         }
+        for limit in status["limits"]?.arrayValue?.compactMap(\.objectValue) ?? [] { console.out("  limit: \(limitLine(limit))") }
         warnOfDifferences(status["differences"], console: console)
     }
 

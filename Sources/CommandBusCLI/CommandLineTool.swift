@@ -39,6 +39,7 @@ public enum CommandLineTool {
           cancel <id>...             Cancel commands in flight on a server or the shared bus.
           bus status --bus URL       The shared bus: hosts, queues and their waits, what is paused.
           bus pause|resume <cmd>...  Stop (or start again) hosts claiming these command names.
+          bus limit <cmd>... <N>     Run at most N of these at once across the bus ('none': no limit).
           completion bash            A bash completion script: source <(cmdbus completion bash).
           help [<subcommand>]        Show help.
 

@@ -68,6 +68,11 @@ extension Dashboard {
                 guard case .string(let name)? = queue["command"], case .number(let age)? = queue["oldestPendingSeconds"] else { continue }
                 out.sample("cmdbus_bus_oldest_pending_seconds", [("command", name)], age)
             }
+            out.family("cmdbus_bus_limit", type: "gauge", help: "How many commands of a name may run at once across the shared bus ('cmdbus bus limit'), by command name.")
+            for case .object(let limit) in fields["limits"]?.arrayValue ?? [] {
+                guard case .string(let name)? = limit["command"], case .integer(let most)? = limit["limit"] else { continue }
+                out.sample("cmdbus_bus_limit", [("command", name)], Double(most))
+            }
             out.family("cmdbus_bus_paused", type: "gauge", help: "Command names no host claims until they are resumed ('cmdbus bus pause'): 1 each.")
             for case .object(let paused) in fields["paused"]?.arrayValue ?? [] {
                 guard case .string(let name)? = paused["command"] else { continue }

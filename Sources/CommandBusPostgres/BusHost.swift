@@ -301,9 +301,11 @@ package final class BusHost: Sendable {
     // MARK: Claiming
 
     private func claimLoop() {
-        let session = PGSession(url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel"], linkTimeout: settings.lease)
+        let session = PGSession(url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit"], linkTimeout: settings.lease)
         var dirty = true
         var lastClaim = ContinuousClock.now
+        // The names limited across the bus (``BusLimit``), read again on `cmdbus_limit` and every few seconds.
+        var limited: Set<String> = [], limitsRead: ContinuousClock.Instant?
         while true {
             let (stopped, blocked, capacity, rooms) = state.withLock { state -> (Bool, Bool, Int, [Room]) in
                 (state.stopped, state.fenced || state.paused || state.draining, settings.capacity - state.inFlight, self.rooms(state))
@@ -312,12 +314,15 @@ package final class BusHost: Sendable {
             do {
                 if !blocked, dirty || ContinuousClock.now - lastClaim >= settings.pollInterval {
                     lastClaim = .now
+                    if limitsRead.map({ ContinuousClock.now - $0 >= Self.limitsRereadInterval }) ?? true {
+                        limited = try session.run { connection throws(PGError) in try BusLimit.limitedNames(on: connection) }
+                        limitsRead = .now
+                    }
                     // A host with no room left still answers probes: they ask, and take no slot.
                     let limit = capacity > 0 ? capacity : Self.probesWhenFull
+                    let locked = rooms.filter { $0.room > 0 && limited.contains($0.name) }.map(\Room.name)
                     let rows = try session.run { connection throws(PGError) in
-                        try connection.execute(BusSQL.claim, [
-                            .textArray(rooms.map(\Room.name)), .uuid(id), .integer(limit), .text(label), .integerArray(rooms.map { Optional($0.room) }),
-                        ])
+                        try claim(on: connection, rooms: rooms, limit: limit, locking: locked)
                     }.all.compactMap(BusCommandRow.init)
                     let wanted = min(capacity, rooms.reduce(0) { $0 + $1.room })
                     dirty = wanted > 0 && rows.count >= wanted
@@ -330,6 +335,7 @@ package final class BusHost: Sendable {
                     switch notification.channel {
                     case "cmdbus_new": if commands.contains(notification.payload) { dirty = true }
                     case "cmdbus_cancel": if let id = UUID(uuidString: notification.payload) { cancelLocally(id) }
+                    case "cmdbus_limit": limitsRead = nil
                     default: break
                     }
                 }
@@ -344,6 +350,10 @@ package final class BusHost: Sendable {
     /// How many probes a host with no free capacity claims at once.
     static let probesWhenFull = 16
 
+    /// How often a claimer reads the bus's limits without being told they changed: a lost
+    /// `cmdbus_limit` notification leaves it claiming nothing of a newly limited name for so long.
+    static let limitsRereadInterval: Duration = .seconds(5)
+
     /// Each name this host claims, with how many more of it may start here now: its free
     /// capacity, or less where its handlers limit how many run at once (none once they all run).
     private typealias Room = (name: String, room: Int)
@@ -353,6 +363,23 @@ package final class BusHost: Sendable {
         return state.offer.commands.map { name in
             guard let limit = state.offer.limits[name] else { return (name, capacity) }
             return (name, max(0, min(capacity, limit - state.inFlightOfLimited[name, default: 0])))
+        }
+    }
+
+    /// Claims up to `limit` commands, no more of a name than its room; first takes the locks of
+    /// the `locking` names, limited across the bus, in a transaction with the claim, whose
+    /// snapshot is then taken after them: it sees every claim that held them before.
+    private func claim(on connection: PGConnection, rooms: [Room], limit: Int, locking locked: [String]) throws(PGError) -> PGRows {
+        let claim = { () throws(PGError) -> PGRows in
+            try connection.execute(BusSQL.claim, [
+                .textArray(rooms.map(\Room.name)), .uuid(self.id), .integer(limit), .text(self.label),
+                .integerArray(rooms.map { Optional($0.room) }), .textArray(locked),
+            ])
+        }
+        guard !locked.isEmpty else { return try claim() }
+        return try connection.transaction { () throws(PGError) -> PGRows in
+            try connection.execute(BusLimit.lock, [.textArray(locked)])
+            return try claim()
         }
     }
 

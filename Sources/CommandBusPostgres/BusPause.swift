@@ -61,16 +61,10 @@ package enum BusPause {
         paused ? try pause(names, by: by, on: connection) : try resume(names, on: connection)
     }
 
-    /// The live hosts that handle one of `names` and run a `cmdbus` from before pauses (their
-    /// catalog's `busSchemaVersion` under ``schemaVersion``): they claim a paused name all the
-    /// same. As `hostname:pid` with the name, for a warning.
+    /// The live hosts that handle one of `names` and run a `cmdbus` from before pauses: they
+    /// claim a paused name all the same. As `hostname:pid` with the name, for a warning.
     package static func unawareHosts(handling names: [String], on connection: PGConnection) throws(PGError) -> [(host: String, command: String)] {
-        let rows = try connection.execute("""
-            SELECT h.hostname, h.pid::int8 AS pid, n AS name FROM cmdbus.hosts h, unnest($1::text[]) n
-            WHERE \(BusSQL.liveHost) AND n = ANY(h.commands) AND coalesce((h.catalog->>'busSchemaVersion')::int, 0) < $2::int4
-            ORDER BY h.started_at, n
-            """, [.textArray(names), .integer(schemaVersion)])
-        return rows.all.map { (BusHost.label(hostname: $0.text("hostname") ?? "?", pid: $0.integer("pid") ?? 0), $0.text("name") ?? "?") }
+        try BusSchema.hosts(before: schemaVersion, handling: names, on: connection)
     }
 
     /// The paused names, oldest pause first, as `bus status` shows them.

@@ -138,9 +138,12 @@ enum BusSQL {
         RETURNING id
         """
 
-    /// $1 names, $2 host, $3 how many, $4 host label, $5 how many of each name (its room).
+    /// $1 names, $2 host, $3 how many, $4 host label, $5 how many of each name (its room on this
+    /// host), $6 the limited names whose locks this host holds (``BusLimit``).
     /// Claims pending commands this host handles and has not declined, highest priority first,
-    /// then oldest, and no more of a name than its room; none of a paused name. A `can`'s probe
+    /// then oldest, and no more of a name than its room; none of a paused name. Of a name limited
+    /// across the bus, no more than the limit leaves room for beside what runs, and none unless
+    /// this host holds its lock (it has not heard of the limit yet). A `can`'s probe
     /// only asks, so it is taken whatever the name's room, paused or not: it comes first in the
     /// claim index (``BusSubmission/probePriority``), so a name with no room or paused reads only
     /// the index's first rows for its probes, however many commands wait behind them. Nothing
@@ -155,8 +158,17 @@ enum BusSQL {
     static let claim = """
         WITH picked AS MATERIALIZED (
             SELECT c.id FROM unnest($1::text[], $5::int8[]) AS n(name, room)
+            LEFT JOIN cmdbus.limits l ON l.name = n.name
             CROSS JOIN LATERAL (
-                SELECT EXISTS (SELECT 1 FROM cmdbus.paused p WHERE p.name = n.name) OR n.room <= 0 AS probes_only
+                SELECT CASE
+                    WHEN l.name IS NULL THEN n.room
+                    WHEN NOT (n.name = ANY($6::text[])) THEN 0
+                    ELSE least(n.room, l.max_running - (
+                        SELECT count(*) FROM cmdbus.commands r WHERE r.state = 'running' AND r.name = n.name AND r.kind = 'command'))
+                END AS room
+            ) m
+            CROSS JOIN LATERAL (
+                SELECT EXISTS (SELECT 1 FROM cmdbus.paused p WHERE p.name = n.name) OR m.room <= 0 AS probes_only
             ) z
             CROSS JOIN LATERAL (
                 SELECT id, priority, run_at, seq FROM cmdbus.commands
@@ -165,7 +177,7 @@ enum BusSQL {
                     AND (NOT z.probes_only OR kind = 'probe')
                     AND run_at <= now() AND NOT ($2::uuid = ANY(declined_by)) AND \(hostStillOnBus)
                 ORDER BY priority DESC, run_at, seq
-                LIMIT CASE WHEN z.probes_only THEN $3::int8 ELSE least(n.room, $3::int8) END
+                LIMIT CASE WHEN z.probes_only THEN $3::int8 ELSE least(m.room, $3::int8) END
                 FOR UPDATE SKIP LOCKED
             ) c
             ORDER BY c.priority DESC, c.run_at, c.seq

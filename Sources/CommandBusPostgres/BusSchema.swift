@@ -4,7 +4,7 @@
 /// migrate once; a database whose schema is newer than this binary is refused.
 package enum BusSchema {
     /// The schema version this binary writes and reads.
-    package static let version = 3
+    package static let version = 4
     /// The PostgreSQL schema holding the bus.
     package static let name = "cmdbus"
 
@@ -89,7 +89,32 @@ package enum BusSchema {
             )
             """,
         ],
+        [
+            // How many commands of a name run at once across the bus (`cmdbus bus limit`): a
+            // host claims one only while fewer run.
+            """
+            CREATE TABLE IF NOT EXISTS cmdbus.limits (
+                name text PRIMARY KEY,
+                max_running int NOT NULL CHECK (max_running > 0),
+                set_at timestamptz NOT NULL DEFAULT now(),
+                set_by text NOT NULL DEFAULT ''
+            )
+            """,
+        ],
     ]
+
+    /// The live hosts that handle one of `names` and run a `cmdbus` that reads a schema before
+    /// `version` (their catalog's `busSchemaVersion`; none before version 3): they know nothing
+    /// of what that version brought (a pause, a limit) and claim as before. As `hostname:pid`
+    /// with the name, for a warning.
+    package static func hosts(before version: Int, handling names: [String], on connection: PGConnection) throws(PGError) -> [(host: String, command: String)] {
+        let rows = try connection.execute("""
+            SELECT h.hostname, h.pid::int8 AS pid, n AS name FROM cmdbus.hosts h, unnest($1::text[]) n
+            WHERE \(BusSQL.liveHost) AND n = ANY(h.commands) AND coalesce((h.catalog->>'busSchemaVersion')::int, 0) < $2::int4
+            ORDER BY h.started_at, n
+            """, [.textArray(names), .integer(version)])
+        return rows.all.map { (BusHost.label(hostname: $0.text("hostname") ?? "?", pid: $0.integer("pid") ?? 0), $0.text("name") ?? "?") }
+    }
 
     /// Creates or migrates the schema on `connection`.
     /// - Throws: A ``PGError`` if the database cannot be written, or its schema is newer than this binary.

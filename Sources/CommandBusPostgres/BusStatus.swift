@@ -42,6 +42,9 @@ package enum BusStatus {
         var running: [String: Int64] = [:]
         for row in runningByName.all { if let name = row.text("name") { running[name] = row.integer("running") ?? 0 } }
         let paused = try BusPause.paused(on: connection)
+        let limits = try BusLimit.limits(on: connection)
+        var limitOf: [String: JSONValue] = [:]
+        for case .object(let limit) in limits.arrayValue ?? [] { if let name = limit["command"]?.stringValue { limitOf[name] = limit["limit"] } }
         let pausedNames = Set(paused.arrayValue?.compactMap { $0.objectValue?["command"]?.stringValue } ?? [])
         return .object([
             "schemaVersion": .integer(version.count > 0 ? version[row: 0].integer("version") ?? 0 : 0),
@@ -63,6 +66,7 @@ package enum BusStatus {
                 ]
                 if let next = row.double("next") { queue["nextDueSeconds"] = .number(next) }
                 if pausedNames.contains(name) { queue["paused"] = .bool(true) }
+                if let limit = limitOf[name] { queue["limit"] = limit }
                 if name == CountedName.other { queue["commands"] = .integer(row.integer("names") ?? 0) }
                 return .object(queue)
             } + running.keys.sorted().filter { name in !queues.all.contains { $0.text("name") == name } }.map { name in
@@ -71,11 +75,14 @@ package enum BusStatus {
                     "running": .integer(running[name] ?? 0),
                 ]
                 if pausedNames.contains(name) { queue["paused"] = .bool(true) }
+                if let limit = limitOf[name] { queue["limit"] = limit }
                 return .object(queue)
             }),
             "running": .integer(running.values.reduce(0, +)),
             // Names no host claims until `bus resume` (``BusPause``), with how long and by whom.
             "paused": paused,
+            // Names no more of which run at once across the bus than their limit (``BusLimit``).
+            "limits": limits,
             // Plugins the live hosts load different builds of (``BusCatalog``): a command's answer depends on which host claims it.
             "differences": BusCatalog.merge(hosts.all.filter { $0.bool("live") == true }.map(BusCatalog.Host.init(row:))).objectValue?["differences"] ?? .array([]),
         ])

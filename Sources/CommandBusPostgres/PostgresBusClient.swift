@@ -337,6 +337,28 @@ package final class PostgresBusClient: BusClient {
         }
     }
 
+    /// Sets the limit of `names` across the bus to `limit`, or removes it (`nil`) (``BusLimit``);
+    /// with the live hosts that handle one of them and run a `cmdbus` from before limits.
+    package func setLimit(_ names: [String], _ limit: Int?) async throws(HostFailure) -> (changes: [BusLimit.Change], unaware: [(host: String, command: String)]) {
+        do {
+            return try connections.with { connection throws(PGError) in
+                let changes = try BusLimit.set(names, to: limit, by: BusPause.operatorLabel, on: connection)
+                return (changes, limit != nil ? try BusLimit.unawareHosts(handling: names, on: connection) : [])
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// The names limited across the bus (``BusLimit/limits(on:)``).
+    package func limits() async throws(HostFailure) -> JSONValue {
+        do {
+            return try connections.with { connection throws(PGError) in try BusLimit.limits(on: connection) }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
     package func status() async throws(HostFailure) -> JSONValue {
         do {
             return try connections.with { connection throws(PGError) in try BusStatus.read(on: connection) }

@@ -34,9 +34,10 @@ extension SharedBusTests {
         }
         try connection.execute("INSERT INTO cmdbus.paused (name) VALUES ('c')")
         // Which rows, not in which order: the host starts them all at once.
-        func claim(_ count: Int, rooms: [Int] = [10, 10, 10]) throws -> Set<String> {
+        func claim(_ count: Int, rooms: [Int] = [10, 10, 10], locked: [String] = []) throws -> Set<String> {
             let claimed = try connection.execute(BusSQL.claim, [
                 .textArray(["a", "b", "c"]), .uuid(host), .integer(count), .text("h:1"), .integerArray(rooms.map(Optional.some)),
+                .textArray(locked),
             ])
             return Set(claimed.all.compactMap { $0.text("metadata").flatMap { JSONValue.parse($0)?.objectValue?["label"]?.stringValue } })
         }
@@ -45,6 +46,19 @@ extension SharedBusTests {
         #expect(try claim(10, rooms: [1, 10, 10]) == ["a-urgent", "b-older"], "one of a, and what is left of b that is due and not declined")
         #expect(try claim(10) == ["a-old", "a-new"])
         #expect(try claim(10).isEmpty)
-        #expect(try connection.execute("SELECT count(*)::int8 AS n FROM cmdbus.commands WHERE state = 'pending'")[row: 0].integer("n") == 4)
+
+        // Limited to 4 across the bus, with 3 of a running: none for a host that has not taken
+        // the name's lock (it has not heard of the limit), and then one.
+        try connection.execute("INSERT INTO cmdbus.limits (name, max_running) VALUES ('a', 4)")
+        for label in ["a-limited-1", "a-limited-2"] {
+            try connection.execute("""
+                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, metadata)
+                VALUES ($1, 'a', '\\x7b7d', $1, 'pending', $2::jsonb)
+                """, [.uuid(UUID()), .text(#"{"label":"\#(label)"}"#)])
+        }
+        #expect(try claim(10).isEmpty)
+        #expect(try claim(10, locked: ["a"]) == ["a-limited-1"])
+        #expect(try claim(10, locked: ["a"]).isEmpty, "four run")
+        #expect(try connection.execute("SELECT count(*)::int8 AS n FROM cmdbus.commands WHERE state = 'pending'")[row: 0].integer("n") == 5, "b-later, b-declined, c-paused, d-elsewhere, a-limited-2")
     }
 }

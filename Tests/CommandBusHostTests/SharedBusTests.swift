@@ -22,11 +22,15 @@ struct SharedBusTests {
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Ada").status == 0)
         await host.stop()
         // As version 1 left it.
-        try await database.sql("ALTER TABLE cmdbus.commands DROP COLUMN depth; DROP TABLE cmdbus.paused; UPDATE cmdbus.schema_version SET version = 1")
+        try await database.sql("""
+            ALTER TABLE cmdbus.commands DROP COLUMN depth; DROP TABLE cmdbus.paused; DROP TABLE cmdbus.limits;
+            UPDATE cmdbus.schema_version SET version = 1
+            """)
         let again = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
         let status = try jsonObject(try await Self.bus(database.url, "bus", "status", "--json").stdout)
         #expect(status["schemaVersion"] as? Int == BusSchema.version)
         #expect(try await database.sql("SELECT to_regclass('cmdbus.paused') IS NOT NULL") == "t\n", "version 3's paused names")
+        #expect(try await database.sql("SELECT to_regclass('cmdbus.limits') IS NOT NULL") == "t\n", "version 4's limits")
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Grace").status == 0)
         let rows = try await database.sql("SELECT string_agg(payload::text || ':' || depth, ',' ORDER BY seq) FROM cmdbus.commands")
         #expect(rows.contains(":0,") && rows.hasSuffix(":0\n") && rows.split(separator: ",").count == 2, "\(rows)")

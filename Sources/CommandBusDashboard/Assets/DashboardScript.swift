@@ -445,7 +445,8 @@ extension DashboardAssets {
           const queueRows = queues.map(q => h('tr', {},
             h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
               q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null),
-            h('td', { class: 'num' }, num(q.running || 0)),
+            h('td', { class: 'num', title: q.limit ? `at most ${num(q.limit)} at once across the bus` : '' },
+              num(q.running || 0), q.limit ? h('span', { class: 'muted' }, ` / ${num(q.limit)}`) : null),
             h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),
             h('td', { class: 'num' }, num(q.scheduled || 0)), h('td', { class: 'num' }, q.scheduled ? 'in ' + duration(q.nextDueSeconds) : '–'),
             h('td', {}, pauseButton(q))));
