@@ -370,16 +370,13 @@ package final class BusHost: Sendable {
     /// the `locking` names, limited across the bus, in a transaction with the claim, whose
     /// snapshot is then taken after them: it sees every claim that held them before.
     private func claim(on connection: PGConnection, rooms: [Room], limit: Int, locking locked: [String]) throws(PGError) -> PGRows {
-        let claim = { () throws(PGError) -> PGRows in
-            try connection.execute(BusSQL.claim, [
-                .textArray(rooms.map(\Room.name)), .uuid(self.id), .integer(limit), .text(self.label),
-                .integerArray(rooms.map { Optional($0.room) }), .textArray(locked),
-            ])
-        }
-        guard !locked.isEmpty else { return try claim() }
+        let parameters: [PGValue?] = [
+            .textArray(rooms.map(\Room.name)), .uuid(id), .integer(limit), .text(label), .integerArray(rooms.map { Optional($0.room) }),
+        ]
+        guard !locked.isEmpty else { return try connection.execute(BusSQL.claim, parameters) }
         return try connection.transaction { () throws(PGError) -> PGRows in
             try connection.execute(BusLimit.lock, [.textArray(locked)])
-            return try claim()
+            return try connection.execute(BusSQL.claimLimited, parameters + [.textArray(locked)])
         }
     }
 

@@ -35,10 +35,11 @@ extension SharedBusTests {
         try connection.execute("INSERT INTO cmdbus.paused (name) VALUES ('c')")
         // Which rows, not in which order: the host starts them all at once.
         func claim(_ count: Int, rooms: [Int] = [10, 10, 10], locked: [String] = []) throws -> Set<String> {
-            let claimed = try connection.execute(BusSQL.claim, [
+            var parameters: [PGValue?] = [
                 .textArray(["a", "b", "c"]), .uuid(host), .integer(count), .text("h:1"), .integerArray(rooms.map(Optional.some)),
-                .textArray(locked),
-            ])
+            ]
+            if !locked.isEmpty { parameters.append(.textArray(locked)) }
+            let claimed = try connection.execute(locked.isEmpty ? BusSQL.claim : BusSQL.claimLimited, parameters)
             return Set(claimed.all.compactMap { $0.text("metadata").flatMap { JSONValue.parse($0)?.objectValue?["label"]?.stringValue } })
         }
         // The probes first (a's though a has no room), then priority 5; a's commands wait.
