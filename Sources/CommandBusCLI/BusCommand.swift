@@ -118,6 +118,10 @@ enum BusCommand {
             throw .usage("'cmdbus bus limit' needs the command names before the limit: 'cmdbus bus limit report \(last)'")
         }
         if let problem = names.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
+        // `bus limit greet 1 2`: a second limit, not a command named "1".
+        if let number = names.first(where: { Int($0) != nil || $0 == "none" }) {
+            throw .usage("\(quoted(number)) looks like a limit, not a command name: give the names, then one limit ('cmdbus bus limit report 2')")
+        }
         let client = try client(arguments, verb: "limit", console: console)
         let outcome: (changes: [BusLimit.Change], unaware: [(host: String, command: String)])
         do { outcome = try await client.setLimit(names, limit) } catch {

@@ -65,6 +65,7 @@ extension SharedBusTests {
             (["fixture.sleep", "0"], "'0' is not a limit: give a whole number of at least 1, or 'none' to remove the limit"),
             (["2"], "'cmdbus bus limit' needs the command names before the limit: 'cmdbus bus limit report 2'"),
             (["fixture.sleep"], "'cmdbus bus limit' needs command names and a limit: 'cmdbus bus limit fixture.sleep 2', or 'none' to remove one"),
+            (["fixture.sleep", "1", "2"], "'1' looks like a limit, not a command name: give the names, then one limit ('cmdbus bus limit report 2')"),
         ] {
             let refused = try await cmdbus(["bus", "limit"] + arguments + ["--bus", database.url])
             #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(refused.stderr)")
