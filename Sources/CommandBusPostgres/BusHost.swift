@@ -95,7 +95,7 @@ package final class BusHost: Sendable {
 
         /// The catalog as the bus stores it: with the schema version this host's `cmdbus` reads
         /// (`busSchemaVersion`), so a client can tell which hosts know a newer version's rules
-        /// (version 3's paused names).
+        /// (version 3's paused names, version 4's limits).
         init(commands: [String], catalog: JSONValue, limits: [String: Int]) {
             self.commands = commands
             self.limits = limits

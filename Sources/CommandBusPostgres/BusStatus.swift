@@ -46,6 +46,18 @@ package enum BusStatus {
         var limitOf: [String: JSONValue] = [:]
         for case .object(let limit) in limits.arrayValue ?? [] { if let name = limit["command"]?.stringValue { limitOf[name] = limit["limit"] } }
         let pausedNames = Set(paused.arrayValue?.compactMap { $0.objectValue?["command"]?.stringValue } ?? [])
+        let waiting = Set(queues.all.compactMap { $0.text("name") })
+        func queue(_ name: String, pending: Int64, oldest: Double, scheduled: Int64, nextDue: Double? = nil, names: Int64? = nil) -> JSONValue {
+            var queue: [String: JSONValue] = [
+                "command": .string(name), "pending": .integer(pending), "oldestPendingSeconds": .number(oldest),
+                "scheduled": .integer(scheduled), "running": .integer(running[name] ?? 0),
+            ]
+            if let nextDue { queue["nextDueSeconds"] = .number(nextDue) }
+            if pausedNames.contains(name) { queue["paused"] = .bool(true) }
+            if let limit = limitOf[name] { queue["limit"] = limit }
+            if name == CountedName.other { queue["commands"] = .integer(names ?? 0) }
+            return .object(queue)
+        }
         return .object([
             "schemaVersion": .integer(version.count > 0 ? version[row: 0].integer("version") ?? 0 : 0),
             "hosts": .array(hosts.all.map { row in
@@ -58,26 +70,9 @@ package enum BusStatus {
             }),
             // Each name with work waiting, scheduled or running, and how many of it run now.
             "queues": .array(queues.all.map { row in
-                let name = row.text("name") ?? "?"
-                var queue: [String: JSONValue] = [
-                    "command": .string(name), "pending": .integer(row.integer("pending") ?? 0),
-                    "oldestPendingSeconds": .number(row.double("oldest") ?? 0), "scheduled": .integer(row.integer("scheduled") ?? 0),
-                    "running": .integer(running[name] ?? 0),
-                ]
-                if let next = row.double("next") { queue["nextDueSeconds"] = .number(next) }
-                if pausedNames.contains(name) { queue["paused"] = .bool(true) }
-                if let limit = limitOf[name] { queue["limit"] = limit }
-                if name == CountedName.other { queue["commands"] = .integer(row.integer("names") ?? 0) }
-                return .object(queue)
-            } + running.keys.sorted().filter { name in !queues.all.contains { $0.text("name") == name } }.map { name in
-                var queue: [String: JSONValue] = [
-                    "command": .string(name), "pending": .integer(0), "oldestPendingSeconds": .number(0), "scheduled": .integer(0),
-                    "running": .integer(running[name] ?? 0),
-                ]
-                if pausedNames.contains(name) { queue["paused"] = .bool(true) }
-                if let limit = limitOf[name] { queue["limit"] = limit }
-                return .object(queue)
-            }),
+                queue(row.text("name") ?? "?", pending: row.integer("pending") ?? 0, oldest: row.double("oldest") ?? 0,
+                      scheduled: row.integer("scheduled") ?? 0, nextDue: row.double("next"), names: row.integer("names"))
+            } + running.keys.sorted().filter { !waiting.contains($0) }.map { queue($0, pending: 0, oldest: 0, scheduled: 0) }),
             "running": .integer(running.values.reduce(0, +)),
             // Names no host claims until `bus resume` (``BusPause``), with how long and by whom.
             "paused": paused,

@@ -300,16 +300,11 @@ package final class PostgresBusClient: BusClient {
 
     /// The live hosts' plugins, merged: each build once, with the hosts that load it (``BusCatalog``).
     package func plugins() async throws(HostFailure) -> JSONValue {
-        let rows: PGRows
-        do {
-            rows = try connections.with { connection throws(PGError) in
-                try connection.execute("""
-                    SELECT h.id, h.hostname, h.pid::int8 AS pid, h.catalog::text AS catalog
-                    FROM cmdbus.hosts h WHERE \(BusSQL.liveHost) ORDER BY h.started_at
-                    """)
-            }
-        } catch {
-            throw Self.failure(error)
+        let rows = try withConnection { connection throws(PGError) in
+            try connection.execute("""
+                SELECT h.id, h.hostname, h.pid::int8 AS pid, h.catalog::text AS catalog
+                FROM cmdbus.hosts h WHERE \(BusSQL.liveHost) ORDER BY h.started_at
+                """)
         }
         return BusCatalog.merge(rows.all.map(BusCatalog.Host.init(row:)))
     }
@@ -327,44 +322,33 @@ package final class PostgresBusClient: BusClient {
     /// Pauses (or, with `false`, resumes) command names on the bus (``BusPause``). Returns what
     /// changed, and the live hosts too old to know a pause that handle one of the names.
     package func setPaused(_ names: [String], _ paused: Bool) async throws(HostFailure) -> (changes: [BusPause.Change], unaware: [(host: String, command: String)]) {
-        do {
-            return try connections.with { connection throws(PGError) in
-                let changes = try BusPause.set(names, paused: paused, by: BusPause.operatorLabel, on: connection)
-                return (changes, paused ? try BusPause.unawareHosts(handling: names, on: connection) : [])
-            }
-        } catch {
-            throw Self.failure(error)
+        try withConnection { connection throws(PGError) in
+            let changes = try BusPause.set(names, paused: paused, by: BusPause.operatorLabel, on: connection)
+            return (changes, paused ? try BusPause.unawareHosts(handling: names, on: connection) : [])
         }
     }
 
     /// Sets the limit of `names` across the bus to `limit`, or removes it (`nil`) (``BusLimit``);
     /// with the live hosts that handle one of them and run a `cmdbus` from before limits.
     package func setLimit(_ names: [String], _ limit: Int?) async throws(HostFailure) -> (changes: [BusLimit.Change], unaware: [(host: String, command: String)]) {
-        do {
-            return try connections.with { connection throws(PGError) in
-                let changes = try BusLimit.set(names, to: limit, by: BusPause.operatorLabel, on: connection)
-                return (changes, limit != nil ? try BusLimit.unawareHosts(handling: names, on: connection) : [])
-            }
-        } catch {
-            throw Self.failure(error)
+        try withConnection { connection throws(PGError) in
+            let changes = try BusLimit.set(names, to: limit, by: BusPause.operatorLabel, on: connection)
+            return (changes, limit != nil ? try BusLimit.unawareHosts(handling: names, on: connection) : [])
         }
     }
 
     /// The names limited across the bus (``BusLimit/limits(on:)``).
     package func limits() async throws(HostFailure) -> JSONValue {
-        do {
-            return try connections.with { connection throws(PGError) in try BusLimit.limits(on: connection) }
-        } catch {
-            throw Self.failure(error)
-        }
+        try withConnection { connection throws(PGError) in try BusLimit.limits(on: connection) }
     }
 
     package func status() async throws(HostFailure) -> JSONValue {
-        do {
-            return try connections.with { connection throws(PGError) in try BusStatus.read(on: connection) }
-        } catch {
-            throw Self.failure(error)
-        }
+        try withConnection { connection throws(PGError) in try BusStatus.read(on: connection) }
+    }
+
+    /// Runs `body` on a connection; a failure is the one line `cmdbus` prints for it.
+    private func withConnection<T>(_ body: (PGConnection) throws(PGError) -> T) throws(HostFailure) -> T {
+        do { return try connections.with(body) } catch { throw Self.failure(error) }
     }
 
     package func close() async {
