@@ -46,6 +46,8 @@ package final class BusHost: Sendable {
         var inFlight = 0
         /// ``inFlight`` by command name, for the names whose handlers limit how many run at once.
         var inFlightOfLimited: [String: Int] = [:]
+        /// The names limited across the bus (``BusLimit``), as the claimer last read them.
+        var limitedOnBus: Set<String> = []
         /// A command finished since the claimer last looked: it may claim again at once.
         var freed = false
         var correlations: [UUID: Int] = [:]
@@ -317,6 +319,7 @@ package final class BusHost: Sendable {
                     if limitsRead.map({ ContinuousClock.now - $0 >= Self.limitsRereadInterval }) ?? true {
                         limited = try session.run { connection throws(PGError) in try BusLimit.limitedNames(on: connection) }
                         limitsRead = .now
+                        state.withLock { [limited] in $0.limitedOnBus = limited }
                     }
                     // A host with no room left still answers probes: they ask, and take no slot.
                     let limit = capacity > 0 ? capacity : Self.probesWhenFull
@@ -610,10 +613,24 @@ package final class BusHost: Sendable {
                 try connection.execute(BusSQL.handBackOne, [.uuid(id), .uuid(self.id), .integer(attempt)])
             }
         }
+        var ended: Set<String> = []
         for chunk in stride(from: 0, to: completions.count, by: 500) {
             let slice = Array(completions[chunk..<min(chunk + 500, completions.count)])
             let done = try connection.execute(BusSQL.complete, [.text(JSONValue.array(slice).text), .uuid(id)])
-            for row in done.all { if let id = row.uuid("id") { expected.remove(id) } }
+            for row in done.all {
+                if let id = row.uuid("id") { expected.remove(id) }
+                if let name = row.text("name") { ended.insert(name) }
+            }
+        }
+        // A command of a name limited across the bus that ends makes room for the next, on any
+        // host: wake those that handle it (this one too), now that the end is on the bus, where
+        // their claims count what runs. Without it, one ended while the claim that followed it
+        // still counted it, and the next waited for a poll: a second between commands of a name
+        // limited to 1.
+        let limitedEnded = ended.intersection(state.withLock { $0.limitedOnBus })
+        if !limitedEnded.isEmpty {
+            // Best effort: the ends are written, and a retry of this batch would find them written already.
+            _ = try? connection.execute("SELECT pg_notify('cmdbus_new', n) FROM unnest($1::text[]) n", [.textArray(limitedEnded.sorted())])
         }
         for lost in expected {
             log(.warning, "discarded the result of \(lost): this host no longer holds its lease (another host runs it, or ran it)")

@@ -233,7 +233,7 @@ enum BusSQL {
             SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
                              CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM done
         )
-        SELECT id, (SELECT count(*) FROM notified) AS notified FROM done
+        SELECT id, name, (SELECT count(*) FROM notified) AS notified FROM done
         """
 
     /// $1 id, $2 host, $3 attempt, $4 host label. Hands a claimed command back because every handler
