@@ -411,11 +411,12 @@ extension DashboardAssets {
             h('td', { class: 'error' }, x.reason)));
           const routes = catalog.commands.map(c => h('tr', {},
             h('td', { class: 'mono' }, c.command), h('td', {}, c.plugin),
+            h('td', { class: 'muted' }, c.maxConcurrency ? (c.maxConcurrency === 1 ? 'one at a time' : `at most ${num(c.maxConcurrency)}`) : 'no limit'),
             h('td', { class: 'muted' }, c.shadowed.map(x => x.plugin).join(', ') || '–')));
           page('Plugins', 'Loaded from ' + catalog.directories.join(', '),
             panel('Loaded', table(['Plugin', 'Version', 'ABI', 'SDK', { text: 'Priority', cls: 'num' }, 'Commands', 'Isolation'], loaded, 'No plugins loaded. Drop a .so file into the plugin directory.')),
             panel('Quarantined and skipped', table(['File', 'State', 'Reason'], skipped, 'Every file loaded.')),
-            panel('Who handles what', table(['Command', 'Plugin', 'Shadows'], routes, 'No commands.')));
+            panel('Who handles what', table(['Command', 'Plugin', 'At once', 'Shadows'], routes, 'No commands.')));
           view.onTick = null;
         }
 
