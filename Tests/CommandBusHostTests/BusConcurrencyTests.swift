@@ -66,7 +66,7 @@ extension SharedBusTests {
         let can = try await Self.bus(database.url, "can", "fixture.sleep", #"{"milliseconds": 1}"#)
         let took = ContinuousClock.now - started
         #expect(can.status == 0, "\(can.stderr)")
-        #expect(took < .seconds(2.5), "a probe waited \(took) behind the commands")
+        #expect(took < .seconds(5), "a probe waited \(took) behind the commands")
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'pending' AND kind = 'command'") == "8\n")
     }
 }
