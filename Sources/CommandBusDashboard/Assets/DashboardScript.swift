@@ -436,10 +436,13 @@ extension DashboardAssets {
               x.draining ? h('span', { class: 'badge paused', title: 'stopping: claims nothing new, finishes what it runs' }, 'draining') : null),
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
-          // A paused name with nothing waiting still gets its row, to resume it from.
+          // A paused or limited name with nothing running or waiting still gets its row: to resume
+          // it from, and to see its limit.
           const paused = new Map((data.paused || []).map(p => [p.command, p]));
-          const queues = data.queues.concat([...paused.keys()].filter(n => !data.queues.some(q => q.command === n))
-            .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: true })));
+          const limits = new Map((data.limits || []).map(l => [l.command, l.limit]));
+          const queues = data.queues.concat([...new Set([...paused.keys(), ...limits.keys()])].sort()
+            .filter(n => !data.queues.some(q => q.command === n))
+            .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: paused.has(n), limit: limits.get(n) })));
           const pauseButton = q => q.commands ? null : h('div', { class: 'actions' }, q.paused
             ? h('button', { onclick: () => setPaused(q.command, false) }, 'Resume')
             : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'));
