@@ -54,6 +54,21 @@ enum BusCommand {
         return try BusClientFactory.sharedBus(url, console: console)
     }
 
+    /// Runs `body` with the shared bus's client for `verb`, and closes it whether `body` succeeds or throws.
+    private static func withClient<T>(
+        _ arguments: ArgumentSpec.Parsed, verb: String, console: Console, _ body: (PostgresBusClient) async throws(HostFailure) -> T
+    ) async throws(HostFailure) -> T {
+        let client = try client(arguments, verb: verb, console: console)
+        do {
+            let value = try await body(client)
+            await client.close()
+            return value
+        } catch {
+            await client.close()
+            throw error
+        }
+    }
+
     private static func pause(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         try await setPaused(true, arguments, operands, console)
     }
@@ -68,15 +83,11 @@ enum BusCommand {
         let verb = paused ? "pause" : "resume"
         guard !operands.isEmpty else { throw .usage("'cmdbus bus \(verb)' needs the command names to \(verb); 'cmdbus bus status' lists the queues") }
         if let problem = operands.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
-        let client = try client(arguments, verb: verb, console: console)
-        let outcome: (changes: [BusPause.Change], unaware: [(host: String, command: String)])
-        do { outcome = try await client.setPaused(operands, paused) } catch {
-            await client.close()
-            throw error
+        let (outcome, unhandled) = try await withClient(arguments, verb: verb, console: console) { client throws(HostFailure) in
+            let outcome = try await client.setPaused(operands, paused)
+            // A name no host handles is paused all the same (a host may join later), but may be a typo.
+            return (outcome, paused ? await client.namesNoHostHandles(Set(operands)) : [])
         }
-        // A name no host handles is paused all the same (a host may join later), but may be a typo.
-        let unhandled = paused ? await client.namesNoHostHandles(Set(operands)) : []
-        await client.close()
         for change in outcome.changes {
             if arguments.has("json") { console.out(change.json.text); continue }
             let name = quoted(change.name)
@@ -122,14 +133,9 @@ enum BusCommand {
         if let number = names.first(where: { Int($0) != nil || $0 == "none" }) {
             throw .usage("\(quoted(number)) looks like a limit, not a command name: give the names, then one limit ('cmdbus bus limit report 2')")
         }
-        let client = try client(arguments, verb: "limit", console: console)
-        let outcome: (changes: [BusLimit.Change], unaware: [(host: String, command: String)])
-        do { outcome = try await client.setLimit(names, limit) } catch {
-            await client.close()
-            throw error
+        let (outcome, unhandled) = try await withClient(arguments, verb: "limit", console: console) { client throws(HostFailure) in
+            (try await client.setLimit(names, limit), limit != nil ? await client.namesNoHostHandles(Set(names)) : [])
         }
-        let unhandled = limit != nil ? await client.namesNoHostHandles(Set(names)) : []
-        await client.close()
         for change in outcome.changes {
             if arguments.has("json") { console.out(change.json.text); continue }
             let name = quoted(change.name)
@@ -154,13 +160,7 @@ enum BusCommand {
 
     /// `bus limit` alone: the limited names.
     private static func listLimits(_ arguments: ArgumentSpec.Parsed, _ console: Console) async throws(HostFailure) {
-        let client = try client(arguments, verb: "limit", console: console)
-        let limits: JSONValue
-        do { limits = try await client.limits() } catch {
-            await client.close()
-            throw error
-        }
-        await client.close()
+        let limits = try await withClient(arguments, verb: "limit", console: console) { client throws(HostFailure) in try await client.limits() }
         if arguments.has("json") { return console.out(limits.text) }
         let all = limits.arrayValue?.compactMap(\.objectValue) ?? []
         if all.isEmpty { return console.out("no command name is limited across the bus ('cmdbus bus limit NAME N' limits one)") }

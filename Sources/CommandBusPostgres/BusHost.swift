@@ -46,7 +46,9 @@ package final class BusHost: Sendable {
         var inFlight = 0
         /// ``inFlight`` by command name, for the names whose handlers limit how many run at once.
         var inFlightOfLimited: [String: Int] = [:]
-        /// The names limited across the bus (``BusLimit``), as the claimer last read them.
+        /// The names limited across the bus (``BusLimit``), as the claimer last read them (again on
+        /// `cmdbus_limit` and every few seconds): it claims them under their locks, and the
+        /// finisher wakes the hosts when one of them ends.
         var limitedOnBus: Set<String> = []
         /// A command finished since the claimer last looked: it may claim again at once.
         var freed = false
@@ -306,8 +308,8 @@ package final class BusHost: Sendable {
         let session = PGSession(url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit"], linkTimeout: settings.lease)
         var dirty = true
         var lastClaim = ContinuousClock.now
-        // The names limited across the bus (``BusLimit``), read again on `cmdbus_limit` and every few seconds.
-        var limited: Set<String> = [], limitsRead: ContinuousClock.Instant?
+        // When the claimer last read the bus's limits (`State.limitedOnBus`); `nil` after `cmdbus_limit`.
+        var limitsRead: ContinuousClock.Instant?
         while true {
             let (stopped, blocked, capacity, rooms) = state.withLock { state -> (Bool, Bool, Int, [Room]) in
                 (state.stopped, state.fenced || state.paused || state.draining, settings.capacity - state.inFlight, self.rooms(state))
@@ -317,12 +319,13 @@ package final class BusHost: Sendable {
                 if !blocked, dirty || ContinuousClock.now - lastClaim >= settings.pollInterval {
                     lastClaim = .now
                     if limitsRead.map({ ContinuousClock.now - $0 >= Self.limitsRereadInterval }) ?? true {
-                        limited = try session.run { connection throws(PGError) in try BusLimit.limitedNames(on: connection) }
+                        let limited = try session.run { connection throws(PGError) in try BusLimit.limitedNames(on: connection) }
                         limitsRead = .now
-                        state.withLock { [limited] in $0.limitedOnBus = limited }
+                        state.withLock { $0.limitedOnBus = limited }
                     }
                     // A host with no room left still answers probes: they ask, and take no slot.
                     let limit = capacity > 0 ? capacity : Self.probesWhenFull
+                    let limited = state.withLock { $0.limitedOnBus }
                     let locked = rooms.filter { $0.room > 0 && limited.contains($0.name) }.map(\Room.name)
                     let rows = try session.run { connection throws(PGError) in
                         try claim(on: connection, rooms: rooms, limit: limit, locking: locked)
@@ -630,7 +633,7 @@ package final class BusHost: Sendable {
         let limitedEnded = ended.intersection(state.withLock { $0.limitedOnBus })
         if !limitedEnded.isEmpty {
             // Best effort: the ends are written, and a retry of this batch would find them written already.
-            _ = try? connection.execute("SELECT pg_notify('cmdbus_new', n) FROM unnest($1::text[]) n", [.textArray(limitedEnded.sorted())])
+            _ = try? connection.execute(BusSQL.wakeHosts, [.textArray(limitedEnded.sorted())])
         }
         for lost in expected {
             log(.warning, "discarded the result of \(lost): this host no longer holds its lease (another host runs it, or ran it)")

@@ -52,7 +52,8 @@ package enum BusLimit {
                 (SELECT count(*) FROM cmdbus.commands c WHERE c.state = 'running' AND c.name = w.name AND c.kind = 'command')::int8 AS running
             FROM wanted w LEFT JOIN before b ON b.name = w.name ORDER BY w.name
             """, [.textArray(names), limit.map { .integer($0) }, .text(by)])
-        try connection.execute("SELECT pg_notify('cmdbus_limit', ''), pg_notify('cmdbus_new', n) FROM unnest($1::text[]) n", [.textArray(names)])
+        try connection.execute("SELECT pg_notify('cmdbus_limit', '')")
+        try connection.execute(BusSQL.wakeHosts, [.textArray(names)])
         return rows.all.map { row in
             Change(
                 name: row.text("name") ?? "?", before: row.integer("before").map(Int.init), after: limit,

@@ -47,7 +47,7 @@ package enum BusPause {
         let resumed = changes.filter(\.changed).map(\.name)
         if !resumed.isEmpty {
             // As a post does: the hosts that handle a name hear of it at once, not at their next poll.
-            try connection.execute("SELECT pg_notify('cmdbus_new', n) FROM unnest($1::text[]) n", [.textArray(resumed)])
+            try connection.execute(BusSQL.wakeHosts, [.textArray(resumed)])
         }
         return changes
     }

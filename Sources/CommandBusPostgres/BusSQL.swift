@@ -1,6 +1,10 @@
 /// The statements the bus runs, in one place. Every value is a parameter; times are the
 /// database's clock (`now()`), never a host's.
 enum BusSQL {
+    /// $1 command names: wakes the hosts that handle them, to claim at once rather than at their
+    /// next poll (names resumed, limits changed, a limited name's command ended).
+    static let wakeHosts = "SELECT pg_notify('cmdbus_new', n) FROM unnest($1::text[]) n"
+
     /// A live host: one whose last heartbeat is within its lease.
     static let liveHost = "h.heartbeat_at > now() - h.lease_ms * interval '1 millisecond'"
 
