@@ -4,17 +4,29 @@ import CommandBusLoading
 import CommandBusPostgres
 import CommandBusSupport
 
-/// `cmdbus bus status|pause|resume|limit`: the shared bus's schema version, live hosts, queue
-/// depth per command name and how long its oldest waits; pausing and resuming command names,
-/// and limiting how many of a name run at once across the bus.
+/// `cmdbus bus status|pause|resume|limit|periodic`: the shared bus's schema version, live
+/// hosts, queue depth per command name and how long its oldest waits; pausing and resuming
+/// command names, limiting how many of a name run at once across the bus, and commands the
+/// hosts post on a schedule.
 enum BusCommand {
-    static let spec = ArgumentSpec(command: "bus", options: [.bus, .json, .help])
+    static let spec = ArgumentSpec(command: "bus", options: [
+        .init(name: "every", short: nil, value: "DURATION", help: "periodic: post it every DURATION (30s, 5m, 1h, 1d)."),
+        .init(name: "cron", short: nil, value: "EXPR", help: "periodic: post it at the minutes a cron expression names, in UTC ('0 3 * * *')."),
+        .init(name: "as", short: nil, value: "NAME", help: "periodic: the entry's name (default: the command's), for a second schedule of one command."),
+        .init(name: "no-overlap", short: nil, help: "periodic: skip a slot while the command posted before is still pending or running."),
+        .init(name: "timeout", short: "t", value: "SECONDS", help: "periodic: each posted command's timeout."),
+        .init(name: "param", short: "p", value: "KEY=VALUE", help: "periodic: set a payload field (repeatable)."),
+        .init(name: "remove", short: nil, help: "periodic: remove the named entries."),
+        .bus, .json, .help,
+    ])
 
     static let help = """
         Usage: cmdbus bus status [--bus URL] [--json]
                cmdbus bus pause <command>... [--bus URL] [--json]
                cmdbus bus resume <command>... [--bus URL] [--json]
                cmdbus bus limit [<command>... <N|none>] [--bus URL] [--json]
+               cmdbus bus periodic [<command> [<json>] (--every D | --cron EXPR) [--as NAME] [--no-overlap]]
+               cmdbus bus periodic --remove <name>...
 
         status: shows the shared bus in PostgreSQL (--bus URL, else $CMDBUS_BUS): its schema
         version, each host with its last heartbeat, the commands it handles and runs now, and
@@ -29,6 +41,14 @@ enum BusCommand {
         together: a host claims one only while fewer run. For a service that takes so many
         calls at once, or work that must run one at a time (1). 'none' removes the limit;
         with no operands, the limits are listed.
+
+        periodic: the hosts post the command on a schedule: --every 1h (from now on), or
+        --cron '0 3 * * *' (minute hour day-of-month month day-of-week, in UTC; */15, 1-5,
+        MON-FRI and @hourly, @daily, @weekly, @monthly, @yearly as in crontab). Whichever live
+        host comes first posts each slot, once; a slot that passes while no host is live is
+        skipped (after an outage, one command for the latest). Setting a name again replaces
+        it, and keeps its next slot if the schedule is the same. With no operands, the
+        entries are listed, with when each is next due and how its last run went.
         Passwords in URLs are never shown.
 
         Options:
@@ -41,6 +61,7 @@ enum BusCommand {
 
     private static let verbs: [String: Verb] = [
         "status": Verb(run: status), "pause": Verb(run: pause), "resume": Verb(run: resume), "limit": Verb(run: limit),
+        "periodic": Verb(run: periodic),
     ]
 
     /// The subcommands of `cmdbus bus`, for shell completion.
@@ -55,7 +76,7 @@ enum BusCommand {
     }
 
     /// Runs `body` with the shared bus's client for `verb`, and closes it whether `body` succeeds or throws.
-    private static func withClient<T>(
+    static func withClient<T>(
         _ arguments: ArgumentSpec.Parsed, verb: String, console: Console, _ body: (PostgresBusClient) async throws(HostFailure) -> T
     ) async throws(HostFailure) -> T {
         let client = try client(arguments, verb: verb, console: console)
@@ -213,6 +234,7 @@ enum BusCommand {
             console.out("  paused: \(quotedLine(paused["command"]?.stringValue ?? "?")) for \(roughly(paused["pausedSeconds"]?.doubleValue ?? 0)), by \(quotedLine(paused["pausedBy"]?.stringValue ?? "?"))")
         }
         for limit in status["limits"]?.arrayValue?.compactMap(\.objectValue) ?? [] { console.out("  limit: \(limitLine(limit))") }
+        for entry in status["periodic"]?.arrayValue?.compactMap(\.objectValue) ?? [] { console.out("  periodic: \(periodicLine(entry))") }
         warnOfDifferences(status["differences"], console: console)
     }
 

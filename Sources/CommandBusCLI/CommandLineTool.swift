@@ -40,6 +40,7 @@ public enum CommandLineTool {
           bus status --bus URL       The shared bus: hosts, queues and their waits, what is paused.
           bus pause|resume <cmd>...  Stop (or start again) hosts claiming these command names.
           bus limit <cmd>... <N>     Run at most N of these at once across the bus ('none': no limit).
+          bus periodic <cmd> --every Post a command on a schedule (--every 1h, --cron '0 3 * * *').
           completion bash            A bash completion script: source <(cmdbus completion bash).
           help [<subcommand>]        Show help.
 

@@ -305,24 +305,34 @@ package final class BusHost: Sendable {
     // MARK: Claiming
 
     private func claimLoop() {
-        let session = PGSession(url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit"], linkTimeout: settings.lease)
+        let session = PGSession(
+            url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit", "cmdbus_periodic"], linkTimeout: settings.lease
+        )
         var dirty = true
         var lastClaim = ContinuousClock.now
-        // When the claimer last read the bus's limits (`State.limitedOnBus`); `nil` after `cmdbus_limit`.
-        var limitsRead: ContinuousClock.Instant?
+        // When the claimer last read the bus's limits (`State.limitedOnBus`) and when its next
+        // periodic command is due; `nil` after `cmdbus_limit` or `cmdbus_periodic`.
+        var settingsRead: ContinuousClock.Instant?
+        var periodicDue: ContinuousClock.Instant?
         while true {
             let (stopped, blocked, capacity, rooms) = state.withLock { state -> (Bool, Bool, Int, [Room]) in
                 (state.stopped, state.fenced || state.paused || state.draining, settings.capacity - state.inFlight, self.rooms(state))
             }
             if stopped { return }
             do {
+                if !blocked, settingsRead.map({ ContinuousClock.now - $0 >= Self.settingsRereadInterval }) ?? true {
+                    let (limited, due) = try session.run { connection throws(PGError) in
+                        (try BusLimit.limitedNames(on: connection), try BusPeriodic.millisecondsUntilDue(on: connection))
+                    }
+                    settingsRead = .now
+                    periodicDue = due.map { ContinuousClock.now + .milliseconds($0) }
+                    state.withLock { $0.limitedOnBus = limited }
+                }
+                if !blocked, let due = periodicDue, ContinuousClock.now >= due {
+                    periodicDue = try firePeriodic(session)
+                }
                 if !blocked, dirty || ContinuousClock.now - lastClaim >= settings.pollInterval {
                     lastClaim = .now
-                    if limitsRead.map({ ContinuousClock.now - $0 >= Self.limitsRereadInterval }) ?? true {
-                        let limited = try session.run { connection throws(PGError) in try BusLimit.limitedNames(on: connection) }
-                        limitsRead = .now
-                        state.withLock { $0.limitedOnBus = limited }
-                    }
                     // A host with no room left still answers probes: they ask, and take no slot.
                     let limit = capacity > 0 ? capacity : Self.probesWhenFull
                     let limited = state.withLock { $0.limitedOnBus }
@@ -334,14 +344,15 @@ package final class BusHost: Sendable {
                     dirty = wanted > 0 && rows.count >= wanted
                     for row in rows { start(row) }
                 }
-                let wait: Duration = dirty && !blocked ? .zero : settings.pollInterval
+                var wait: Duration = dirty && !blocked ? .zero : settings.pollInterval
+                if !blocked, let due = periodicDue { wait = max(.zero, min(wait, due - .now)) }
                 let notifications = try session.notifications(waitingUpTo: wait, wake: claimWake)
                 if state.withLock({ state -> Bool in defer { state.freed = false }; return state.freed }) { dirty = true }
                 for notification in notifications {
                     switch notification.channel {
                     case "cmdbus_new": if commands.contains(notification.payload) { dirty = true }
                     case "cmdbus_cancel": if let id = UUID(uuidString: notification.payload) { cancelLocally(id) }
-                    case "cmdbus_limit": limitsRead = nil
+                    case "cmdbus_limit", "cmdbus_periodic": settingsRead = nil
                     default: break
                     }
                 }
@@ -356,9 +367,29 @@ package final class BusHost: Sendable {
     /// How many probes a host with no free capacity claims at once.
     static let probesWhenFull = 16
 
-    /// How often a claimer reads the bus's limits without being told they changed: a lost
-    /// `cmdbus_limit` notification leaves it claiming nothing of a newly limited name for so long.
-    static let limitsRereadInterval: Duration = .seconds(5)
+    /// How often a claimer reads the bus's limits and periodic commands without being told they
+    /// changed: a lost `cmdbus_limit` notification leaves it claiming nothing of a newly limited
+    /// name for so long, and a lost `cmdbus_periodic` one lets a new entry's first slot be late by as much.
+    static let settingsRereadInterval: Duration = .seconds(5)
+
+    /// Posts the periodic commands due now (``BusPeriodic``), unless another host is at it, and
+    /// returns when the next is due, as the bus says.
+    private func firePeriodic(_ session: PGSession) throws(PGError) -> ContinuousClock.Instant? {
+        let (firings, due) = try session.run { connection throws(PGError) in
+            (try BusPeriodic.fireDue(host: label, on: connection), try BusPeriodic.millisecondsUntilDue(on: connection))
+        }
+        for firing in firings {
+            let entry = "periodic \(quoted(firing.name))"
+            if firing.posted == nil {
+                log(.info, "\(entry) skipped a slot: the \(quoted(firing.command)) it posted before is still pending or running (no overlap)")
+            } else if firing.missed > 0 {
+                log(.warning, "\(entry) posted \(quoted(firing.command)) for its latest slot and skipped \(counted(Int(firing.missed), "earlier slot")) that passed with no host to post them")
+            }
+        }
+        // Due already: another host holds it and is posting it now; look again in a moment.
+        guard let due else { return nil }
+        return .now + .milliseconds(max(due, 100))
+    }
 
     /// Each name this host claims, with how many more of it may start here now: its free
     /// capacity, or less where its handlers limit how many run at once (none once they all run).

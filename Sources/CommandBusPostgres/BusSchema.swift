@@ -4,7 +4,7 @@
 /// migrate once; a database whose schema is newer than this binary is refused.
 package enum BusSchema {
     /// The schema version this binary writes and reads.
-    package static let version = 4
+    package static let version = 5
     /// The PostgreSQL schema holding the bus.
     package static let name = "cmdbus"
 
@@ -98,6 +98,30 @@ package enum BusSchema {
                 max_running int NOT NULL CHECK (max_running > 0),
                 set_at timestamptz NOT NULL DEFAULT now(),
                 set_by text NOT NULL DEFAULT ''
+            )
+            """,
+        ],
+        [
+            // Commands the hosts post on a schedule (`cmdbus bus periodic`): every `every_ms`, or at
+            // the minutes `cron` names; `next_at` is the next slot, which the host that fires it moves on.
+            """
+            CREATE TABLE IF NOT EXISTS cmdbus.periodic (
+                name text PRIMARY KEY,
+                command text NOT NULL,
+                payload bytea NOT NULL,
+                every_ms bigint CHECK (every_ms > 0),
+                cron text,
+                no_overlap boolean NOT NULL DEFAULT false,
+                timeout_ms bigint,
+                next_at timestamptz NOT NULL,
+                last_slot_at timestamptz,
+                last_command_id uuid,
+                last_fired_by text,
+                fired bigint NOT NULL DEFAULT 0,
+                skipped bigint NOT NULL DEFAULT 0,
+                set_at timestamptz NOT NULL DEFAULT now(),
+                set_by text NOT NULL DEFAULT '',
+                CHECK ((every_ms IS NULL) <> (cron IS NULL))
             )
             """,
         ],

@@ -78,6 +78,8 @@ package enum BusStatus {
             "paused": paused,
             // Names no more of which run at once across the bus than their limit (``BusLimit``).
             "limits": limits,
+            // Commands the hosts post on a schedule (``BusPeriodic``), with when each is next due.
+            "periodic": try BusPeriodic.entries(on: connection),
             // Plugins the live hosts load different builds of (``BusCatalog``): a command's answer depends on which host claims it.
             "differences": BusCatalog.merge(hosts.all.filter { $0.bool("live") == true }.map(BusCatalog.Host.init(row:))).objectValue?["differences"] ?? .array([]),
         ])

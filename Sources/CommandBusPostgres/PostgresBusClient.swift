@@ -342,6 +342,25 @@ package final class PostgresBusClient: BusClient {
         try withConnection { connection throws(PGError) in try BusLimit.limits(on: connection) }
     }
 
+    /// Sets a periodic command (``BusPeriodic``), replacing one of its name, and says how many
+    /// live hosts post periodic commands (none: it waits for one).
+    package func setPeriodic(_ entry: BusPeriodic.Entry) async throws(HostFailure) -> (change: BusPeriodic.Change, firingHosts: Int) {
+        try withConnection { connection throws(PGError) in
+            (try BusPeriodic.set(entry, by: BusPause.operatorLabel, on: connection), try BusPeriodic.firingHosts(on: connection))
+        }
+    }
+
+    /// Removes the periodic commands of `names`; returns those that were there.
+    package func removePeriodic(_ names: [String]) async throws(HostFailure) -> [String] {
+        try withConnection { connection throws(PGError) in try BusPeriodic.remove(names, on: connection) }
+    }
+
+    /// The periodic commands, as `bus periodic --json` shows them.
+    package func periodic() async throws(HostFailure) -> JSONValue {
+        try withConnection { connection throws(PGError) in try BusPeriodic.entries(on: connection) }
+    }
+
+    /// The bus's hosts, queues, pauses, limits and periodic commands (``BusStatus``), as `bus status --json` shows them.
     package func status() async throws(HostFailure) -> JSONValue {
         try withConnection { connection throws(PGError) in try BusStatus.read(on: connection) }
     }

@@ -1,0 +1,116 @@
+import CommandBus
+import CommandBusHost
+import CommandBusPostgres
+import CommandBusSupport
+
+/// `cmdbus bus periodic`: commands the hosts post on a schedule (``BusPeriodic``).
+extension BusCommand {
+    /// `bus periodic` lists; `bus periodic COMMAND [JSON] --every D | --cron 'EXPR'` sets one;
+    /// `bus periodic --remove NAME...` removes them.
+    static func periodic(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
+        if arguments.has("remove") { return try await removePeriodic(arguments, operands, console) }
+        guard let command = operands.first else {
+            if let option = ["every", "cron", "as", "param"].first(where: { arguments.value($0) != nil }) {
+                throw .usage("'cmdbus bus periodic --\(option)' needs the command to post: 'cmdbus bus periodic report --every 1h'")
+            }
+            return try await listPeriodic(arguments, console)
+        }
+        let entry = try periodicEntry(command: command, operands: operands, arguments)
+        let (outcome, unhandled) = try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in
+            (try await client.setPeriodic(entry), await client.namesNoHostHandles([entry.command]))
+        }
+        let change = outcome.change
+        if arguments.has("json") {
+            console.out(JSONValue.object([
+                "name": .string(entry.name), "command": .string(entry.command), "schedule": .string(entry.recurrence.description),
+                "replaced": .bool(change.replaced), "nextDueSeconds": .number(change.nextDueSeconds),
+            ]).text)
+        } else {
+            let verb = change.replaced ? "replaced" : "set"
+            let kept = change.replaced && change.sameSchedule ? " (the schedule is as it was, so its next slot stands)" : ""
+            let named = entry.name == entry.command ? "" : " as \(quoted(entry.name))"
+            console.out("\(verb) periodic \(quoted(entry.command))\(named): \(entry.recurrence.description)\(entry.noOverlap ? ", no overlap" : ""); "
+                + "the first is due in \(roughly(change.nextDueSeconds))\(kept)")
+        }
+        for name in unhandled {
+            console.err("cmdbus: warning: no live host on the bus handles \(quoted(name)); what is posted for it waits for a host that does ('cmdbus bus status' lists what the hosts handle)")
+        }
+        if outcome.firingHosts == 0 {
+            console.err("cmdbus: warning: no live host on the bus posts periodic commands yet; the first 'cmdbus serve --bus' (of this version or later) to join posts it")
+        }
+    }
+
+    /// The entry `bus periodic COMMAND [JSON] …` describes.
+    private static func periodicEntry(command: String, operands: [String], _ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> BusPeriodic.Entry {
+        guard operands.count <= 2 else {
+            throw .usage("'cmdbus bus periodic' takes a command and at most one JSON payload; got \(operands.count - 1) payloads (quote the payload whole)")
+        }
+        let name = arguments.value("as") ?? command
+        for problem in [commandNameProblem(command), commandNameProblem(name)].compactMap({ $0 }) { throw .usage(problem) }
+        let recurrence: BusPeriodic.Recurrence
+        switch (arguments.value("every"), arguments.value("cron")) {
+        case (.some, .some):
+            throw .usage("--every and --cron are two schedules; give one: --every 1h, or --cron '0 3 * * *'")
+        case (.none, .none):
+            throw .usage("'cmdbus bus periodic \(quotedLine(command))' needs a schedule: --every 1h (30s, 5m, 1d), or --cron '0 3 * * *' (minute hour day month weekday, UTC)")
+        case (.some, .none):
+            guard let every = try arguments.duration("every"), every >= .seconds(1) else {
+                throw .usage("--every takes a duration of at least 1s (30s, 5m, 1h, 1d), got \(quoted(arguments.value("every") ?? ""))")
+            }
+            recurrence = .every(milliseconds: every.milliseconds)
+        case (.none, .some(let text)):
+            do { recurrence = .cron(try CronSchedule(parsing: text)) } catch { throw .usage(error.message) }
+        }
+        let payload = try PayloadBuilder.build(
+            command: command, operand: operands.dropFirst().first, pairs: arguments.all("param"), maxBytes: JournalOptions.defaultMaxPayloadBytes
+        )
+        var entry = BusPeriodic.Entry(name: name, command: command, payload: payload, recurrence: recurrence)
+        entry.noOverlap = arguments.has("no-overlap")
+        entry.timeout = try arguments.seconds("timeout")
+        return entry
+    }
+
+    /// `bus periodic --remove NAME...`: one line a name.
+    private static func removePeriodic(_ arguments: ArgumentSpec.Parsed, _ names: [String], _ console: Console) async throws(HostFailure) {
+        guard !names.isEmpty else { throw .usage("'cmdbus bus periodic --remove' needs the names of the periodic commands to remove; 'cmdbus bus periodic' lists them") }
+        if let option = ["every", "cron", "as", "param"].first(where: { arguments.value($0) != nil }) {
+            throw .usage("--remove takes names only, not --\(option); remove the entry, or set it again to change it")
+        }
+        let removed = Set(try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in
+            try await client.removePeriodic(names)
+        })
+        for name in names {
+            if arguments.has("json") {
+                console.out(JSONValue.object(["name": .string(name), "removed": .bool(removed.contains(name))]).text)
+            } else if removed.contains(name) {
+                console.out("removed periodic \(quoted(name)): the hosts post it no more (what it posted already runs)")
+            } else {
+                console.out("there is no periodic \(quoted(name)) ('cmdbus bus periodic' lists them)")
+            }
+        }
+    }
+
+    /// `bus periodic` alone: the entries.
+    private static func listPeriodic(_ arguments: ArgumentSpec.Parsed, _ console: Console) async throws(HostFailure) {
+        let entries = try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in try await client.periodic() }
+        if arguments.has("json") { return console.out(entries.text) }
+        let all = entries.arrayValue?.compactMap(\.objectValue) ?? []
+        if all.isEmpty { return console.out("no periodic command on the bus ('cmdbus bus periodic report --every 1h' sets one)") }
+        for entry in all { console.out(periodicLine(entry)) }
+    }
+
+    /// One periodic command as `bus periodic` and `bus status` show it.
+    static func periodicLine(_ entry: [String: JSONValue]) -> String {
+        let name = entry["name"]?.stringValue ?? "?", command = entry["command"]?.stringValue ?? "?"
+        let schedule = entry["every"].map { "every \($0.stringValue ?? "?")" } ?? "cron \(quoted(entry["cron"]?.stringValue ?? "?")) (UTC)"
+        let due = entry["nextDueSeconds"]?.doubleValue ?? 0
+        var line = "\(quotedLine(name)): posts \(quotedLine(command)) \(schedule)\(entry["noOverlap"] == .bool(true) ? ", no overlap" : ""), "
+            + (due > 0 ? "next in \(roughly(due))" : "due now")
+        if let ago = entry["lastSlotSecondsAgo"]?.doubleValue {
+            let state = entry["lastState"]?.stringValue.map { ", \($0)" } ?? ""
+            line += "; last posted \(roughly(ago)) ago (\(entry["lastCommand"]?.stringValue ?? "?")\(state))"
+        }
+        let skipped = entry["skipped"]?.text ?? "0"
+        return line + "; posted \(entry["fired"]?.text ?? "0")" + (skipped == "0" ? "" : ", skipped \(skipped)")
+    }
+}

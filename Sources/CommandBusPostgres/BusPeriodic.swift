@@ -1,0 +1,263 @@
+import CommandBus
+import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Commands the bus posts on a schedule (`cmdbus bus periodic`): every so long, or at the
+/// minutes a cron expression names (UTC), as a job queue's periodic jobs.
+///
+/// Each entry is a row of `cmdbus.periodic` with the time its next run is due (`next_at`). Every
+/// live host looks for due rows (when the earliest is due, as it last read it, and every few
+/// seconds), and fires them in a transaction that takes the rows with `FOR UPDATE SKIP LOCKED`,
+/// posts a command for each and moves `next_at` past now: whichever host gets there first posts
+/// it, once, and the others find nothing due. The command carries the idempotency key
+/// `cmdbus.periodic:NAME:SLOT` besides, so even a row written back by hand cannot post one slot
+/// twice. Its run is claimed like any post's, by a host whose plugins handle it.
+///
+/// A slot that passed while no host was live (or while the previous run was still going, with
+/// `noOverlap`) is skipped, not caught up: a host that comes back after a night posts one
+/// command, for the latest slot, and counts the rest as skipped.
+package enum BusPeriodic {
+    /// The schema version that brought periodic commands: hosts of an older `cmdbus` post none.
+    static let schemaVersion = 5
+
+    /// How often an entry runs.
+    package enum Recurrence: Sendable, Equatable {
+        /// Every so long, from when the entry was set.
+        case every(milliseconds: Int64)
+        /// At each minute a cron expression names.
+        case cron(CronSchedule)
+
+        /// The first slot after `now` (milliseconds since 1970): for `every`, the first of
+        /// `from`, `from` + interval, … past `now`; for a cron expression, its next minute.
+        func next(after now: Int64, from: Int64) -> Int64? {
+            switch self {
+            case .every(let interval):
+                guard from <= now else { return from }
+                return from + ((now - from) / interval + 1) * interval
+            case .cron(let schedule):
+                return schedule.next(after: now >= 0 ? now / 1000 : -((-now + 999) / 1000)).map { $0 * 1000 }
+            }
+        }
+
+        /// As people write it: `every 5m`, `cron '0 3 * * *' (UTC)`.
+        package var description: String {
+            switch self {
+            case .every(let interval): "every \(Self.interval(interval))"
+            case .cron(let schedule): "cron \(quoted(schedule.text)) (UTC)"
+            }
+        }
+
+        /// An interval in its largest whole unit: `90s` stays `90s`, `3600000` ms is `1h`.
+        package static func interval(_ milliseconds: Int64) -> String {
+            let units: [(Int64, String)] = [(604_800_000, "w"), (86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")]
+            for (size, unit) in units where milliseconds % size == 0 { return "\(milliseconds / size)\(unit)" }
+            return "\(milliseconds)ms"
+        }
+    }
+
+    /// One periodic command, as `bus periodic` sets it.
+    package struct Entry: Sendable {
+        /// The entry's own name (the command's, unless given): what `--remove` takes.
+        package var name: String
+        /// The command it posts, and its payload.
+        package var command: String
+        package var payload: Data
+        package var recurrence: Recurrence
+        /// Skip a slot while the command posted for the one before is still pending or running.
+        package var noOverlap = false
+        /// Each posted command's timeout.
+        package var timeout: Duration?
+
+        package init(name: String, command: String, payload: Data, recurrence: Recurrence) {
+            self.name = name
+            self.command = command
+            self.payload = payload
+            self.recurrence = recurrence
+        }
+    }
+
+    /// What setting an entry did.
+    package struct Change: Sendable {
+        /// Whether an entry of that name was there before (it is replaced), and whether its
+        /// schedule was the same (its next slot is kept, so setting it again at each deploy never
+        /// puts a run off).
+        package var replaced: Bool, sameSchedule: Bool
+        /// Seconds until the next run is due.
+        package var nextDueSeconds: Double
+    }
+
+    /// Sets `entry` (replacing one of its name); `by` says who, in `bus periodic`. Tells the hosts.
+    package static func set(_ entry: Entry, by: String, on connection: PGConnection) throws(PGError) -> Change {
+        try connection.transaction { () throws(PGError) -> Change in
+            let clock = try connection.execute("SELECT (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms")
+            let now = clock.count > 0 ? clock[row: 0].integer("now_ms") ?? 0 : 0
+            let existing = try connection.execute("""
+                SELECT every_ms, cron, (EXTRACT(EPOCH FROM next_at) * 1000)::int8 AS next_ms FROM cmdbus.periodic WHERE name = $1 FOR UPDATE
+                """, [.text(entry.name)])
+            let row = existing.count > 0 ? existing[row: 0] : nil
+            let before = row.flatMap(recurrence(of:))
+            let same = before == entry.recurrence
+            let next: Int64
+            if same, let kept = row?.integer("next_ms") {
+                next = kept
+            } else if case .every(let interval) = entry.recurrence {
+                next = now + interval
+            } else {
+                next = entry.recurrence.next(after: now, from: now) ?? now
+            }
+            var every: PGValue?, cron: PGValue?
+            switch entry.recurrence {
+            case .every(let interval): every = .integer(interval)
+            case .cron(let schedule): cron = .text(schedule.text)
+            }
+            try connection.execute("""
+                INSERT INTO cmdbus.periodic AS p (name, command, payload, every_ms, cron, no_overlap, timeout_ms, next_at, set_by)
+                VALUES ($1, $2, $3, $4, $5, $6::bool, $7, \(timestamp("$8")), $9)
+                ON CONFLICT (name) DO UPDATE SET command = excluded.command, payload = excluded.payload, every_ms = excluded.every_ms,
+                    cron = excluded.cron, no_overlap = excluded.no_overlap, timeout_ms = excluded.timeout_ms,
+                    next_at = excluded.next_at, set_at = now(), set_by = excluded.set_by
+                """, [
+                    .text(entry.name), .text(entry.command), .bytes(entry.payload), every, cron, .bool(entry.noOverlap),
+                    entry.timeout.map { .integer($0.milliseconds) }, .integer(next), .text(by),
+                ])
+            try connection.execute("SELECT pg_notify('cmdbus_periodic', '')")
+            return Change(replaced: row != nil, sameSchedule: same, nextDueSeconds: Double(next - now) / 1000)
+        }
+    }
+
+    /// Removes the entries of `names`; returns the names that were there.
+    package static func remove(_ names: [String], on connection: PGConnection) throws(PGError) -> [String] {
+        let rows = try connection.execute("DELETE FROM cmdbus.periodic WHERE name = ANY($1::text[]) RETURNING name", [.textArray(names)])
+        try connection.execute("SELECT pg_notify('cmdbus_periodic', '')")
+        return rows.all.compactMap { $0.text("name") }
+    }
+
+    /// The entries, by name, as `bus periodic` and `bus status` show them.
+    package static func entries(on connection: PGConnection) throws(PGError) -> JSONValue {
+        let rows = try connection.execute("""
+            SELECT p.name, p.command, p.payload, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.fired, p.skipped, p.set_by, p.last_fired_by,
+                EXTRACT(EPOCH FROM p.next_at - now())::float8 AS next_due, EXTRACT(EPOCH FROM now() - p.last_slot_at)::float8 AS last_ago,
+                EXTRACT(EPOCH FROM now() - p.set_at)::float8 AS set_ago, p.last_command_id, c.state AS last_state
+            FROM cmdbus.periodic p LEFT JOIN cmdbus.commands c ON c.id = p.last_command_id
+            ORDER BY p.name
+            """)
+        return .array(rows.all.map { row in
+            var entry: [String: JSONValue] = [
+                "name": .string(row.text("name") ?? "?"), "command": .string(row.text("command") ?? "?"),
+                "noOverlap": .bool(row.bool("no_overlap") ?? false), "nextDueSeconds": .number(row.double("next_due") ?? 0),
+                "fired": .integer(row.integer("fired") ?? 0), "skipped": .integer(row.integer("skipped") ?? 0),
+                "setBy": .string(row.text("set_by") ?? ""), "setSeconds": .number(row.double("set_ago") ?? 0),
+            ]
+            let payload = row.bytes("payload") ?? Data()
+            entry["payload"] = JSONValue.parse(String(decoding: payload, as: UTF8.self)) ?? .string(payload.base64EncodedString())
+            if let every = row.integer("every_ms") { entry["every"] = .string(Recurrence.interval(every)); entry["everySeconds"] = .number(Double(every) / 1000) }
+            if let cron = row.text("cron") { entry["cron"] = .string(cron) }
+            if let timeout = row.integer("timeout_ms") { entry["timeoutSeconds"] = .number(Double(timeout) / 1000) }
+            if let ago = row.double("last_ago") { entry["lastSlotSecondsAgo"] = .number(ago) }
+            if let id = row.uuid("last_command_id") { entry["lastCommand"] = .string(id.uuidString) }
+            if let state = row.text("last_state") { entry["lastState"] = .string(state) }
+            if let host = row.text("last_fired_by") { entry["lastFiredBy"] = .string(host) }
+            return .object(entry)
+        })
+    }
+
+    /// How many live hosts post periodic commands (run a `cmdbus` that knows them).
+    package static func firingHosts(on connection: PGConnection) throws(PGError) -> Int {
+        let rows = try connection.execute("""
+            SELECT count(*)::int8 AS hosts FROM cmdbus.hosts h
+            WHERE \(BusSQL.liveHost) AND coalesce((h.catalog->>'busSchemaVersion')::int, 0) >= $1::int4
+            """, [.integer(schemaVersion)])
+        return Int(rows.count > 0 ? rows[row: 0].integer("hosts") ?? 0 : 0)
+    }
+
+    /// Milliseconds until the earliest entry is due (0 or less: due now); `nil` with no entry.
+    static func millisecondsUntilDue(on connection: PGConnection) throws(PGError) -> Int64? {
+        let rows = try connection.execute("SELECT (EXTRACT(EPOCH FROM min(next_at) - now()) * 1000)::int8 AS due FROM cmdbus.periodic")
+        return rows.count > 0 ? rows[row: 0].integer("due") : nil
+    }
+
+    /// What a host did with one due entry.
+    struct Firing: Sendable {
+        var name: String, command: String
+        /// The command posted, or `nil` if the slot was skipped because the last run goes on.
+        var posted: UUID?
+        /// Slots passed over besides the one fired (no host was live for them).
+        var missed: Int64
+    }
+
+    /// Posts a command for each due entry no other host is firing now, and moves the entries
+    /// to their next slot, in one transaction; `host` is the poster's label.
+    static func fireDue(host: String, on connection: PGConnection) throws(PGError) -> [Firing] {
+        try connection.transaction { () throws(PGError) -> [Firing] in
+            let due = try connection.execute("""
+                SELECT p.name, p.command, p.payload, p.every_ms, p.cron, p.no_overlap, p.timeout_ms,
+                    (EXTRACT(EPOCH FROM p.next_at) * 1000)::int8 AS next_ms, (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms,
+                    (SELECT c.state FROM cmdbus.commands c WHERE c.id = p.last_command_id) AS last_state
+                FROM cmdbus.periodic p WHERE p.next_at <= now() ORDER BY p.next_at LIMIT 100 FOR UPDATE OF p SKIP LOCKED
+                """)
+            var firings: [Firing] = []
+            for row in due.all {
+                guard let name = row.text("name"), let command = row.text("command"), let slot = row.integer("next_ms"), let now = row.integer("now_ms") else { continue }
+                // An entry this host cannot read (written by a newer cmdbus) waits a minute, for a host that can.
+                guard let recurrence = recurrence(of: row) else {
+                    try advance(name, to: now + 60_000, slot: nil, posted: nil, skipped: 0, host: host, on: connection)
+                    continue
+                }
+                // The latest slot due, and how many before it were missed.
+                var latest = slot, missed: Int64 = 0
+                let next = recurrence.next(after: now, from: slot) ?? now + 60_000
+                if case .every(let interval) = recurrence {
+                    missed = (now - slot) / interval
+                    latest = slot + missed * interval
+                } else {
+                    while missed < 10_000, let after = recurrence.next(after: latest, from: latest), after <= now {
+                        latest = after
+                        missed += 1
+                    }
+                }
+                let running = ["pending", "running"].contains(row.text("last_state") ?? "")
+                var posted: UUID?
+                if !(row.bool("no_overlap") == true && running) {
+                    var submission = BusSubmission(name: command, payload: row.bytes("payload") ?? Data(), metadata: [
+                        "cmdbus.periodic": name, "cmdbus.slot": Date(timeIntervalSince1970: Double(latest) / 1000).timestamp,
+                    ])
+                    submission.idempotencyKey = "cmdbus.periodic:\(name):\(latest)"
+                    submission.failIfUnhandled = false
+                    submission.timeout = row.integer("timeout_ms").map { .milliseconds($0) }
+                    posted = try submission.submit(on: connection).id
+                }
+                try advance(name, to: next, slot: latest, posted: posted, skipped: posted == nil ? missed + 1 : missed, host: host, on: connection)
+                firings.append(Firing(name: name, command: command, posted: posted, missed: missed))
+            }
+            return firings
+        }
+    }
+
+    /// The recurrence a row of `cmdbus.periodic` holds; `nil` for a cron expression this
+    /// `cmdbus` cannot read.
+    private static func recurrence(of row: PGRow) -> Recurrence? {
+        if let every = row.integer("every_ms") { return .every(milliseconds: every) }
+        return row.text("cron").flatMap { try? CronSchedule(parsing: $0) }.map(Recurrence.cron)
+    }
+
+    private static func advance(
+        _ name: String, to next: Int64, slot: Int64?, posted: UUID?, skipped: Int64, host: String, on connection: PGConnection
+    ) throws(PGError) {
+        try connection.execute("""
+            UPDATE cmdbus.periodic SET next_at = \(timestamp("$2")),
+                last_slot_at = CASE WHEN $4::uuid IS NULL THEN last_slot_at ELSE \(timestamp("$3")) END,
+                last_command_id = coalesce($4::uuid, last_command_id), last_fired_by = CASE WHEN $4::uuid IS NULL THEN last_fired_by ELSE $6 END,
+                fired = fired + CASE WHEN $4::uuid IS NULL THEN 0 ELSE 1 END, skipped = skipped + $5::int8
+            WHERE name = $1
+            """, [.text(name), .integer(next), slot.map { .integer($0) }, posted.map(PGValue.uuid), .integer(skipped), .text(host)])
+    }
+
+    /// A time given as milliseconds since 1970 in parameter `parameter`.
+    private static func timestamp(_ parameter: String) -> String {
+        "(timestamptz 'epoch' + \(parameter)::int8 * interval '1 millisecond')"
+    }
+}
