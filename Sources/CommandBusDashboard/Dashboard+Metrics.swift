@@ -73,6 +73,23 @@ extension Dashboard {
                 guard case .string(let name)? = limit["command"], case .integer(let most)? = limit["limit"] else { continue }
                 out.sample("cmdbus_bus_limit", [("command", name)], Double(most))
             }
+            let periodic = fields["periodic"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            let periodicCounts = [
+                ("cmdbus_bus_periodic_posted_total", "fired", "Commands a periodic entry ('cmdbus bus periodic') has posted, by entry."),
+                ("cmdbus_bus_periodic_skipped_total", "skipped", "Slots of a periodic entry that passed unposted (no host was live, or the last run went on, with --no-overlap), by entry."),
+            ]
+            for (family, key, help) in periodicCounts {
+                out.family(family, type: "counter", help: help)
+                for entry in periodic {
+                    guard case .string(let name)? = entry["name"], case .integer(let count)? = entry[key] else { continue }
+                    out.sample(family, [("periodic", name)], Double(count))
+                }
+            }
+            out.family("cmdbus_bus_periodic_next_due_seconds", type: "gauge", help: "Seconds until a periodic entry's next slot, by entry: below zero, it is overdue (no live host posts it).")
+            for entry in periodic {
+                guard case .string(let name)? = entry["name"], let due = entry["nextDueSeconds"]?.doubleValue else { continue }
+                out.sample("cmdbus_bus_periodic_next_due_seconds", [("periodic", name)], due)
+            }
             out.family("cmdbus_bus_paused", type: "gauge", help: "Command names no host claims until they are resumed ('cmdbus bus pause'): 1 each.")
             for case .object(let paused) in fields["paused"]?.arrayValue ?? [] {
                 guard case .string(let name)? = paused["command"] else { continue }

@@ -454,11 +454,20 @@ extension DashboardAssets {
             h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),
             h('td', { class: 'num' }, num(q.scheduled || 0)), h('td', { class: 'num' }, q.scheduled ? 'in ' + duration(q.nextDueSeconds) : '–'),
             h('td', {}, pauseButton(q))));
+          // Commands the hosts post on a schedule ('cmdbus bus periodic'): when next, and how the last went.
+          const periodicRows = (data.periodic || []).map(e => h('tr', {},
+            h('td', { class: 'mono' }, e.name), h('td', { class: 'mono' }, e.command),
+            h('td', { class: 'mono' }, e.every ? `every ${e.every}` : `${e.cron} (UTC)`, e.noOverlap ? h('span', { class: 'muted', title: 'a slot is skipped while the last run goes on' }, ' no overlap') : null),
+            h('td', { class: 'num' }, e.nextDueSeconds > 0 ? 'in ' + duration(e.nextDueSeconds) : h('span', { class: 'badge failed', title: 'no live host has posted it yet' }, 'overdue ' + duration(-e.nextDueSeconds))),
+            h('td', {}, e.lastState ? badge(e.lastState) : h('span', { class: 'muted' }, 'not yet'),
+              e.lastSlotSecondsAgo !== undefined ? h('span', { class: 'muted' }, ` ${duration(e.lastSlotSecondsAgo)} ago`) : null),
+            h('td', { class: 'num' }, num(e.fired)), h('td', { class: 'num' }, num(e.skipped))));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
-            panel('Queues', table(['Command', { text: 'Running', cls: 'num' }, { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing runs, waits or is scheduled.')));
+            panel('Queues', table(['Command', { text: 'Running', cls: 'num' }, { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing runs, waits or is scheduled.')),
+            periodicRows.length ? panel('Periodic', table(['Name', 'Command', 'Schedule', { text: 'Next', cls: 'num' }, 'Last run', { text: 'Posted', cls: 'num' }, { text: 'Skipped', cls: 'num' }], periodicRows, '')) : null);
           const refresh = throttle(() => route(), 2000);
           view.onTick = () => refresh();
         }
