@@ -10,7 +10,7 @@ extension BusCommand {
     static func periodic(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         if arguments.has("remove") { return try await removePeriodic(arguments, operands, console) }
         guard let command = operands.first else {
-            if let option = ["every", "cron", "as", "param"].first(where: { arguments.value($0) != nil }) {
+            if let option = ["every", "cron", "timezone", "as", "param"].first(where: { arguments.value($0) != nil }) {
                 throw .usage("'cmdbus bus periodic --\(option)' needs the command to post: 'cmdbus bus periodic report --every 1h'")
             }
             return try await listPeriodic(arguments, console)
@@ -59,7 +59,18 @@ extension BusCommand {
             }
             recurrence = .every(milliseconds: every.milliseconds)
         case (.none, .some(let text)):
-            do { recurrence = .cron(try CronSchedule(parsing: text)) } catch { throw .usage(error.message) }
+            var expression = text
+            if let zone = arguments.value("timezone") {
+                let lead = text.drop(while: \.isWhitespace)
+                if lead.hasPrefix("CRON_TZ=") || lead.hasPrefix("TZ=") {
+                    throw .usage("--timezone and the cron expression's own CRON_TZ= name two time zones; give one")
+                }
+                expression = "CRON_TZ=\(zone) \(text)"
+            }
+            do { recurrence = .cron(try CronSchedule(parsing: expression)) } catch { throw .usage(error.message) }
+        }
+        if arguments.value("timezone") != nil, arguments.value("cron") == nil {
+            throw .usage("--timezone is for --cron: an --every interval runs from now, whatever the zone")
         }
         let payload = try PayloadBuilder.build(
             command: command, operand: operands.dropFirst().first, pairs: arguments.all("param"), maxBytes: JournalOptions.defaultMaxPayloadBytes
@@ -73,7 +84,7 @@ extension BusCommand {
     /// `bus periodic --remove NAME...`: one line a name.
     private static func removePeriodic(_ arguments: ArgumentSpec.Parsed, _ names: [String], _ console: Console) async throws(HostFailure) {
         guard !names.isEmpty else { throw .usage("'cmdbus bus periodic --remove' needs the names of the periodic commands to remove; 'cmdbus bus periodic' lists them") }
-        if let option = ["every", "cron", "as", "param"].first(where: { arguments.value($0) != nil }) {
+        if let option = ["every", "cron", "timezone", "as", "param"].first(where: { arguments.value($0) != nil }) {
             throw .usage("--remove takes names only, not --\(option); remove the entry, or set it again to change it")
         }
         let removed = Set(try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in
@@ -102,7 +113,8 @@ extension BusCommand {
     /// One periodic command as `bus periodic` and `bus status` show it.
     static func periodicLine(_ entry: [String: JSONValue]) -> String {
         let name = entry["name"]?.stringValue ?? "?", command = entry["command"]?.stringValue ?? "?"
-        let schedule = entry["every"].map { "every \($0.stringValue ?? "?")" } ?? "cron \(quoted(entry["cron"]?.stringValue ?? "?")) (UTC)"
+        let schedule = entry["every"].map { "every \($0.stringValue ?? "?")" }
+            ?? "cron \(quoted(entry["cron"]?.stringValue ?? "?")) (\(entry["timeZone"]?.stringValue ?? "UTC"))"
         let due = entry["nextDueSeconds"]?.doubleValue ?? 0
         var line = "\(quotedLine(name)): posts \(quotedLine(command)) \(schedule)\(entry["noOverlap"] == .bool(true) ? ", no overlap" : ""), "
             + (due > 0 ? "next in \(roughly(due))" : "due now")

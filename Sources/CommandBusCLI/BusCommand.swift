@@ -12,6 +12,7 @@ enum BusCommand {
     static let spec = ArgumentSpec(command: "bus", options: [
         .init(name: "every", short: nil, value: "DURATION", help: "periodic: post it every DURATION (30s, 5m, 1h, 1d)."),
         .init(name: "cron", short: nil, value: "EXPR", help: "periodic: post it at the minutes a cron expression names, in UTC ('0 3 * * *')."),
+        .init(name: "timezone", short: nil, value: "ZONE", help: "periodic: read --cron in this IANA time zone (Europe/Paris), not UTC."),
         .init(name: "as", short: nil, value: "NAME", help: "periodic: the entry's name (default: the command's), for a second schedule of one command."),
         .init(name: "no-overlap", short: nil, help: "periodic: skip a slot while the command posted before is still pending or running."),
         .init(name: "timeout", short: "t", value: "SECONDS", help: "periodic: each posted command's timeout."),
@@ -43,8 +44,9 @@ enum BusCommand {
         with no operands, the limits are listed.
 
         periodic: the hosts post the command on a schedule: --every 1h (from now on), or
-        --cron '0 3 * * *' (minute hour day-of-month month day-of-week, in UTC; */15, 1-5,
-        MON-FRI and @hourly, @daily, @weekly, @monthly, @yearly as in crontab). Whichever live
+        --cron '0 3 * * *' (minute hour day-of-month month day-of-week, in UTC, or in the
+        --timezone given; */15, 1-5, MON-FRI and @hourly, @daily, @weekly, @monthly, @yearly
+        as in crontab). Whichever live
         host comes first posts each slot, once; a slot that passes while no host is live is
         skipped (after an outage, one command for the latest). Setting a name again replaces
         it, and keeps its next slot if the schedule is the same. With no operands, the

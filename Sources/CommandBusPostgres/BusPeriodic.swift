@@ -47,7 +47,7 @@ package enum BusPeriodic {
         package var description: String {
             switch self {
             case .every(let interval): "every \(Self.interval(interval))"
-            case .cron(let schedule): "cron \(quoted(schedule.text)) (UTC)"
+            case .cron(let schedule): "cron \(quoted(schedule.expression)) (\(schedule.zoneName))"
             }
         }
 
@@ -155,7 +155,12 @@ package enum BusPeriodic {
             let payload = row.bytes("payload") ?? Data()
             entry["payload"] = JSONValue.parse(String(decoding: payload, as: UTF8.self)) ?? .string(payload.base64EncodedString())
             if let every = row.integer("every_ms") { entry["every"] = .string(Recurrence.interval(every)); entry["everySeconds"] = .number(Double(every) / 1000) }
-            if let cron = row.text("cron") { entry["cron"] = .string(cron) }
+            if let cron = row.text("cron") {
+                // The fields and the zone apart; as written where this cmdbus cannot read it.
+                let schedule = try? CronSchedule(parsing: cron)
+                entry["cron"] = .string(schedule?.expression ?? cron)
+                entry["timeZone"] = .string(schedule?.zoneName ?? "?")
+            }
             if let timeout = row.integer("timeout_ms") { entry["timeoutSeconds"] = .number(Double(timeout) / 1000) }
             if let ago = row.double("last_ago") { entry["lastSlotSecondsAgo"] = .number(ago) }
             if let id = row.uuid("last_command_id") { entry["lastCommand"] = .string(id.uuidString) }

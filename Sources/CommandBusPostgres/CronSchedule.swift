@@ -1,4 +1,6 @@
 import CommandBusSupport
+// Foundation, not FoundationEssentials alone: time zones need its ICU data, which `cmdbus` links already.
+import Foundation
 
 /// A five-field cron expression (`minute hour day-of-month month day-of-week`), read in UTC, as
 /// `crontab(5)` reads one: `*`, numbers, ranges (`1-5`), steps (`*/15`, `0-30/10`, `5/20`),
@@ -7,11 +9,23 @@ import CommandBusSupport
 /// `@yearly` (`@annually`). As in cron, where both day fields are restricted a day matching
 /// either runs it (`0 0 1 * MON`: the first of the month, and every Monday).
 ///
+/// The fields are read in UTC unless the expression starts with `CRON_TZ=ZONE` (or `TZ=ZONE`),
+/// an IANA time zone, as cronie reads one: `CRON_TZ=Europe/Paris 0 9 * * MON-FRI`. Where a
+/// change of clocks skips a local time, a slot at that time comes as much later as the clocks
+/// skipped (02:30, on the night clocks go from 02:00 to 03:00, comes at 03:30); a local time
+/// that happens twice, as clocks go back, comes once, the first time.
+///
 /// Times are seconds since 1970 (UTC); the arithmetic is the proleptic Gregorian calendar's, so
-/// no host's time zone or clock enters it: the database's clock says when it is.
+/// no host's own time zone or clock enters it: the database's clock says when it is.
 package struct CronSchedule: Sendable, Equatable {
-    /// The expression as given (a macro stays a macro).
+    /// The expression as given (with its `CRON_TZ=` prefix; a macro stays a macro).
     package let text: String
+    /// The expression without its time zone prefix.
+    package let expression: String
+    /// The time zone the fields are read in: `nil` for UTC.
+    private let zone: TimeZone?
+    /// The time zone's name, `UTC` without one.
+    package var zoneName: String { zone?.identifier ?? "UTC" }
     private let minutes: UInt64, hours: UInt64, days: UInt64, months: UInt64, weekdays: UInt64
     /// The day fields began with `*`: the other alone picks the days.
     private let everyDay: Bool, everyWeekday: Bool
@@ -35,8 +49,21 @@ package struct CronSchedule: Sendable, Equatable {
     /// - Throws: A ``Problem`` naming the field and what is wrong with it, or saying that the
     ///   expression names no time that exists (`0 0 30 2 *`).
     package init(parsing text: String) throws(Problem) {
-        let trimmed = text.trimmingWhitespace
-        self.text = trimmed
+        let whole = text.trimmingWhitespace
+        self.text = whole
+        var trimmed = whole
+        var zone: TimeZone?
+        if let prefix = ["CRON_TZ=", "TZ="].first(where: whole.hasPrefix) {
+            let rest = whole.dropFirst(prefix.count)
+            let name = String(rest.prefix { !$0.isWhitespace })
+            zone = name.isEmpty ? nil : TimeZone(identifier: name)
+            guard zone != nil else {
+                throw Problem(message: "cron \(quoted(whole)) names the time zone \(quoted(name)), which is not one; give an IANA name such as Europe/Paris, America/New_York or UTC")
+            }
+            trimmed = String(rest.dropFirst(name.count)).trimmingWhitespace
+        }
+        self.zone = zone
+        expression = trimmed
         let expanded: String
         if trimmed.hasPrefix("@") {
             guard let macro = Self.macros[trimmed.lowercased()] else {
@@ -62,7 +89,7 @@ package struct CronSchedule: Sendable, Equatable {
         weekdays = (week | (week >> 7)) & 0x7F
         everyDay = fields[2].hasPrefix("*")
         everyWeekday = fields[4].hasPrefix("*")
-        guard next(after: 0) != nil else {
+        guard nextWallTime(after: 0) != nil else {
             throw Problem(message: "cron \(quoted(trimmed)) names no day that exists (as the 30th of February); check the day-of-month and month fields")
         }
     }
@@ -110,9 +137,28 @@ package struct CronSchedule: Sendable, Equatable {
     }
 
     /// The first minute strictly after `seconds` (seconds since 1970, UTC) that the expression
-    /// names, as seconds since 1970; `nil` if none comes within eight years (no leap day is
-    /// further apart), which only an expression naming no real day gives.
+    /// names in its time zone, as seconds since 1970; `nil` if none comes within eight years (no
+    /// leap day is further apart), which only an expression naming no real day gives.
     package func next(after seconds: Int64) -> Int64? {
+        guard let zone else { return nextWallTime(after: seconds) }
+        func offset(_ time: Int64) -> Int64 { Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(time)))) }
+        // Walk the zone's wall clock (as if it were UTC) from now's, and turn each time it names
+        // into the instants that show it: none in a gap, two where clocks go back.
+        var wall = seconds + offset(seconds)
+        for _ in 0..<1000 {
+            guard let next = nextWallTime(after: wall) else { return nil }
+            wall = next
+            let offsets = Set([offset(wall - 86_400), offset(wall + 86_400), offset(wall)])
+            let instants = offsets.map { wall - $0 }.filter { $0 + offset($0) == wall }.sorted()
+            // In a gap, the moment clocks skip to: the wall time less the offset from before it.
+            let instant = instants.first { $0 > seconds } ?? (instants.isEmpty ? wall - (offsets.min() ?? 0) : nil)
+            if let instant, instant > seconds { return instant }
+        }
+        return nil
+    }
+
+    /// ``next(after:)`` on a wall clock that reads as UTC does.
+    private func nextWallTime(after seconds: Int64) -> Int64? {
         var minute = Self.floorDivide(seconds, 60) + 1
         let lastDay = Self.floorDivide(minute, 1440) + 8 * 366
         while Self.floorDivide(minute, 1440) <= lastDay {

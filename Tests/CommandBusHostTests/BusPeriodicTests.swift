@@ -130,12 +130,20 @@ extension SharedBusTests {
             (["--remove"], "'cmdbus bus periodic --remove' needs the names of the periodic commands to remove; 'cmdbus bus periodic' lists them"),
             (["--remove", "x", "--every", "1h"], "--remove takes names only, not --every; remove the entry, or set it again to change it"),
             (["", "--every", "1h"], "'' is not a command name: it is empty or holds a control character"),
+            (["fixture.whoami", "--every", "1h", "--timezone", "UTC"], "--timezone is for --cron: an --every interval runs from now, whatever the zone"),
+            (["fixture.whoami", "--cron", "@daily", "--timezone", "Mars/Olympus"], "cron 'CRON_TZ=Mars/Olympus @daily' names the time zone 'Mars/Olympus', which is not one; "),
+            (["fixture.whoami", "--cron", "TZ=UTC @daily", "--timezone", "UTC"], "--timezone and the cron expression's own CRON_TZ= name two time zones; give one"),
         ] {
             let result = try await cmdbus(["bus", "periodic"] + arguments + ["--bus", database.url])
             // 65 for a malformed payload, as `run` says it; 64 for the rest.
             #expect(result.status == (message.hasPrefix("payload") ? 65 : 64) && result.stderr.hasPrefix("cmdbus: error: \(message)"), "\(arguments): \(result.stderr)")
             #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
         }
+        let zoned = try await Self.bus(database.url, "bus", "periodic", "fixture.whoami", "--as", "paris", "--cron", "0 9 * * MON-FRI", "--timezone", "Europe/Paris")
+        #expect(zoned.stdout.hasPrefix("set periodic 'fixture.whoami' as 'paris': cron '0 9 * * MON-FRI' (Europe/Paris); the first is due in "), "\(zoned.stdout)")
+        let hour = try await database.sql("SELECT EXTRACT(HOUR FROM next_at AT TIME ZONE 'Europe/Paris') FROM cmdbus.periodic WHERE name = 'paris'")
+        #expect(hour.hasPrefix("9"), "nine in Paris: \(hour)")
+        #expect(try await Self.bus(database.url, "bus", "periodic").stdout.contains("paris: posts fixture.whoami cron '0 9 * * MON-FRI' (Europe/Paris), next in "))
         // A name no host handles is set all the same, with a warning.
         let unhandled = try await Self.bus(database.url, "bus", "periodic", "report", "--every", "1h")
         #expect(unhandled.status == 0 && unhandled.stderr.contains("no live host on the bus handles 'report'"), "\(unhandled.stderr)")

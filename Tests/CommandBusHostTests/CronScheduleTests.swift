@@ -45,6 +45,22 @@ struct CronScheduleTests {
         ("0-30/10 8,17 * * *", "2026-11-27T08:31", "2026-11-27T17:00"),
         ("0 12 1,15 JAN-MAR,DEC *", "2026-11-27T00:00", "2026-12-01T12:00"),
         ("  0 12 * * *  ", "2026-11-27T00:00", "2026-11-27T12:00"),
+        // In a time zone: Paris is UTC+1 in winter, +2 in summer; Kolkata +5:30.
+        ("CRON_TZ=Europe/Paris 0 9 * * *", "2026-11-27T00:00", "2026-11-27T08:00"),
+        ("TZ=Europe/Paris 0 9 * * *", "2026-07-01T00:00", "2026-07-01T07:00"),
+        ("CRON_TZ=Asia/Kolkata 0 9 * * MON-FRI", "2026-11-27T04:00", "2026-11-30T03:30"),
+        ("CRON_TZ=America/New_York @daily", "2026-11-27T06:00", "2026-11-28T05:00"),
+        // Clocks forward in Paris at 01:00 UTC on 28 March 2027 (02:00 becomes 03:00): 02:30 that
+        // night comes an hour late, at 03:30 (01:30 UTC); the next night's at 02:30 (00:30 UTC).
+        ("CRON_TZ=Europe/Paris 30 2 * * *", "2027-03-27T12:00", "2027-03-28T01:30"),
+        ("CRON_TZ=Europe/Paris 30 2 * * *", "2027-03-28T01:30", "2027-03-29T00:30"),
+        // Clocks back at 01:00 UTC on 25 October 2026 (03:00 becomes 02:00): 02:30 happens twice
+        // and comes once, the first time (00:30 UTC); the next is the next night's.
+        ("CRON_TZ=Europe/Paris 30 2 * * *", "2026-10-24T12:00", "2026-10-25T00:30"),
+        ("CRON_TZ=Europe/Paris 30 2 * * *", "2026-10-25T00:30", "2026-10-26T01:30"),
+        // Every quarter hour through the change: 02:45 (first pass), then 03:00 an hour and a quarter later.
+        ("CRON_TZ=Europe/Paris */15 * * * *", "2026-10-25T00:30", "2026-10-25T00:45"),
+        ("CRON_TZ=Europe/Paris */15 * * * *", "2026-10-25T00:45", "2026-10-25T02:00"),
     ])
     func nextMinute(expression: String, after: String, expected: String) throws {
         #expect(try Self.next(expression, after: after) == expected)
@@ -52,9 +68,12 @@ struct CronScheduleTests {
 
     /// Random expressions against a scan of every minute for ten days, each minute's fields
     /// read by Foundation's Gregorian calendar in UTC.
-    @Test func agreesWithAMinuteByMinuteScan() throws {
+    /// In UTC and in zones with whole, half and three-quarter hour offsets, over days without a
+    /// change of clocks (late November, in these zones), where one instant shows each local time.
+    @Test(arguments: ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Pacific/Chatham"])
+    func agreesWithAMinuteByMinuteScan(zone: String) throws {
         var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
+        calendar.timeZone = TimeZone(identifier: zone)!
         var random = SystemRandomNumberGenerator()
         func field(_ range: ClosedRange<Int>) -> (text: String, values: Set<Int>) {
             switch Int.random(in: 0..<5, using: &random) {
@@ -70,10 +89,10 @@ struct CronScheduleTests {
                 return (values.sorted().map(String.init).joined(separator: ","), values)
             }
         }
-        for _ in 0..<40 {
+        for _ in 0..<20 {
             let minute = field(0...59), hour = field(0...23), day = field(1...31), month = (text: "*", values: Set(1...12)), weekday = field(0...6)
             let text = [minute.text, hour.text, day.text, month.text, weekday.text].joined(separator: " ")
-            let schedule = try CronSchedule(parsing: text)
+            let schedule = try CronSchedule(parsing: zone == "UTC" ? text : "CRON_TZ=\(zone) \(text)")
             let start = Self.at("2026-11-25T13:37") + Int64.random(in: 0..<86_400, using: &random)
             var expected: Int64?
             var time = (start / 60 + 1) * 60
@@ -111,6 +130,8 @@ struct CronScheduleTests {
         ("JAN * * * *", "cron 'JAN * * * *': the minute field 'JAN' has 'JAN', not a number from 0 to 59"),
         ("0 0 * * FUN", "cron '0 0 * * FUN': the day of week field 'FUN' has 'FUN', not a number from 0 to 7 or a name (SUN-SAT)"),
         ("1,,2 * * * *", "cron '1,,2 * * * *': the minute field '1,,2' has an empty item in its list; separate values with single commas"),
+        ("CRON_TZ=Mars/Olympus 0 9 * * *", "cron 'CRON_TZ=Mars/Olympus 0 9 * * *' names the time zone 'Mars/Olympus', which is not one; give an IANA name such as Europe/Paris, America/New_York or UTC"),
+        ("CRON_TZ=Europe/Paris", "cron '' has 0 fields; give five: minute hour day-of-month month day-of-week, as '0 3 * * *' (UTC)"),
         ("", "cron '' has 0 fields; give five: minute hour day-of-month month day-of-week, as '0 3 * * *' (UTC)"),
     ])
     func refused(expression: String, message: String) {

@@ -457,7 +457,7 @@ extension DashboardAssets {
           // Commands the hosts post on a schedule ('cmdbus bus periodic'): when next, and how the last went.
           const periodicRows = (data.periodic || []).map(e => h('tr', {},
             h('td', { class: 'mono' }, e.name), h('td', { class: 'mono' }, e.command),
-            h('td', { class: 'mono' }, e.every ? `every ${e.every}` : `${e.cron} (UTC)`, e.noOverlap ? h('span', { class: 'muted', title: 'a slot is skipped while the last run goes on' }, ' no overlap') : null),
+            h('td', { class: 'mono' }, e.every ? `every ${e.every}` : `${e.cron} (${e.timeZone || 'UTC'})`, e.noOverlap ? h('span', { class: 'muted', title: 'a slot is skipped while the last run goes on' }, ' no overlap') : null),
             h('td', { class: 'num' }, e.nextDueSeconds > 0 ? 'in ' + duration(e.nextDueSeconds) : h('span', { class: 'badge failed', title: 'no live host has posted it yet' }, 'overdue ' + duration(-e.nextDueSeconds))),
             h('td', {}, e.lastState ? badge(e.lastState) : h('span', { class: 'muted' }, 'not yet'),
               e.lastSlotSecondsAgo !== undefined ? h('span', { class: 'muted' }, ` ${duration(e.lastSlotSecondsAgo)} ago`) : null),
