@@ -15,7 +15,7 @@ enum BatchCommand {
         .init(name: "concurrency", short: "c", value: "N", help: "Commands in flight at once (default 64); posts to the shared bus, statements at once."),
         .init(name: "timeout", short: "t", value: "SECONDS", help: "A deadline for each command, in seconds."),
         .init(name: "no-wait", short: nil, help: "Post each command and print its id once the bus has it (with --connect or --bus)."),
-        .connect, .bus, .help,
+        .priority, .connect, .bus, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
     static let help = """
@@ -23,7 +23,8 @@ enum BatchCommand {
 
         Reads one command per line, {"command": NAME, "payload": {...}}, from FILE or
         standard input (a line may add envelope metadata, "metadata": {KEY: TEXT}, such
-        as "idempotency-key" on the shared bus), runs them with bounded concurrency, and
+        as "idempotency-key" on the shared bus, and there a "priority": N of its own, over
+        --priority's), runs them with bounded concurrency, and
         writes one NDJSON line per command to stdout as it finishes:
           {"line": 1, "id": "...", "command": "greet", "state": "succeeded", "result": {...}}
           {"line": 2, "id": "...", "command": "greet", "state": "failed", "error": {"code": ..., "message": ...}}
@@ -44,6 +45,16 @@ enum BatchCommand {
         let command: String
         let payload: JSONValue?
         let metadata: [String: String]?
+        /// Its place in the shared bus's queue, over `--priority`.
+        let priority: Int?
+    }
+
+    /// Why a line's `"priority"` cannot be used, if it cannot: out of range, or not on the shared bus.
+    private static func priorityProblem(_ priority: Int, onTheBus: Bool) -> String? {
+        if !CommandRequest.priorities.contains(priority) {
+            return "\"priority\" is \(priority); give a whole number from \(CommandRequest.priorities.lowerBound) to \(CommandRequest.priorities.upperBound) (higher is claimed first)"
+        }
+        return onTheBus ? nil : "\"priority\" " + ConnectionOptions.priorityNeedsTheBus.dropFirst("--priority ".count)
     }
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
@@ -52,6 +63,7 @@ enum BatchCommand {
         let concurrency = try arguments.positiveInteger("concurrency") ?? 64
         let timeout = try arguments.seconds("timeout")
         let connection = try ConnectionOptions(arguments)
+        let priority = try connection.priority(arguments) ?? 0
         let posting = arguments.has("no-wait")
         if posting { try connection.requireLastingBus(forNoWaitOn: "batch") }
         let client = try await BusClientFactory.client(
@@ -75,9 +87,19 @@ enum BatchCommand {
                     ]).text)
                     continue
                 }
-                return CommandRequest(
+                if let problem = line.priority.flatMap({ priorityProblem($0, onTheBus: connection.bus != nil) }) {
+                    failures += 1
+                    console.out(JSONValue.object([
+                        "line": .integer(Int64(number)), "command": .string(line.command), "state": .string(CommandState.failed.rawValue),
+                        "error": .object(["code": .string("decodingFailed"), "message": .string("line \(number): \(problem)")]),
+                    ]).text)
+                    continue
+                }
+                var request = CommandRequest(
                     name: line.command, payload: (line.payload ?? .object([:])).data, metadata: line.metadata ?? [:], timeout: timeout, tag: number
                 )
+                request.priority = line.priority ?? priority
+                return request
             }
             return nil
         }

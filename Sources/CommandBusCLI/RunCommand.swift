@@ -17,7 +17,7 @@ enum RunCommand {
         .init(name: "timeout", short: "t", value: "SECONDS", help: "Fail with exit 75 after SECONDS."),
         .init(name: "delay", short: nil, value: "SECONDS", help: "Start no sooner than SECONDS from now (30, 30s, 5m)."),
         .init(name: "no-wait", short: nil, help: "Print the command's id once the bus has it; don't wait (with --connect or --bus)."),
-        .connect, .bus, .json, .help,
+        .priority, .connect, .bus, .json, .help,
     ] + PluginOptions.options + JournalOptions.options)
 
     static let help = """
@@ -53,10 +53,11 @@ enum RunCommand {
         )
         let metadata = try arguments.keyValues("meta")
         if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) { throw .usage(TraceContext.problem(trace)) }
-        let request = CommandRequest(name: command, payload: payload, metadata: metadata, timeout: try arguments.seconds("timeout"),
+        var request = CommandRequest(name: command, payload: payload, metadata: metadata, timeout: try arguments.seconds("timeout"),
             delay: try arguments.duration("delay")
         )
         let connection = try ConnectionOptions(arguments)
+        request.priority = try connection.priority(arguments) ?? 0
         if arguments.has("no-wait") {
             try connection.requireLastingBus(forNoWaitOn: "run")
             if connection.socket != nil, request.delay != nil {

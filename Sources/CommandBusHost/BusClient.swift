@@ -77,6 +77,12 @@ package struct CommandRequest: Sendable {
     package var delay: Duration?
     /// The caller's tag for the request, handed back in its ``CommandOutcome`` (a batch's line number).
     package var tag: Int
+    /// Where it stands in the shared bus's queue: hosts claim higher priorities first
+    /// (``priorities``; 0 unless given). Only the shared bus has a queue to order.
+    package var priority = 0
+
+    /// The priorities a person may give a command (`--priority`): below a `can`'s probe, which goes first.
+    package static let priorities = -1000...1000
 
     /// A request for `name` with `payload`.
     package init(name: String, payload: Data, metadata: [String: String] = [:], timeout: Duration? = nil, delay: Duration? = nil, tag: Int = 0) {

@@ -84,6 +84,7 @@ package final class PostgresBusClient: BusClient {
         if let reason = submission.unstorableReason { throw HostFailure(.decodingFailed, reason, command: request.name) }
         submission.timeout = request.timeout
         submission.delay = request.delay ?? .zero
+        submission.priority = request.priority
         return submission
     }
 

@@ -1,0 +1,60 @@
+import CommandBusPostgres
+import Foundation
+import Testing
+
+extension SharedBusTests {
+    /// `--priority N` on `run`, a batch line's `"priority"` and `bus periodic --priority`: a host
+    /// that runs one command at a time takes the highest first from a queue that waited; without
+    /// the shared bus, where nothing is queued to order, a priority is refused, not ignored.
+    @Test(.timeLimit(.minutes(3)))
+    func higherPrioritiesAreClaimedFirst() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--capacity", "1"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+
+        // A queue built while the name is paused, in this order: four plain, one at 5, one line at 9, one at -3.
+        #expect(try await Self.bus(database.url, "bus", "pause", "fixture.sleep").status == 0)
+        let lines = scratch.file("sleep.ndjson")
+        let sleep = #""command": "fixture.sleep", "payload": {"milliseconds": 50}"#
+        try Data((Array(repeating: "{\(sleep)}", count: 4) + ["{\(sleep), \"priority\": 9}"]).joined(separator: "\n").utf8).write(to: lines)
+        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
+        #expect(try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 50}"#, "--priority", "5", "--no-wait").status == 0)
+        #expect(try await Self.bus(database.url, "batch", "--no-wait", "--priority", "-3", lines.path).status == 0)
+        #expect(try await Self.bus(database.url, "bus", "resume", "fixture.sleep").status == 0)
+        #expect(await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'succeeded'"))?.hasPrefix("11") ?? false
+        })
+        let order = try await database.sql("SELECT priority FROM cmdbus.commands ORDER BY started_at")
+            .split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        // The second batch's own line at 9 keeps its 9 over --priority -3.
+        #expect(order == [9, 9, 5, 0, 0, 0, 0, -3, -3, -3, -3], "\(order)")
+
+        let periodic = try await Self.bus(database.url, "bus", "periodic", "fixture.whoami", "--every", "1s", "--priority", "7")
+        #expect(periodic.stdout.contains("every 1s"), "\(periodic.stdout)\(periodic.stderr)")
+        #expect(try await Self.bus(database.url, "bus", "periodic").stdout.contains("every 1s, priority 7, "))
+        #expect(await waitUntil(.seconds(20)) {
+            (try? await database.sql("SELECT DISTINCT priority FROM cmdbus.commands WHERE name = 'fixture.whoami'")) == "7\n"
+        })
+
+        for (arguments, message) in [
+            (["run", "greet", "--priority", "5"], "--priority orders the shared bus's queue (--bus or $CMDBUS_BUS); a server or this process starts each command as it comes, so leave it out"),
+            (["run", "greet", "--priority", "5", "--connect"], "--priority orders the shared bus's queue (--bus or $CMDBUS_BUS); a server or this process starts each command as it comes, so leave it out"),
+            (["run", "greet", "--priority", "1001", "--bus", database.url], "--priority takes a whole number from -1000 to 1000 (higher is claimed first; 0 by default), got '1001'"),
+            (["run", "greet", "--priority", "high", "--bus", database.url], "--priority takes a whole number from -1000 to 1000 (higher is claimed first; 0 by default), got 'high'"),
+        ] {
+            let refused = try await cmdbus(arguments)
+            #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(arguments): \(refused.stderr)")
+        }
+        // A line's priority where nothing queues, or out of range: that line fails, saying why.
+        let local = scratch.file("local.ndjson")
+        try Data(#"{"command": "greet", "payload": {}, "priority": 2}"#.utf8).write(to: local)
+        let batch = try await cmdbus(["batch", local.path, "--no-journal", "--plugins", scratch.path])
+        #expect(batch.status == 1 && batch.stdout.contains(#"line 1: \"priority\" orders the shared bus's queue"#), "\(batch.stdout)")
+        try Data(#"{"command": "greet", "payload": {}, "priority": 5000}"#.utf8).write(to: local)
+        let range = try await Self.bus(database.url, "batch", "--no-wait", local.path)
+        #expect(range.status == 1 && range.stdout.contains(#"line 1: \"priority\" is 5000; give a whole number from -1000 to 1000"#), "\(range.stdout)")
+    }
+}
