@@ -15,16 +15,16 @@ enum BatchCommand {
         .init(name: "concurrency", short: "c", value: "N", help: "Commands in flight at once (default 64); posts to the shared bus, statements at once."),
         .init(name: "timeout", short: "t", value: "SECONDS", help: "A deadline for each command, in seconds."),
         .init(name: "no-wait", short: nil, help: "Post each command and print its id once the bus has it (with --connect or --bus)."),
-        .priority, .connect, .bus, .help,
-    ] + PluginOptions.options + JournalOptions.options)
+        .connect, .bus, .help,
+    ] + QueueOptions.options + PluginOptions.options + JournalOptions.options)
 
     static let help = """
         Usage: cmdbus batch [FILE|-] [options]
 
         Reads one command per line, {"command": NAME, "payload": {...}}, from FILE or
         standard input (a line may add envelope metadata, "metadata": {KEY: TEXT}, such
-        as "idempotency-key" on the shared bus, and there a "priority": N of its own, over
-        --priority's), runs them with bounded concurrency, and
+        as "idempotency-key" on the shared bus, and there a "priority": N and a
+        "maxAttempts": N of its own, over the options'), runs them with bounded concurrency, and
         writes one NDJSON line per command to stdout as it finishes:
           {"line": 1, "id": "...", "command": "greet", "state": "succeeded", "result": {...}}
           {"line": 2, "id": "...", "command": "greet", "state": "failed", "error": {"code": ..., "message": ...}}
@@ -45,16 +45,9 @@ enum BatchCommand {
         let command: String
         let payload: JSONValue?
         let metadata: [String: String]?
-        /// Its place in the shared bus's queue, over `--priority`.
+        /// Its place in the shared bus's queue and how often the bus runs it at most, over the options.
         let priority: Int?
-    }
-
-    /// Why a line's `"priority"` cannot be used, if it cannot: out of range, or not on the shared bus.
-    private static func priorityProblem(_ priority: Int, onTheBus: Bool) -> String? {
-        if !CommandRequest.priorities.contains(priority) {
-            return "\"priority\" is \(priority); give a whole number from \(CommandRequest.priorities.lowerBound) to \(CommandRequest.priorities.upperBound) (higher is claimed first)"
-        }
-        return onTheBus ? nil : "\"priority\" " + ConnectionOptions.priorityNeedsTheBus.dropFirst("--priority ".count)
+        let maxAttempts: Int?
     }
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
@@ -63,7 +56,7 @@ enum BatchCommand {
         let concurrency = try arguments.positiveInteger("concurrency") ?? 64
         let timeout = try arguments.seconds("timeout")
         let connection = try ConnectionOptions(arguments)
-        let priority = try connection.priority(arguments) ?? 0
+        let queueing = try QueueOptions(arguments, connection: connection)
         let posting = arguments.has("no-wait")
         if posting { try connection.requireLastingBus(forNoWaitOn: "batch") }
         let client = try await BusClientFactory.client(
@@ -87,7 +80,7 @@ enum BatchCommand {
                     ]).text)
                     continue
                 }
-                if let problem = line.priority.flatMap({ priorityProblem($0, onTheBus: connection.bus != nil) }) {
+                if let problem = QueueOptions.problem(priority: line.priority, maxAttempts: line.maxAttempts, onTheBus: connection.bus != nil) {
                     failures += 1
                     console.out(JSONValue.object([
                         "line": .integer(Int64(number)), "command": .string(line.command), "state": .string(CommandState.failed.rawValue),
@@ -98,7 +91,9 @@ enum BatchCommand {
                 var request = CommandRequest(
                     name: line.command, payload: (line.payload ?? .object([:])).data, metadata: line.metadata ?? [:], timeout: timeout, tag: number
                 )
-                request.priority = line.priority ?? priority
+                queueing.apply(to: &request)
+                if let priority = line.priority { request.priority = priority }
+                if let maxAttempts = line.maxAttempts { request.maxAttempts = maxAttempts }
                 return request
             }
             return nil

@@ -10,7 +10,7 @@ extension BusCommand {
     static func periodic(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         if arguments.has("remove") { return try await removePeriodic(arguments, operands, console) }
         guard let command = operands.first else {
-            if let option = ["every", "cron", "timezone", "as", "param", "priority"].first(where: { arguments.value($0) != nil }) {
+            if let option = ["every", "cron", "timezone", "as", "param", "priority", "max-attempts"].first(where: { arguments.value($0) != nil }) {
                 throw .usage("'cmdbus bus periodic --\(option)' needs the command to post: 'cmdbus bus periodic report --every 1h'")
             }
             return try await listPeriodic(arguments, console)
@@ -78,14 +78,16 @@ extension BusCommand {
         var entry = BusPeriodic.Entry(name: name, command: command, payload: payload, recurrence: recurrence)
         entry.noOverlap = arguments.has("no-overlap")
         entry.timeout = try arguments.seconds("timeout")
-        entry.priority = try ConnectionOptions(arguments).priority(arguments) ?? 0
+        let queueing = try QueueOptions(arguments, connection: try ConnectionOptions(arguments))
+        entry.priority = queueing.priority ?? 0
+        entry.maxAttempts = queueing.maxAttempts
         return entry
     }
 
     /// `bus periodic --remove NAME...`: one line a name.
     private static func removePeriodic(_ arguments: ArgumentSpec.Parsed, _ names: [String], _ console: Console) async throws(HostFailure) {
         guard !names.isEmpty else { throw .usage("'cmdbus bus periodic --remove' needs the names of the periodic commands to remove; 'cmdbus bus periodic' lists them") }
-        if let option = ["every", "cron", "timezone", "as", "param", "priority"].first(where: { arguments.value($0) != nil }) {
+        if let option = ["every", "cron", "timezone", "as", "param", "priority", "max-attempts"].first(where: { arguments.value($0) != nil }) {
             throw .usage("--remove takes names only, not --\(option); remove the entry, or set it again to change it")
         }
         let removed = Set(try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in
@@ -117,7 +119,7 @@ extension BusCommand {
         let schedule = entry["every"].map { "every \($0.stringValue ?? "?")" }
             ?? "cron \(quoted(entry["cron"]?.stringValue ?? "?")) (\(entry["timeZone"]?.stringValue ?? "UTC"))"
         let due = entry["nextDueSeconds"]?.doubleValue ?? 0
-        let priority = entry["priority"].map { ", priority \($0.text)" } ?? ""
+        let priority = (entry["priority"].map { ", priority \($0.text)" } ?? "") + (entry["maxAttempts"].map { ", at most \($0.text) attempts" } ?? "")
         var line = "\(quotedLine(name)): posts \(quotedLine(command)) \(schedule)\(priority)\(entry["noOverlap"] == .bool(true) ? ", no overlap" : ""), "
             + (due > 0 ? "next in \(roughly(due))" : "due now")
         if let ago = entry["lastSlotSecondsAgo"]?.doubleValue {

@@ -17,10 +17,9 @@ enum BusCommand {
         .init(name: "no-overlap", short: nil, help: "periodic: skip a slot while the command posted before is still pending or running."),
         .init(name: "timeout", short: "t", value: "SECONDS", help: "periodic: each posted command's timeout."),
         .init(name: "param", short: "p", value: "KEY=VALUE", help: "periodic: set a payload field (repeatable)."),
-        .init(name: "priority", short: nil, value: "N", help: "periodic: each posted command's priority (-1000 to 1000; higher is claimed first)."),
         .init(name: "remove", short: nil, help: "periodic: remove the named entries."),
         .bus, .json, .help,
-    ])
+    ] + QueueOptions.options)
 
     static let help = """
         Usage: cmdbus bus status [--bus URL] [--json]

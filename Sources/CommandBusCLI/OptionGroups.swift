@@ -94,20 +94,6 @@ struct ConnectionOptions: Sendable {
 
     /// Refuses `--no-wait` on `verb` (`run`, `batch`) unless a bus outlives this process, a
     /// server or the shared bus: a bus in this process would end, cancelling what was posted.
-    /// `--priority N`, which orders the shared bus's queue: refused out of range, or without
-    /// the shared bus (a server or this process starts each command as it comes).
-    func priority(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> Int? {
-        guard let text = arguments.value("priority") else { return nil }
-        guard let number = Int(text), CommandRequest.priorities.contains(number) else {
-            throw .usage("--priority takes a whole number from \(CommandRequest.priorities.lowerBound) to \(CommandRequest.priorities.upperBound) (higher is claimed first; 0 by default), got \(quoted(text))")
-        }
-        guard bus != nil else { throw .usage(Self.priorityNeedsTheBus) }
-        return number
-    }
-
-    /// Why a priority without the shared bus is refused.
-    static let priorityNeedsTheBus = "--priority orders the shared bus's queue (--bus or $CMDBUS_BUS); a server or this process starts each command as it comes, so leave it out"
-
     func requireLastingBus(forNoWaitOn verb: String) throws(HostFailure) {
         guard socket == nil, bus == nil else { return }
         throw .usage("--no-wait needs a bus that outlives this \(verb): a server (--connect) or the shared bus (--bus); without one, leave --no-wait out and \(verb) waits for its commands")
@@ -116,6 +102,5 @@ struct ConnectionOptions: Sendable {
 
 extension ArgumentSpec.Option {
     static let bus = Self(name: "bus", short: nil, value: "URL", help: "The shared bus in PostgreSQL (postgres://…; or $CMDBUS_BUS).")
-    static let priority = Self(name: "priority", short: nil, value: "N", help: "On the shared bus: hosts claim higher first (-1000 to 1000, default 0).")
     static let maxPayload = Self(name: "max-payload", short: nil, value: "BYTES", help: "Largest payload in bytes (default 16777216).")
 }

@@ -17,8 +17,8 @@ enum RunCommand {
         .init(name: "timeout", short: "t", value: "SECONDS", help: "Fail with exit 75 after SECONDS."),
         .init(name: "delay", short: nil, value: "SECONDS", help: "Start no sooner than SECONDS from now (30, 30s, 5m)."),
         .init(name: "no-wait", short: nil, help: "Print the command's id once the bus has it; don't wait (with --connect or --bus)."),
-        .priority, .connect, .bus, .json, .help,
-    ] + PluginOptions.options + JournalOptions.options)
+        .connect, .bus, .json, .help,
+    ] + QueueOptions.options + PluginOptions.options + JournalOptions.options)
 
     static let help = """
         Usage: cmdbus run <command> [<json> | @FILE | -] [-p key=value ...] [options]
@@ -57,7 +57,7 @@ enum RunCommand {
             delay: try arguments.duration("delay")
         )
         let connection = try ConnectionOptions(arguments)
-        request.priority = try connection.priority(arguments) ?? 0
+        try QueueOptions(arguments, connection: connection).apply(to: &request)
         if arguments.has("no-wait") {
             try connection.requireLastingBus(forNoWaitOn: "run")
             if connection.socket != nil, request.delay != nil {

@@ -81,6 +81,10 @@ package struct CommandRequest: Sendable {
     /// (``priorities``; 0 unless given). Only the shared bus has a queue to order.
     package var priority = 0
 
+    /// How many times the shared bus runs it at most (after retryable failures, or hosts lost
+    /// while it ran); `nil` for the bus's default.
+    package var maxAttempts: Int?
+
     /// The priorities a person may give a command (`--priority`): below a `can`'s probe, which goes first.
     package static let priorities = -1000...1000
 

@@ -73,6 +73,8 @@ package enum BusPeriodic {
         package var timeout: Duration?
         /// Each posted command's priority (``BusSubmission/priority``).
         package var priority = 0
+        /// How many times the bus runs each posted command at most; `nil` for the default.
+        package var maxAttempts: Int?
 
         package init(name: String, command: String, payload: Data, recurrence: Recurrence) {
             self.name = name
@@ -117,14 +119,16 @@ package enum BusPeriodic {
             case .cron(let schedule): cron = .text(schedule.text)
             }
             try connection.execute("""
-                INSERT INTO cmdbus.periodic AS p (name, command, payload, every_ms, cron, no_overlap, timeout_ms, next_at, set_by, priority)
-                VALUES ($1, $2, $3, $4, $5, $6::bool, $7, \(timestamp("$8")), $9, $10::int4)
+                INSERT INTO cmdbus.periodic AS p (name, command, payload, every_ms, cron, no_overlap, timeout_ms, next_at, set_by, priority, max_attempts)
+                VALUES ($1, $2, $3, $4, $5, $6::bool, $7, \(timestamp("$8")), $9, $10::int4, $11::int4)
                 ON CONFLICT (name) DO UPDATE SET command = excluded.command, payload = excluded.payload, every_ms = excluded.every_ms,
                     cron = excluded.cron, no_overlap = excluded.no_overlap, timeout_ms = excluded.timeout_ms, priority = excluded.priority,
+                    max_attempts = excluded.max_attempts,
                     next_at = excluded.next_at, set_at = now(), set_by = excluded.set_by
                 """, [
                     .text(entry.name), .text(entry.command), .bytes(entry.payload), every, cron, .bool(entry.noOverlap),
                     entry.timeout.map { .integer($0.milliseconds) }, .integer(next), .text(by), .integer(entry.priority),
+                    entry.maxAttempts.map { .integer($0) },
                 ])
             try connection.execute("SELECT pg_notify('cmdbus_periodic', '')")
             return Change(replaced: row != nil, sameSchedule: same, nextDueSeconds: Double(next - now) / 1000)
@@ -141,7 +145,7 @@ package enum BusPeriodic {
     /// The entries, by name, as `bus periodic` and `bus status` show them.
     package static func entries(on connection: PGConnection) throws(PGError) -> JSONValue {
         let rows = try connection.execute("""
-            SELECT p.name, p.command, p.payload, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.priority::int8 AS priority, p.fired, p.skipped,
+            SELECT p.name, p.command, p.payload, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.priority::int8 AS priority, p.max_attempts::int8 AS max_attempts, p.fired, p.skipped,
                 p.set_by, p.last_fired_by,
                 EXTRACT(EPOCH FROM p.next_at - now())::float8 AS next_due, EXTRACT(EPOCH FROM now() - p.last_slot_at)::float8 AS last_ago,
                 EXTRACT(EPOCH FROM now() - p.set_at)::float8 AS set_ago, p.last_command_id, c.state AS last_state
@@ -166,6 +170,7 @@ package enum BusPeriodic {
             }
             if let timeout = row.integer("timeout_ms") { entry["timeoutSeconds"] = .number(Double(timeout) / 1000) }
             if let priority = row.integer("priority"), priority != 0 { entry["priority"] = .integer(priority) }
+            if let attempts = row.integer("max_attempts") { entry["maxAttempts"] = .integer(attempts) }
             if let ago = row.double("last_ago") { entry["lastSlotSecondsAgo"] = .number(ago) }
             if let id = row.uuid("last_command_id") { entry["lastCommand"] = .string(id.uuidString) }
             if let state = row.text("last_state") { entry["lastState"] = .string(state) }
@@ -204,7 +209,7 @@ package enum BusPeriodic {
         try connection.transaction { () throws(PGError) -> [Firing] in
             let due = try connection.execute("""
                 SELECT p.name, p.command, p.payload, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.priority::int8 AS priority,
-                    (EXTRACT(EPOCH FROM p.next_at) * 1000)::int8 AS next_ms, (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms,
+                    p.max_attempts::int8 AS max_attempts, (EXTRACT(EPOCH FROM p.next_at) * 1000)::int8 AS next_ms, (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms,
                     (SELECT c.state FROM cmdbus.commands c WHERE c.id = p.last_command_id) AS last_state
                 FROM cmdbus.periodic p WHERE p.next_at <= now() ORDER BY p.next_at LIMIT 100 FOR UPDATE OF p SKIP LOCKED
                 """)
@@ -238,6 +243,7 @@ package enum BusPeriodic {
                     submission.failIfUnhandled = false
                     submission.timeout = row.integer("timeout_ms").map { .milliseconds($0) }
                     submission.priority = Int(row.integer("priority") ?? 0)
+                    if let attempts = row.integer("max_attempts") { submission.maxAttempts = Int(attempts) }
                     posted = try submission.submit(on: connection).id
                 }
                 try advance(name, to: next, slot: latest, posted: posted, skipped: posted == nil ? missed + 1 : missed, host: host, on: connection)

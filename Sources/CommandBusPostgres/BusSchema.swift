@@ -114,6 +114,7 @@ package enum BusSchema {
                 no_overlap boolean NOT NULL DEFAULT false,
                 timeout_ms bigint,
                 priority int NOT NULL DEFAULT 0,
+                max_attempts int CHECK (max_attempts > 0),
                 next_at timestamptz NOT NULL,
                 last_slot_at timestamptz,
                 last_command_id uuid,

@@ -85,6 +85,7 @@ package final class PostgresBusClient: BusClient {
         submission.timeout = request.timeout
         submission.delay = request.delay ?? .zero
         submission.priority = request.priority
+        if let maxAttempts = request.maxAttempts { submission.maxAttempts = maxAttempts }
         return submission
     }
 

@@ -4,8 +4,9 @@ import Testing
 
 extension SharedBusTests {
     /// `--priority N` on `run`, a batch line's `"priority"` and `bus periodic --priority`: a host
-    /// that runs one command at a time takes the highest first from a queue that waited; without
-    /// the shared bus, where nothing is queued to order, a priority is refused, not ignored.
+    /// that runs one command at a time takes the highest first from a queue that waited;
+    /// `--max-attempts N` bounds how often a retryable failure runs again. Without the shared
+    /// bus, where nothing is queued or retried, each is refused, not ignored.
     @Test(.timeLimit(.minutes(3)))
     func higherPrioritiesAreClaimedFirst() async throws {
         await BusHostProcess.stopAll()
@@ -32,18 +33,31 @@ extension SharedBusTests {
         // The second batch's own line at 9 keeps its 9 over --priority -3.
         #expect(order == [9, 9, 5, 0, 0, 0, 0, -3, -3, -3, -3], "\(order)")
 
-        let periodic = try await Self.bus(database.url, "bus", "periodic", "fixture.whoami", "--every", "1s", "--priority", "7")
+        let periodic = try await Self.bus(database.url, "bus", "periodic", "fixture.whoami", "--every", "1s", "--priority", "7", "--max-attempts", "1")
         #expect(periodic.stdout.contains("every 1s"), "\(periodic.stdout)\(periodic.stderr)")
-        #expect(try await Self.bus(database.url, "bus", "periodic").stdout.contains("every 1s, priority 7, "))
+        #expect(try await Self.bus(database.url, "bus", "periodic").stdout.contains("every 1s, priority 7, at most 1 attempts, "))
         #expect(await waitUntil(.seconds(20)) {
-            (try? await database.sql("SELECT DISTINCT priority FROM cmdbus.commands WHERE name = 'fixture.whoami'")) == "7\n"
+            (try? await database.sql("SELECT DISTINCT priority || ' ' || max_attempts FROM cmdbus.commands WHERE name = 'fixture.whoami'")) == "7 1\n"
         })
+        #expect(try await Self.bus(database.url, "bus", "periodic", "--remove", "fixture.whoami").status == 0)
+
+        // A retryable failure runs again up to its attempts: 2 where asked, 5 by default.
+        let twice = try await Self.bus(database.url, "run", "fixture.fail", "-p", "message=flaky", "-p", "retryable=true", "--max-attempts", "2")
+        #expect(twice.status == 1, "\(twice.stderr)")
+        let lineFile = scratch.file("fail.ndjson")
+        try Data(#"{"command": "fixture.fail", "payload": {"message": "flaky", "retryable": true}, "maxAttempts": 3}"#.utf8).write(to: lineFile)
+        #expect(try await Self.bus(database.url, "batch", lineFile.path).status == 1)
+        #expect(try await Self.bus(database.url, "run", "fixture.fail", "-p", "message=flaky", "-p", "retryable=true").status == 1)
+        let attempts = try await database.sql("SELECT attempt || '/' || max_attempts FROM cmdbus.commands WHERE name = 'fixture.fail' ORDER BY seq")
+        #expect(attempts == "2/2\n3/3\n5/5\n", "\(attempts)")
 
         for (arguments, message) in [
             (["run", "greet", "--priority", "5"], "--priority orders the shared bus's queue (--bus or $CMDBUS_BUS); a server or this process starts each command as it comes, so leave it out"),
             (["run", "greet", "--priority", "5", "--connect"], "--priority orders the shared bus's queue (--bus or $CMDBUS_BUS); a server or this process starts each command as it comes, so leave it out"),
             (["run", "greet", "--priority", "1001", "--bus", database.url], "--priority takes a whole number from -1000 to 1000 (higher is claimed first; 0 by default), got '1001'"),
             (["run", "greet", "--priority", "high", "--bus", database.url], "--priority takes a whole number from -1000 to 1000 (higher is claimed first; 0 by default), got 'high'"),
+            (["run", "greet", "--max-attempts", "0", "--bus", database.url], "--max-attempts takes a whole number from 1 to 100 (how many times the bus runs it at most; 5 by default), got '0'"),
+            (["batch", "--max-attempts", "3"], "--max-attempts is for the shared bus (--bus or $CMDBUS_BUS), which runs a command again after a retryable failure or a lost host; a server or this process runs each once, so leave it out"),
         ] {
             let refused = try await cmdbus(arguments)
             #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(arguments): \(refused.stderr)")
@@ -56,5 +70,8 @@ extension SharedBusTests {
         try Data(#"{"command": "greet", "payload": {}, "priority": 5000}"#.utf8).write(to: local)
         let range = try await Self.bus(database.url, "batch", "--no-wait", local.path)
         #expect(range.status == 1 && range.stdout.contains(#"line 1: \"priority\" is 5000; give a whole number from -1000 to 1000"#), "\(range.stdout)")
+        try Data(#"{"command": "greet", "payload": {}, "maxAttempts": 2}"#.utf8).write(to: local)
+        let attemptsLocally = try await cmdbus(["batch", local.path, "--no-journal", "--plugins", scratch.path])
+        #expect(attemptsLocally.status == 1 && attemptsLocally.stdout.contains(#"line 1: \"maxAttempts\" is for the shared bus"#), "\(attemptsLocally.stdout)")
     }
 }
