@@ -3,11 +3,16 @@ import CommandBusHost
 import CommandBusLoading
 import CommandBusPostgres
 import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
-/// `cmdbus bus status|pause|resume|limit|periodic`: the shared bus's schema version, live
-/// hosts, queue depth per command name and how long its oldest waits; pausing and resuming
-/// command names, limiting how many of a name run at once across the bus, and commands the
-/// hosts post on a schedule.
+/// `cmdbus bus status|pause|resume|limit|periodic|cancel`: the shared bus's schema version,
+/// live hosts, queue depth per command name and how long its oldest waits; pausing and
+/// resuming command names, limiting how many of a name run at once across the bus, commands
+/// the hosts post on a schedule, and cancelling what waits of a name.
 enum BusCommand {
     static let spec = ArgumentSpec(command: "bus", options: [
         .init(name: "every", short: nil, value: "DURATION", help: "periodic: post it every DURATION (30s, 5m, 1h, 1d)."),
@@ -18,6 +23,7 @@ enum BusCommand {
         .init(name: "timeout", short: "t", value: "SECONDS", help: "periodic: each posted command's timeout."),
         .init(name: "param", short: "p", value: "KEY=VALUE", help: "periodic: set a payload field (repeatable)."),
         .init(name: "remove", short: nil, help: "periodic: remove the named entries."),
+        .init(name: "running", short: nil, help: "cancel: ask the running commands of the names to stop too."),
         .bus, .json, .help,
     ] + QueueOptions.options)
 
@@ -28,6 +34,7 @@ enum BusCommand {
                cmdbus bus limit [<command>... <N|none>] [--bus URL] [--json]
                cmdbus bus periodic [<command> [<json>] (--every D | --cron EXPR) [--as NAME] [--no-overlap]]
                cmdbus bus periodic --remove <name>...
+               cmdbus bus cancel <command>... [--running] [--bus URL] [--json]
 
         status: shows the shared bus in PostgreSQL (--bus URL, else $CMDBUS_BUS): its schema
         version, each host with its last heartbeat, the commands it handles and runs now, and
@@ -51,6 +58,9 @@ enum BusCommand {
         skipped (after an outage, one command for the latest). Setting a name again replaces
         it, and keeps its next slot if the schedule is the same. With no operands, the
         entries are listed, with when each is next due and how its last run went.
+        cancel: every command of these names that waits on the bus (pending, due now or
+        later) ends cancelled at once, recorded with who cancelled it; what runs finishes
+        unless --running asks it to stop too. To cancel one command: cmdbus cancel ID.
         Passwords in URLs are never shown.
 
         Options:
@@ -63,7 +73,7 @@ enum BusCommand {
 
     private static let verbs: [String: Verb] = [
         "status": Verb(run: status), "pause": Verb(run: pause), "resume": Verb(run: resume), "limit": Verb(run: limit),
-        "periodic": Verb(run: periodic),
+        "periodic": Verb(run: periodic), "cancel": Verb(run: cancel),
     ]
 
     /// The subcommands of `cmdbus bus`, for shell completion.
@@ -129,6 +139,32 @@ enum BusCommand {
         }
         for (host, command) in outcome.unaware {
             console.err("cmdbus: warning: host \(quotedLine(host)) runs a cmdbus from before pauses and claims \(quoted(command)) all the same; upgrade it")
+        }
+    }
+
+    /// `bus cancel NAME... [--running]`: one line a name.
+    private static func cancel(_ arguments: ArgumentSpec.Parsed, _ names: [String], _ console: Console) async throws(HostFailure) {
+        guard !names.isEmpty else {
+            throw .usage("'cmdbus bus cancel' needs the command names whose waiting commands to cancel ('cmdbus bus status' lists the queues; 'cmdbus cancel ID' cancels one command)")
+        }
+        if let problem = names.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
+        if let id = names.first(where: { UUID(uuidString: $0) != nil }) {
+            throw .usage("\(quoted(id)) is a command id, not a name: 'cmdbus cancel \(id)' cancels that command; 'cmdbus bus cancel NAME' cancels a name's waiting commands")
+        }
+        let running = arguments.has("running")
+        let outcomes = try await withClient(arguments, verb: "cancel", console: console) { client throws(HostFailure) in
+            try await client.cancelWaiting(names, running: running)
+        }
+        for outcome in outcomes {
+            if arguments.has("json") { console.out(outcome.json.text); continue }
+            let name = quoted(outcome.name)
+            let waited = outcome.cancelled == 0 ? "\(name) had no command waiting" : "cancelled \(counted(outcome.cancelled, "\(name) command")) that waited"
+            let rest = switch (outcome.running, running) {
+            case (0, _): ""
+            case (let count, true): ", and asked the \(count) running to stop"
+            case (let count, false): "; \(count) running finish ('--running' asks them to stop)"
+            }
+            console.out(waited + rest)
         }
     }
 

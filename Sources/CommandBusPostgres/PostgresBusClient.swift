@@ -290,6 +290,12 @@ package final class PostgresBusClient: BusClient {
         }
     }
 
+    /// Cancels the commands of `names` that wait on the bus, and with `running` asks those that
+    /// run to stop (``BusCancel``).
+    package func cancelWaiting(_ names: [String], running: Bool) async throws(HostFailure) -> [BusCancel.Outcome] {
+        try withConnection { connection throws(PGError) in try BusCancel.cancel(names, running: running, by: BusPause.operatorLabel, on: connection) }
+    }
+
     /// Of `names`, those no live (or late) host handles, sorted; none if the bus cannot be asked,
     /// since this is a warning's, after the posts are in.
     package func namesNoHostHandles(_ names: Set<String>) async -> [String] {

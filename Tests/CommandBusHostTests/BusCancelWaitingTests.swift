@@ -1,0 +1,64 @@
+import CommandBusPostgres
+import Foundation
+import Testing
+
+extension SharedBusTests {
+    /// `bus cancel NAME`: every command of the name that waits (due now, or later) ends
+    /// cancelled at once, and a `run --bus` waiting for one hears of it; what runs finishes,
+    /// unless `--running` asks it to stop.
+    @Test(.timeLimit(.minutes(3)))
+    func cancellingANameEndsWhatWaitsAndLeavesWhatRuns() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--capacity", "1"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+        let lines = scratch.file("sleep.ndjson")
+        try Data(String(repeating: #"{"command": "fixture.sleep", "payload": {"milliseconds": 1500}}"# + "\n", count: 40).utf8).write(to: lines)
+        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
+        #expect(try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 10}"#, "--delay", "1h", "--no-wait").status == 0)
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "1\n"
+        })
+        // A run that waits for its command, behind the queue.
+        let waiting = Task { try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 10}"#) }
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'pending'")) == "41\n"
+        })
+
+        let cancel = try await Self.bus(database.url, "bus", "cancel", "fixture.sleep", "fixture.whoami")
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        #expect(cancel.stdout == """
+            cancelled 41 'fixture.sleep' commands that waited; 1 running finish ('--running' asks them to stop)
+            'fixture.whoami' had no command waiting
+
+            """, "\(cancel.stdout)")
+        let ended = try await waiting.value
+        #expect(ended.status == 1 && ended.stderr.contains("was cancelled while it waited, by "), "\(ended.stderr)")
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands GROUP BY 1 ORDER BY 1")) == "cancelled|41\nsucceeded|1\n"
+        })
+
+        // With --running, what runs is asked to stop too.
+        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "1\n"
+        })
+        let all = try await Self.bus(database.url, "bus", "cancel", "fixture.sleep", "--running", "--json")
+        let outcome = try JSONSerialization.jsonObject(with: Data(all.stdout.utf8)) as? [String: Any]
+        #expect(outcome?["cancelled"] as? Int == 39 && outcome?["running"] as? Int == 1, "\(all.stdout)")
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state IN ('pending', 'running')")) == "0\n"
+        })
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'cancelled'") == "81\n")
+
+        for (arguments, message) in [
+            ([String](), "'cmdbus bus cancel' needs the command names whose waiting commands to cancel ('cmdbus bus status' lists the queues; 'cmdbus cancel ID' cancels one command)"),
+            (["01A21AE9-5F48-77DA-86F8-661E748A73FF"], "'01A21AE9-5F48-77DA-86F8-661E748A73FF' is a command id, not a name: 'cmdbus cancel 01A21AE9-5F48-77DA-86F8-661E748A73FF' cancels that command; 'cmdbus bus cancel NAME' cancels a name's waiting commands"),
+        ] {
+            let refused = try await cmdbus(["bus", "cancel"] + arguments + ["--bus", database.url])
+            #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(refused.stderr)")
+        }
+    }
+}
