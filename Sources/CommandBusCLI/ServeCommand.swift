@@ -176,6 +176,9 @@ enum ServeCommand {
             sources.setPaused = { name, paused throws(CommandBusError) in
                 do throws(PGError) { return try busJournal.setPaused(name, paused) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
             }
+            sources.cancelWaiting = { name throws(CommandBusError) in
+                do throws(PGError) { return try busJournal.cancelWaiting(name) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
+            }
             sources.notReadyReason = { host.notReadyReason }
             sources.sharedBus = {
                 guard case .object(var fields)? = try? busJournal.status() else { return nil }

@@ -20,6 +20,7 @@ extension Dashboard {
         case ("POST", "commands", 3) where parts[2] == "discard": return await discard(parts[1])
         case ("POST", "commands", 3) where parts[2] == "cancel": return await cancel(parts[1])
         case ("POST", "queues", 3) where parts[2] == "pause" || parts[2] == "resume": return await setPaused(parts[1], parts[2] == "pause")
+        case ("POST", "queues", 3) where parts[2] == "cancel": return await cancelWaiting(parts[1])
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
         case ("GET", "hosts", 1): return Self.ok(await sources.sharedBus?() ?? .object(["shared": .bool(false)]))
@@ -236,6 +237,16 @@ extension Dashboard {
         do throws(CommandBusError) {
             let changed = try await setPaused(name, paused)
             return Self.ok(.object(["command": .string(name), "paused": .bool(paused), "changed": .bool(changed)]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    private func cancelWaiting(_ name: String) async -> HTTPResponse {
+        guard let cancelWaiting = sources.cancelWaiting else { return Self.problem(409, "only a host of the shared bus cancels a queue") }
+        if let problem = commandNameProblem(name) { return Self.problem(400, problem) }
+        do throws(CommandBusError) {
+            return Self.ok(.object(["command": .string(name), "cancelled": .integer(Int64(try await cancelWaiting(name)))]))
         } catch {
             return Self.problem(500, error.message)
         }

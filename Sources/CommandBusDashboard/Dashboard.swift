@@ -26,6 +26,9 @@ package struct DashboardSources: Sendable {
     /// Pauses (`true`) or resumes a command name on the shared bus, returning whether that
     /// changed it; `nil` off the shared bus.
     package var setPaused: (@Sendable (String, Bool) async throws(CommandBusError) -> Bool)?
+    /// Cancels the commands of a name that wait on the shared bus (`bus cancel`), returning how
+    /// many; `nil` off the shared bus.
+    package var cancelWaiting: (@Sendable (String) async throws(CommandBusError) -> Int)?
     /// The shared bus's hosts and queues (`bus status`), if the host is on one.
     package var sharedBus: (@Sendable () async -> JSONValue?)?
     /// The socket server's request loop: `send`s that ran on its thread and on the bus's

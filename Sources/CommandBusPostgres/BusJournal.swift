@@ -58,6 +58,13 @@ package final class BusJournal: Sendable {
         }.first?.changed ?? false
     }
 
+    /// Cancels the commands of `name` that wait (``BusCancel``), from the dashboard; returns how many.
+    package func cancelWaiting(_ name: String) throws(PGError) -> Int {
+        try connections.with { connection throws(PGError) in
+            try BusCancel.cancel([name], running: false, by: BusPause.operatorLabel + " (dashboard)", on: connection)
+        }.first?.cancelled ?? 0
+    }
+
     /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
     /// each root in one of `rootStates` (any final state if empty) with every subcommand under it
     /// and their events, once all ended before `cutoff`; a thousand trees per statement.

@@ -10,7 +10,7 @@ extension SharedBusTests {
     func cancellingANameEndsWhatWaitsAndLeavesWhatRuns() async throws {
         await BusHostProcess.stopAll()
         let database = try await SharedBusDatabase()
-        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--capacity", "1"])
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--capacity", "1", "--http", "127.0.0.1:0"])
         defer { Task { await host.stop(); await database.drop() } }
         let scratch = try TemporaryDirectory()
         defer { scratch.remove() }
@@ -52,6 +52,20 @@ extension SharedBusTests {
             (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state IN ('pending', 'running')")) == "0\n"
         })
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'cancelled'") == "81\n")
+
+        // The dashboard's queue row offers it while something waits, and its API does it.
+        #expect(try await Self.bus(database.url, "bus", "pause", "fixture.sleep").status == 0)
+        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
+        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
+        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let page = try await DashboardTests.browse(
+            url + "/#/hosts", waitFor: "[...document.querySelectorAll('main button')].some(b => b.textContent === 'Cancel waiting')", shot: "bus-cancel-waiting.png"
+        )
+        #expect(page.waited)
+        let token = try #require(try await DashboardTests.http("GET", url + "/").body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let posted = try await DashboardTests.http("POST", url + "/api/queues/fixture.sleep/cancel", headers: ["X-Cmdbus-Token": token])
+        #expect(posted.status == 200 && posted.body == #"{"cancelled":40,"command":"fixture.sleep"}"#, "\(posted.body)")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE error_message LIKE '%(dashboard) (cmdbus bus cancel)'") == "40\n")
 
         for (arguments, message) in [
             ([String](), "'cmdbus bus cancel' needs the command names whose waiting commands to cancel ('cmdbus bus status' lists the queues; 'cmdbus cancel ID' cancels one command)"),

@@ -374,6 +374,15 @@ extension DashboardAssets {
           } catch (e) { toast(e.message, true); }
         }
 
+        async function cancelWaiting(name, count) {
+          if (!confirm(`Cancel the ${num(count)} ${name} commands that wait? They end cancelled; what runs finishes.`)) return;
+          try {
+            const body = await post(`queues/${encodeURIComponent(name)}/cancel`);
+            toast(`Cancelled ${num(body.cancelled)} waiting ${name}`);
+            setTimeout(route, 400);
+          } catch (e) { toast(e.message, true); }
+        }
+
         // ---- Dead letters ----
         async function deadLetters() {
           const data = await api('dead-letters');
@@ -445,7 +454,9 @@ extension DashboardAssets {
             .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: paused.has(n), limit: limits.get(n) })));
           const pauseButton = q => q.commands ? null : h('div', { class: 'actions' }, q.paused
             ? h('button', { onclick: () => setPaused(q.command, false) }, 'Resume')
-            : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'));
+            : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'),
+            q.pending + (q.scheduled || 0) > 0 ? h('button', { class: 'danger', title: 'cancel every command of this name that waits; what runs finishes',
+              onclick: () => cancelWaiting(q.command, q.pending + (q.scheduled || 0)) }, 'Cancel waiting') : null);
           const queueRows = queues.map(q => h('tr', {},
             h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
               q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null),
