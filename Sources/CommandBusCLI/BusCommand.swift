@@ -24,6 +24,8 @@ enum BusCommand {
         .init(name: "param", short: "p", value: "KEY=VALUE", help: "periodic: set a payload field (repeatable)."),
         .init(name: "remove", short: nil, help: "periodic: remove the named entries."),
         .init(name: "running", short: nil, help: "cancel: ask the running commands of the names to stop too."),
+        .init(name: "state", short: nil, value: "STATE", help: "retry: the commands that ended so (failed, timedOut, cancelled; default failed,timedOut)."),
+        .init(name: "since", short: nil, value: "AGE", help: "retry: only those that ended within AGE (1h, 30m)."),
         .bus, .json, .help,
     ] + QueueOptions.options)
 
@@ -35,6 +37,7 @@ enum BusCommand {
                cmdbus bus periodic [<command> [<json>] (--every D | --cron EXPR) [--as NAME] [--no-overlap]]
                cmdbus bus periodic --remove <name>...
                cmdbus bus cancel <command>... [--running] [--bus URL] [--json]
+               cmdbus bus retry <command>... [--state S] [--since AGE] [--bus URL] [--json]
 
         status: shows the shared bus in PostgreSQL (--bus URL, else $CMDBUS_BUS): its schema
         version, each host with its last heartbeat, the commands it handles and runs now, and
@@ -61,6 +64,11 @@ enum BusCommand {
         cancel: every command of these names that waits on the bus (pending, due now or
         later) ends cancelled at once, recorded with who cancelled it; what runs finishes
         unless --running asks it to stop too. To cancel one command: cmdbus cancel ID.
+
+        retry: every command of these names that failed or timed out (--state cancelled,
+        or a list, for others), sent or posted on its own and ended within --since if
+        given, goes back to pending at once, its attempts from 0, for the hosts to run
+        again; a subcommand runs again when its parent does. One command: journal retry ID.
         Passwords in URLs are never shown.
 
         Options:
@@ -68,12 +76,28 @@ enum BusCommand {
         """
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
+        if let verb = arguments.positionals.first, verbs[verb] != nil { try refuseOptionsOtherVerbsTake(verb, arguments) }
         try await Verb.dispatch(verbs, command: "bus", arguments, console)
+    }
+
+    /// The options only some verbs read, by option. Given to another verb they would be ignored
+    /// (`bus status --every 1h`), so they are refused instead.
+    private static let verbOptions: [String: [String]] = [
+        "every": ["periodic"], "cron": ["periodic"], "timezone": ["periodic"], "as": ["periodic"], "no-overlap": ["periodic"],
+        "timeout": ["periodic"], "param": ["periodic"], "remove": ["periodic"], "priority": ["periodic"], "max-attempts": ["periodic"],
+        "running": ["cancel"], "state": ["retry"], "since": ["retry"],
+    ]
+
+    private static func refuseOptionsOtherVerbsTake(_ verb: String, _ arguments: ArgumentSpec.Parsed) throws(HostFailure) {
+        for (option, verbs) in verbOptions.sorted(by: { $0.key < $1.key })
+        where !verbs.contains(verb) && (arguments.has(option) || arguments.value(option) != nil) {
+            throw .usage("--\(option) is for 'cmdbus bus \(verbs.joined(separator: "' and '"))', not 'bus \(verb)', which would ignore it; leave it out")
+        }
     }
 
     private static let verbs: [String: Verb] = [
         "status": Verb(run: status), "pause": Verb(run: pause), "resume": Verb(run: resume), "limit": Verb(run: limit),
-        "periodic": Verb(run: periodic), "cancel": Verb(run: cancel),
+        "periodic": Verb(run: periodic), "cancel": Verb(run: cancel), "retry": Verb(run: retry),
     ]
 
     /// The subcommands of `cmdbus bus`, for shell completion.
@@ -165,6 +189,36 @@ enum BusCommand {
             case (let count, false): "; \(count) running finish ('--running' asks them to stop)"
             }
             console.out(waited + rest)
+        }
+    }
+
+    /// `bus retry NAME... [--state S] [--since AGE]`: one line a name.
+    private static func retry(_ arguments: ArgumentSpec.Parsed, _ names: [String], _ console: Console) async throws(HostFailure) {
+        guard !names.isEmpty else {
+            throw .usage("'cmdbus bus retry' needs the command names whose failed commands to run again ('cmdbus journal list --bus --state failed' lists them; 'cmdbus journal retry ID' retries one)")
+        }
+        if let problem = names.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
+        if let id = names.first(where: { UUID(uuidString: $0) != nil }) {
+            throw .usage("\(quoted(id)) is a command id, not a name: 'cmdbus journal retry \(id) --bus' retries that command; 'cmdbus bus retry NAME' retries a name's failed commands")
+        }
+        var states: [CommandState] = []
+        for text in arguments.all("state").flatMap({ $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }) {
+            guard let state = CommandState(rawValue: text), BusRetry.retryableStates.contains(state) else {
+                throw .usage("--state takes \(BusRetry.retryableStates.map(\.rawValue).joined(separator: ", ")) (the states a command is retried from), got \(quoted(text))")
+            }
+            if !states.contains(state) { states.append(state) }
+        }
+        if states.isEmpty { states = BusRetry.deadLetterStates }
+        let since = try arguments.duration("since")
+        let outcomes = try await withClient(arguments, verb: "retry", console: console) { client throws(HostFailure) in
+            try await client.retryEnded(names, states: states, within: since)
+        }
+        let ended = states.map(\.rawValue).joined(separator: " or ") + (arguments.value("since").map { " within \($0)" } ?? "")
+        for outcome in outcomes {
+            if arguments.has("json") { console.out(outcome.json.text); continue }
+            console.out(outcome.retried == 0
+                ? "\(quoted(outcome.name)) had no command that ended \(ended) to retry"
+                : "retried \(counted(outcome.retried, "\(quoted(outcome.name)) command")) that ended \(ended): pending again, for the hosts to run")
         }
     }
 

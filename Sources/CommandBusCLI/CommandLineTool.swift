@@ -42,6 +42,7 @@ public enum CommandLineTool {
           bus limit <cmd>... <N>     Run at most N of these at once across the bus ('none': no limit).
           bus periodic <cmd> --every Post a command on a schedule (--every 1h, --cron '0 3 * * *').
           bus cancel <cmd>...        Cancel every command of these names that waits on the bus.
+          bus retry <cmd>...         Run again every command of these names that failed on the bus.
           completion bash            A bash completion script: source <(cmdbus completion bash).
           help [<subcommand>]        Show help.
 

@@ -296,6 +296,12 @@ package final class PostgresBusClient: BusClient {
         try withConnection { connection throws(PGError) in try BusCancel.cancel(names, running: running, by: BusPause.operatorLabel, on: connection) }
     }
 
+    /// Puts the root commands of `names` that ended in one of `states` (within `within`, if
+    /// given) back to pending (``BusRetry``).
+    package func retryEnded(_ names: [String], states: [CommandState], within: Duration?) async throws(HostFailure) -> [BusRetry.Outcome] {
+        try withConnection { connection throws(PGError) in try BusRetry.retry(names, states: states, within: within, on: connection) }
+    }
+
     /// Of `names`, those no live (or late) host handles, sorted; none if the bus cannot be asked,
     /// since this is a warning's, after the posts are in.
     package func namesNoHostHandles(_ names: Set<String>) async -> [String] {
