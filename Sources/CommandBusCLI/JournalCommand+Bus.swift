@@ -38,8 +38,12 @@ extension JournalCommand {
     }
 
     private static func busShow(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        let record = try busFind(operands, in: try busJournal(arguments), verb: "show")
-        console.out(record.json.text)
+        let journal = try busJournal(arguments)
+        let record = try busFind(operands, in: journal, verb: "show")
+        // The journal entry's fields, and under "bus" what the shared bus keeps besides.
+        guard case .object(var fields) = record.json, let details = try? journal.queueDetails(record.envelope.id) else { return console.out(record.json.text) }
+        fields["bus"] = details
+        console.out(JSONValue.object(fields).text)
     }
 
     private static func busRetry(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {

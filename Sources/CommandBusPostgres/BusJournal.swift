@@ -119,6 +119,30 @@ package final class BusJournal: Sendable {
             .all.compactMap(BusCommandRow.init).first?.record
     }
 
+    /// What the shared bus keeps of a command beyond a journal entry, for `journal show --bus`:
+    /// its priority, the attempts it may take, when it is (or was) due, its timeout, the hosts
+    /// that ran it (one a try) and the host that runs it now; `nil` if the bus has no such command.
+    package func queueDetails(_ id: UUID) throws(PGError) -> JSONValue? {
+        let rows = try connections.with { connection throws(PGError) in
+            try connection.execute("""
+                SELECT c.priority::int8 AS priority, c.max_attempts::int8 AS max_attempts, c.timeout_ms, c.run_at,
+                    array_to_string(c.attempted_by, ',') AS attempted_by, h.hostname, h.pid::int8 AS pid
+                FROM cmdbus.commands c LEFT JOIN cmdbus.hosts h ON h.id = c.lease_owner WHERE c.id = $1
+                """, [.uuid(id)])
+        }
+        guard rows.count > 0 else { return nil }
+        let row = rows[row: 0]
+        var details: [String: JSONValue] = [
+            "priority": .integer(row.integer("priority") ?? 0), "maxAttempts": .integer(row.integer("max_attempts") ?? 0),
+            "attemptedBy": .array((row.text("attempted_by") ?? "").split(separator: ",").map { .string(String($0)) }),
+            "runAt": row.date("run_at").map { .string($0.timestamp) } ?? .null,
+            "timeoutSeconds": row.integer("timeout_ms").map { .number(Double($0) / 1000) } ?? .null,
+            "runningOn": .null,
+        ]
+        if let hostname = row.text("hostname"), let pid = row.integer("pid") { details["runningOn"] = .string(BusHost.label(hostname: hostname, pid: pid)) }
+        return .object(details)
+    }
+
     /// Runs a failed, cancelled or timed-out command again, under its id, on whichever host takes
     /// it, and waits for it to end again.
     package func retry(_ id: UUID) async throws(PGError) -> BusCommandRow {

@@ -50,6 +50,15 @@ extension SharedBusTests {
         #expect(try await Self.bus(database.url, "run", "fixture.fail", "-p", "message=flaky", "-p", "retryable=true").status == 1)
         let attempts = try await database.sql("SELECT attempt || '/' || max_attempts FROM cmdbus.commands WHERE name = 'fixture.fail' ORDER BY seq")
         #expect(attempts == "2/2\n3/3\n5/5\n", "\(attempts)")
+        // `journal show --bus` says what the bus kept of it: priority, attempts, the host of each try.
+        let id = try await Self.bus(database.url, "run", "fixture.fail", "-p", "message=flaky", "-p", "retryable=true", "--max-attempts", "2", "--priority", "3", "--no-wait")
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(await waitUntil(.seconds(30)) { (try? await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(id)'")) == "failed\n" })
+        let shown = try JSONSerialization.jsonObject(with: Data(try await Self.bus(database.url, "journal", "show", id).stdout.utf8)) as? [String: Any]
+        let details = try #require(shown?["bus"] as? [String: Any], "\(String(describing: shown))")
+        #expect(details["priority"] as? Int == 3 && details["maxAttempts"] as? Int == 2 && details["runningOn"] is NSNull, "\(details)")
+        let hosts = try #require(details["attemptedBy"] as? [String])
+        #expect(hosts.count == 2 && hosts.allSatisfy { $0.hasSuffix(":\(host.pid)") }, "\(hosts)")
 
         for (arguments, message) in [
             (["run", "greet", "--priority", "5"], "--priority orders the shared bus's queue (--bus or $CMDBUS_BUS); a server or this process starts each command as it comes, so leave it out"),
