@@ -119,8 +119,10 @@ extension BusCommand {
         let schedule = entry["every"].map { "every \($0.stringValue ?? "?")" }
             ?? "cron \(quoted(entry["cron"]?.stringValue ?? "?")) (\(entry["timeZone"]?.stringValue ?? "UTC"))"
         let due = entry["nextDueSeconds"]?.doubleValue ?? 0
+        // A short payload is shown; `{}` says nothing.
+        let payload = entry["payload"].map(\.text).flatMap { $0 != "{}" && $0.count <= 60 ? " with \($0)" : nil } ?? ""
         let priority = (entry["priority"].map { ", priority \($0.text)" } ?? "") + (entry["maxAttempts"].map { ", at most \($0.text) attempts" } ?? "")
-        var line = "\(quotedLine(name)): posts \(quotedLine(command)) \(schedule)\(priority)\(entry["noOverlap"] == .bool(true) ? ", no overlap" : ""), "
+        var line = "\(quotedLine(name)): posts \(quotedLine(command))\(payload) \(schedule)\(priority)\(entry["noOverlap"] == .bool(true) ? ", no overlap" : ""), "
             + (due > 0 ? "next in \(roughly(due))" : "due now")
         if let ago = entry["lastSlotSecondsAgo"]?.doubleValue {
             let state = entry["lastState"]?.stringValue.map { ", \($0)" } ?? ""

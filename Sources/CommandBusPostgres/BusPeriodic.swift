@@ -142,16 +142,22 @@ package enum BusPeriodic {
         return rows.all.compactMap { $0.text("name") }
     }
 
-    /// The entries, by name, as `bus periodic` and `bus status` show them.
+    /// The largest payload the entries' JSON carries: a status read every few seconds (the
+    /// dashboard, `/metrics`) should not carry a payload of megabytes each time.
+    static let payloadShownAtMost = 4096
+
+    /// The entries, by name, as `bus periodic` and `bus status` show them: each payload up to
+    /// ``payloadShownAtMost`` bytes, and past that its size (`payloadBytes`).
     package static func entries(on connection: PGConnection) throws(PGError) -> JSONValue {
         let rows = try connection.execute("""
-            SELECT p.name, p.command, p.payload, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.priority::int8 AS priority, p.max_attempts::int8 AS max_attempts, p.fired, p.skipped,
+            SELECT p.name, p.command, CASE WHEN octet_length(p.payload) <= $1 THEN p.payload END AS payload,
+                octet_length(p.payload)::int8 AS payload_bytes, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.priority::int8 AS priority, p.max_attempts::int8 AS max_attempts, p.fired, p.skipped,
                 p.set_by, p.last_fired_by,
                 EXTRACT(EPOCH FROM p.next_at - now())::float8 AS next_due, EXTRACT(EPOCH FROM now() - p.last_slot_at)::float8 AS last_ago,
                 EXTRACT(EPOCH FROM now() - p.set_at)::float8 AS set_ago, p.last_command_id, c.state AS last_state
             FROM cmdbus.periodic p LEFT JOIN cmdbus.commands c ON c.id = p.last_command_id
             ORDER BY p.name
-            """)
+            """, [.integer(payloadShownAtMost)])
         return .array(rows.all.map { row in
             var entry: [String: JSONValue] = [
                 "name": .string(row.text("name") ?? "?"), "command": .string(row.text("command") ?? "?"),
@@ -159,8 +165,11 @@ package enum BusPeriodic {
                 "fired": .integer(row.integer("fired") ?? 0), "skipped": .integer(row.integer("skipped") ?? 0),
                 "setBy": .string(row.text("set_by") ?? ""), "setSeconds": .number(row.double("set_ago") ?? 0),
             ]
-            let payload = row.bytes("payload") ?? Data()
-            entry["payload"] = JSONValue.parse(String(decoding: payload, as: UTF8.self)) ?? .string(payload.base64EncodedString())
+            if let payload = row.bytes("payload") {
+                entry["payload"] = JSONValue.parse(String(decoding: payload, as: UTF8.self)) ?? .string(payload.base64EncodedString())
+            } else {
+                entry["payloadBytes"] = .integer(row.integer("payload_bytes") ?? 0)
+            }
             if let every = row.integer("every_ms") { entry["every"] = .string(Recurrence.interval(every)); entry["everySeconds"] = .number(Double(every) / 1000) }
             if let cron = row.text("cron") {
                 // The fields and the zone apart; as written where this cmdbus cannot read it.
