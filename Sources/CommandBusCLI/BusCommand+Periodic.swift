@@ -2,6 +2,8 @@ import CommandBus
 import CommandBusHost
 import CommandBusPostgres
 import CommandBusSupport
+// Foundation, not FoundationEssentials alone: a cron expression's time zone needs its ICU data.
+import Foundation
 
 /// `cmdbus bus periodic`: commands the hosts post on a schedule (``BusPeriodic``).
 extension BusCommand {
@@ -16,6 +18,7 @@ extension BusCommand {
             return try await listPeriodic(arguments, console)
         }
         let entry = try periodicEntry(command: command, operands: operands, arguments)
+        if arguments.has("dry-run") { return showSlots(of: entry, console: console, json: arguments.has("json")) }
         let (outcome, unhandled) = try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in
             (try await client.setPeriodic(entry), await client.namesNoHostHandles([entry.command]))
         }
@@ -38,6 +41,31 @@ extension BusCommand {
         if outcome.firingHosts == 0 {
             console.err("cmdbus: warning: no live host on the bus posts periodic commands yet; the first 'cmdbus serve --bus' (of this version or later) to join posts it")
         }
+    }
+
+    /// `--dry-run`: the next five slots from now, by this machine's clock, in UTC and in the
+    /// cron expression's zone; nothing is written, and no bus is needed.
+    private static func showSlots(of entry: BusPeriodic.Entry, console: Console, json: Bool) {
+        let now = Int64(Date.now.timeIntervalSince1970 * 1000)
+        // An interval's first slot is one interval from now, as when it is set.
+        var slots: [Int64] = []
+        var after = now
+        while slots.count < 5, let next = entry.recurrence.next(after: after, from: after) {
+            slots.append(next)
+            after = next
+        }
+        let zone: TimeZone? = if case .cron(let schedule) = entry.recurrence, schedule.zoneName != "UTC" { TimeZone(identifier: schedule.zoneName) } else { nil }
+        let utc = Date.ISO8601FormatStyle()
+        let local = zone.map { Date.ISO8601FormatStyle(timeZone: $0) }
+        let times = slots.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        if json {
+            return console.out(JSONValue.object([
+                "name": .string(entry.name), "command": .string(entry.command), "schedule": .string(entry.recurrence.description),
+                "next": .array(times.map { .string($0.formatted(utc)) }),
+            ]).text)
+        }
+        console.out("periodic \(quoted(entry.name)) would post \(quoted(entry.command)) \(entry.recurrence.description); the next \(times.count) (nothing was set):")
+        for time in times { console.out("  \(time.formatted(utc))" + (local.map { "  (\(time.formatted($0)))" } ?? "")) }
     }
 
     /// The entry `bus periodic COMMAND [JSON] …` describes.

@@ -18,6 +18,7 @@ enum BusCommand {
         .init(name: "timeout", short: "t", value: "SECONDS", help: "periodic: each posted command's timeout."),
         .init(name: "param", short: "p", value: "KEY=VALUE", help: "periodic: set a payload field (repeatable)."),
         .init(name: "remove", short: nil, help: "periodic: remove the named entries."),
+        .init(name: "dry-run", short: nil, help: "periodic: print the next five slots, and set nothing."),
         .init(name: "running", short: nil, help: "cancel: ask the running commands of the names to stop too."),
         .init(name: "state", short: nil, value: "STATE", help: "retry: the commands that ended so (failed, timedOut, cancelled; default failed,timedOut)."),
         .init(name: "since", short: nil, value: "AGE", help: "retry: only those that ended within AGE (1h, 30m)."),
@@ -55,7 +56,8 @@ enum BusCommand {
         host comes first posts each slot, once; a slot that passes while no host is live is
         skipped (after an outage, one command for the latest). Setting a name again replaces
         it, and keeps its next slot if the schedule is the same. With no operands, the
-        entries are listed, with when each is next due and how its last run went.
+        entries are listed, with when each is next due and how its last run went; with
+        --dry-run, the next five slots are printed and nothing is set.
         cancel: every command of these names that waits on the bus (pending, due now or
         later) ends cancelled at once, recorded with who cancelled it; what runs finishes
         unless --running asks it to stop too. To cancel one command: cmdbus cancel ID.
@@ -79,7 +81,7 @@ enum BusCommand {
     /// (`bus status --every 1h`), so they are refused instead.
     private static let verbOptions: [String: [String]] = [
         "every": ["periodic"], "cron": ["periodic"], "timezone": ["periodic"], "as": ["periodic"], "no-overlap": ["periodic"],
-        "timeout": ["periodic"], "param": ["periodic"], "remove": ["periodic"], "priority": ["periodic"], "max-attempts": ["periodic"],
+        "timeout": ["periodic"], "param": ["periodic"], "remove": ["periodic"], "dry-run": ["periodic"], "priority": ["periodic"], "max-attempts": ["periodic"],
         "running": ["cancel"], "state": ["retry"], "since": ["retry"],
     ]
 

@@ -33,7 +33,7 @@ package enum BusPeriodic {
 
         /// The first slot after `now` (milliseconds since 1970): for `every`, the first of
         /// `from`, `from` + interval, … past `now`; for a cron expression, its next minute.
-        func next(after now: Int64, from: Int64) -> Int64? {
+        package func next(after now: Int64, from: Int64) -> Int64? {
             switch self {
             case .every(let interval):
                 guard from <= now else { return from }

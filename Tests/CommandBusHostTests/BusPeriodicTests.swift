@@ -144,6 +144,12 @@ extension SharedBusTests {
         let hour = try await database.sql("SELECT EXTRACT(HOUR FROM next_at AT TIME ZONE 'Europe/Paris') FROM cmdbus.periodic WHERE name = 'paris'")
         #expect(hour.hasPrefix("9"), "nine in Paris: \(hour)")
         #expect(try await Self.bus(database.url, "bus", "periodic").stdout.contains("paris: posts fixture.whoami cron '0 9 * * MON-FRI' (Europe/Paris), next in "))
+        // --dry-run prints the next five slots and sets nothing; it needs no bus.
+        let year = Calendar(identifier: .gregorian).component(.year, from: Date())
+        let dry = try await cmdbus(["bus", "periodic", "fixture.whoami", "--as", "yearly", "--cron", "@yearly", "--dry-run"], environment: ["CMDBUS_BUS": ""])
+        #expect(dry.status == 0 && dry.stdout == "periodic 'yearly' would post 'fixture.whoami' cron '@yearly' (UTC); the next 5 (nothing was set):\n"
+            + (1...5).map { "  \(year + $0)-01-01T00:00:00Z\n" }.joined(), "\(dry.stdout)\(dry.stderr)")
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.periodic WHERE name = 'yearly'") == "0\n")
         // A name no host handles is set all the same, with a warning.
         let unhandled = try await Self.bus(database.url, "bus", "periodic", "report", "--every", "1h")
         #expect(unhandled.status == 0 && unhandled.stderr.contains("no live host on the bus handles 'report'"), "\(unhandled.stderr)")
