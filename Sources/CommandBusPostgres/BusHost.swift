@@ -380,6 +380,7 @@ package final class BusHost: Sendable {
         }
         for firing in firings {
             let entry = "periodic \(quoted(firing.name))"
+            if let id = firing.posted { log(.debug, "\(entry) posted \(quoted(firing.command)) as \(id)") }
             if firing.posted == nil {
                 log(.info, "\(entry) skipped a slot: the \(quoted(firing.command)) it posted before is still pending or running (no overlap)")
             } else if firing.missed > 0 {
