@@ -14,13 +14,21 @@ extension SharedBusTests {
         defer { Task { await host.stop(); await database.drop() } }
         let scratch = try TemporaryDirectory()
         defer { scratch.remove() }
-        let lines = scratch.file("sleep.ndjson")
+        let lines = scratch.file("sleep.ndjson"), queue = scratch.file("queue.ndjson")
         try Data(String(repeating: #"{"command": "fixture.sleep", "payload": {"milliseconds": 1500}}"# + "\n", count: 40).utf8).write(to: lines)
-        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
+        try Data(String(repeating: #"{"command": "fixture.sleep", "payload": {"milliseconds": 1500}}"# + "\n", count: 39).utf8).write(to: queue)
+        /// One command of 6 s running on the host (which runs one at a time), and 39 behind it:
+        /// nothing else starts before the test cancels (a host that ends one claims the next
+        /// while it writes the end, so for a moment two read as running).
+        func oneRunningAndAQueue() async throws {
+            #expect(try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 6000}"#, "--no-wait").status == 0)
+            #expect(await waitUntil(.seconds(30)) {
+                (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "1\n"
+            })
+            #expect(try await Self.bus(database.url, "batch", "--no-wait", queue.path).status == 0)
+        }
+        try await oneRunningAndAQueue()
         #expect(try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 10}"#, "--delay", "1h", "--no-wait").status == 0)
-        #expect(await waitUntil(.seconds(30)) {
-            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "1\n"
-        })
         // A run that waits for its command, behind the queue.
         let waiting = Task { try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 10}"#) }
         #expect(await waitUntil(.seconds(30)) {
@@ -41,10 +49,7 @@ extension SharedBusTests {
         })
 
         // With --running, what runs is asked to stop too.
-        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
-        #expect(await waitUntil(.seconds(30)) {
-            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "1\n"
-        })
+        try await oneRunningAndAQueue()
         let all = try await Self.bus(database.url, "bus", "cancel", "fixture.sleep", "--running", "--json")
         let outcome = try JSONSerialization.jsonObject(with: Data(all.stdout.utf8)) as? [String: Any]
         #expect(outcome?["cancelled"] as? Int == 39 && outcome?["running"] as? Int == 1, "\(all.stdout)")
