@@ -286,12 +286,12 @@ package final class CommandServer: Sendable {
             else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
             let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
             connection.expectEvents()
-            Task { [running, journal = session.journal as (any Journal)?] in
+            Task { [running, log, journal = session.journal as (any Journal)?] in
                 // The state once subscribed: a command that has ended sends no event again, and a
                 // subscriber told nothing else waited for one for ever.
                 var answer: [String: JSONValue] = ["subscribed": .bool(true)]
                 // A tree's correlation id is its root's id: the root's state says whether the tree ended.
-                if let id = request.commandId ?? request.correlationId, let state = await Self.state(of: id, running: running, journal: journal) {
+                if let id = request.commandId ?? request.correlationId, let state = await Self.state(of: id, running: running, journal: journal, log: log) {
                     answer["state"] = .string(state.rawValue)
                 }
                 connection.send(Self.success(request.id, answer))
@@ -333,9 +333,24 @@ package final class CommandServer: Sendable {
 
     /// A command's state as this server knows it: a client's command in flight here, or the
     /// journal's entry; `nil` for one it has no word of.
-    private static func state(of id: UUID, running: TicketTable, journal: (any Journal)?) async -> CommandState? {
+    private static func state(of id: UUID, running: TicketTable, journal: (any Journal)?, log: ServerLog) async -> CommandState? {
         if let ticket = running.ticket(id) { return ticket.state }
-        return try? await journal?.record(id)?.state
+        guard let journal else { return nil }
+        // A read that fails must not answer as if the server had no word of the command: it is
+        // tried again, then said in the log. (A subscription to a command that had ended once
+        // answered with no state in a CI run, where the same read a moment before had found it.)
+        for attempt in 1...3 {
+            do throws(CommandBusError) {
+                return try await journal.record(id)?.state
+            } catch {
+                guard attempt < 3 else {
+                    log(.warning, "subscribe: could not read the state of \(id) from the journal (\(error.message)); answered without one")
+                    return nil
+                }
+                try? await Task.sleep(for: .milliseconds(10 * attempt))
+            }
+        }
+        return nil
     }
 
     /// Acknowledges a post once the journal has its write-ahead (at once without a journal), so
