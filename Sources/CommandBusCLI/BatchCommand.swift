@@ -63,29 +63,28 @@ enum BatchCommand {
             connection: connection, plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )
         var number = 0, failures = 0
+        /// Writes the outcome of a line refused before it could be sent: failed, `decodingFailed`.
+        func refuse(_ message: String, command: String? = nil) {
+            failures += 1
+            var fields: [String: JSONValue] = [
+                "line": .integer(Int64(number)), "state": .string(CommandState.failed.rawValue),
+                "error": .object(["code": .string("decodingFailed"), "message": .string(message)]),
+            ]
+            if let command { fields["command"] = .string(command) }
+            console.out(JSONValue.object(fields).text)
+        }
         // Hands out the next well-formed line as a request; a malformed line gets its error line here.
         func next() -> CommandRequest? {
             while let text = reader.next() {
                 number += 1
                 if text.allSatisfy(\.isWhitespace) { continue }
                 guard let line = try? JSONDecoder().decode(Line.self, from: Data(text.utf8)) else {
-                    failures += 1
-                    console.out(JSONValue.object([
-                        "line": .integer(Int64(number)), "state": .string(CommandState.failed.rawValue),
-                        "error": .object([
-                            "code": .string("decodingFailed"),
-                            "message": .string("line \(number) is not {\"command\": NAME, \"payload\": {...}} (with \"metadata\", if any, an object of strings)"
-                                + (JSONValue.syntaxError(in: Array(text.utf8)).map { ": it is not JSON (\($0))" } ?? "")),
-                        ]),
-                    ]).text)
+                    refuse("line \(number) is not {\"command\": NAME, \"payload\": {...}} (with \"metadata\", if any, an object of strings)"
+                        + (JSONValue.syntaxError(in: Array(text.utf8)).map { ": it is not JSON (\($0))" } ?? ""))
                     continue
                 }
                 if let problem = QueueOptions.problem(priority: line.priority, maxAttempts: line.maxAttempts, onTheBus: connection.bus != nil) {
-                    failures += 1
-                    console.out(JSONValue.object([
-                        "line": .integer(Int64(number)), "command": .string(line.command), "state": .string(CommandState.failed.rawValue),
-                        "error": .object(["code": .string("decodingFailed"), "message": .string("line \(number): \(problem)")]),
-                    ]).text)
+                    refuse("line \(number): \(problem)", command: line.command)
                     continue
                 }
                 var request = CommandRequest(

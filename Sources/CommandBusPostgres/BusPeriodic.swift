@@ -39,7 +39,7 @@ package enum BusPeriodic {
                 guard from <= now else { return from }
                 return from + ((now - from) / interval + 1) * interval
             case .cron(let schedule):
-                return schedule.next(after: now >= 0 ? now / 1000 : -((-now + 999) / 1000)).map { $0 * 1000 }
+                return schedule.next(after: CronSchedule.floorDivide(now, 1000)).map { $0 * 1000 }
             }
         }
 

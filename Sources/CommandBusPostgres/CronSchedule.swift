@@ -197,7 +197,8 @@ package struct CronSchedule: Sendable, Equatable {
         }
     }
 
-    private static func floorDivide(_ value: Int64, _ divisor: Int64) -> Int64 {
+    /// `value / divisor`, rounded down where `/` rounds toward zero (a time before 1970).
+    static func floorDivide(_ value: Int64, _ divisor: Int64) -> Int64 {
         value >= 0 ? value / divisor : -((-value + divisor - 1) / divisor)
     }
 
