@@ -8,9 +8,26 @@ import Foundation
 /// `cmdbus bus periodic`: commands the hosts post on a schedule (``BusPeriodic``).
 extension BusCommand {
     /// `bus periodic` lists; `bus periodic COMMAND [JSON] --every D | --cron 'EXPR'` sets one;
-    /// `bus periodic --remove NAME...` removes them.
+    /// `bus periodic --remove NAME...` removes them, and `--pause`, `--resume` and `--run-now`
+    /// act on them.
     static func periodic(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        if arguments.has("remove") { return try await removePeriodic(arguments, operands, console) }
+        let actions = ["remove", "pause", "resume", "run-now"].filter(arguments.has)
+        if actions.count > 1 {
+            throw .usage("--\(actions[0]) and --\(actions[1]) are two things to do; give one")
+        }
+        if let action = actions.first {
+            guard !operands.isEmpty else {
+                throw .usage("'cmdbus bus periodic --\(action)' needs the names of the periodic commands; 'cmdbus bus periodic' lists them")
+            }
+            if let option = ["every", "cron", "timezone", "as", "param", "priority", "max-attempts", "timeout"].first(where: { arguments.value($0) != nil }) {
+                throw .usage("--\(action) takes names only, not --\(option); set the entry again to change it")
+            }
+            if let option = ["no-overlap", "dry-run"].first(where: arguments.has) {
+                throw .usage("--\(action) takes names only, not --\(option); set the entry again to change it")
+            }
+            if action == "remove" { return try await removePeriodic(arguments, operands, console) }
+            return try await actOnPeriodic(action, arguments, operands, console)
+        }
         guard let command = operands.first else {
             if let option = ["every", "cron", "timezone", "as", "param", "priority", "max-attempts"].first(where: { arguments.value($0) != nil }) {
                 throw .usage("'cmdbus bus periodic --\(option)' needs the command to post: 'cmdbus bus periodic report --every 1h'")
@@ -26,11 +43,12 @@ extension BusCommand {
         if arguments.has("json") {
             console.out(JSONValue.object([
                 "name": .string(entry.name), "command": .string(entry.command), "schedule": .string(entry.recurrence.description),
-                "replaced": .bool(change.replaced), "nextDueSeconds": .number(change.nextDueSeconds),
+                "replaced": .bool(change.replaced), "paused": .bool(change.paused), "nextDueSeconds": .number(change.nextDueSeconds),
             ]).text)
         } else {
             let verb = change.replaced ? "replaced" : "set"
-            let kept = change.replaced && change.sameSchedule ? " (the schedule is as it was, so its next slot stands)" : ""
+            let kept = change.paused ? " once resumed (it stays paused: 'cmdbus bus periodic --resume \(entry.name)')"
+                : change.replaced && change.sameSchedule ? " (the schedule is as it was, so its next slot stands)" : ""
             let named = entry.name == entry.command ? "" : " as \(quoted(entry.name))"
             console.out("\(verb) periodic \(quoted(entry.command))\(named): \(entry.recurrence.description)\(entry.noOverlap ? ", no overlap" : ""); "
                 + "the first is due in \(roughly(change.nextDueSeconds))\(kept)")
@@ -112,12 +130,39 @@ extension BusCommand {
         return entry
     }
 
+    /// `bus periodic --pause|--resume|--run-now NAME...`: one line a name, and a warning for each
+    /// live host too old to know a pause, which posts a paused entry all the same.
+    private static func actOnPeriodic(_ action: String, _ arguments: ArgumentSpec.Parsed, _ names: [String], _ console: Console) async throws(HostFailure) {
+        let (done, unaware) = try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in
+            action == "run-now"
+                ? (try await client.runPeriodicNow(names), [])
+                : try await client.setPeriodicPaused(names, paused: action == "pause")
+        }
+        for entry in done {
+            if arguments.has("json") { console.out(entry.json.text); continue }
+            let name = quoted(entry.name)
+            guard entry.found else {
+                console.out("there is no periodic \(name) ('cmdbus bus periodic' lists them)")
+                continue
+            }
+            let next = "the next is due in \(roughly(entry.nextDueSeconds))"
+            switch action {
+            case "pause" where entry.wasPaused: console.out("periodic \(name) was paused already")
+            case "pause": console.out("paused periodic \(name): it posts nothing until 'cmdbus bus periodic --resume \(entry.name)'")
+            case "resume" where !entry.wasPaused: console.out("periodic \(name) was not paused; \(next)")
+            case "resume": console.out("resumed periodic \(name): \(next)")
+            default:
+                let schedule = entry.paused ? "it stays paused" : "its schedule stands, \(next)"
+                console.out("periodic \(name) posted its command now, as \(entry.posted?.uuidString ?? "?"); \(schedule)")
+            }
+        }
+        for host in unaware {
+            console.err("cmdbus: warning: host \(quotedLine(host)) runs a cmdbus from before periodic pauses and posts a paused entry all the same; upgrade it")
+        }
+    }
+
     /// `bus periodic --remove NAME...`: one line a name.
     private static func removePeriodic(_ arguments: ArgumentSpec.Parsed, _ names: [String], _ console: Console) async throws(HostFailure) {
-        guard !names.isEmpty else { throw .usage("'cmdbus bus periodic --remove' needs the names of the periodic commands to remove; 'cmdbus bus periodic' lists them") }
-        if let option = ["every", "cron", "timezone", "as", "param", "priority", "max-attempts"].first(where: { arguments.value($0) != nil }) {
-            throw .usage("--remove takes names only, not --\(option); remove the entry, or set it again to change it")
-        }
         let removed = Set(try await withClient(arguments, verb: "periodic", console: console) { client throws(HostFailure) in
             try await client.removePeriodic(names)
         })
@@ -150,8 +195,10 @@ extension BusCommand {
         // A short payload is shown; `{}` says nothing.
         let payload = entry["payload"].map(\.text).flatMap { $0 != "{}" && $0.count <= 60 ? " with \($0)" : nil } ?? ""
         let priority = (entry["priority"].map { ", priority \($0.text)" } ?? "") + (entry["maxAttempts"].map { ", at most \($0.text) attempts" } ?? "")
+        let paused = entry["paused"] == .bool(true)
+            ? "paused \(roughly(entry["pausedSeconds"]?.doubleValue ?? 0)) ago by \(quotedLine(entry["pausedBy"]?.stringValue ?? "?"))" : nil
         var line = "\(quotedLine(name)): posts \(quotedLine(command))\(payload) \(schedule)\(priority)\(entry["noOverlap"] == .bool(true) ? ", no overlap" : ""), "
-            + (due > 0 ? "next in \(roughly(due))" : "due now")
+            + (paused ?? (due > 0 ? "next in \(roughly(due))" : "due now"))
         if let ago = entry["lastSlotSecondsAgo"]?.doubleValue {
             let state = entry["lastState"]?.stringValue.map { ", \($0)" } ?? ""
             line += "; last posted \(roughly(ago)) ago (\(entry["lastCommand"]?.stringValue ?? "?")\(state))"

@@ -10,6 +10,7 @@ import CommandBusSupport
 /// the hosts post on a schedule, and cancelling what waits of a name.
 enum BusCommand {
     static let spec = ArgumentSpec(command: "bus", options: [
+        .init(name: "rate", short: nil, value: "N/PERIOD", help: "limit: at most N start in any PERIOD across the bus (10/s, 100/m, 5/10s), or 'none'."),
         .init(name: "every", short: nil, value: "DURATION", help: "periodic: post it every DURATION (30s, 5m, 1h, 1d)."),
         .init(name: "cron", short: nil, value: "EXPR", help: "periodic: post it at the minutes a cron expression names, in UTC ('0 3 * * *')."),
         .init(name: "timezone", short: nil, value: "ZONE", help: "periodic: read --cron in this IANA time zone (Europe/Paris), not UTC."),
@@ -18,6 +19,9 @@ enum BusCommand {
         .init(name: "timeout", short: "t", value: "SECONDS", help: "periodic: each posted command's timeout."),
         .init(name: "param", short: "p", value: "KEY=VALUE", help: "periodic: set a payload field (repeatable)."),
         .init(name: "remove", short: nil, help: "periodic: remove the named entries."),
+        .init(name: "pause", short: nil, help: "periodic: the named entries post nothing until resumed; their schedules stand."),
+        .init(name: "resume", short: nil, help: "periodic: the named entries post again, from their next slot."),
+        .init(name: "run-now", short: nil, help: "periodic: post the named entries' commands now, once; their schedules stand."),
         .init(name: "dry-run", short: nil, help: "periodic: print the next five slots, and set nothing."),
         .init(name: "running", short: nil, help: "cancel: ask the running commands of the names to stop too."),
         .init(name: "state", short: nil, value: "STATE", help: "retry: the commands that ended so (failed, timedOut, cancelled; default failed,timedOut)."),
@@ -29,9 +33,9 @@ enum BusCommand {
         Usage: cmdbus bus status [--bus URL] [--json]
                cmdbus bus pause <command>... [--bus URL] [--json]
                cmdbus bus resume <command>... [--bus URL] [--json]
-               cmdbus bus limit [<command>... <N|none>] [--bus URL] [--json]
+               cmdbus bus limit [<command>... [<N|none>] [--rate N/PERIOD|none]] [--bus URL] [--json]
                cmdbus bus periodic [<command> [<json>] (--every D | --cron EXPR) [--as NAME] [--no-overlap]]
-               cmdbus bus periodic --remove <name>...
+               cmdbus bus periodic (--remove | --pause | --resume | --run-now) <name>...
                cmdbus bus cancel <command>... [--running] [--bus URL] [--json]
                cmdbus bus retry <command>... [--state S] [--since AGE] [--bus URL] [--json]
 
@@ -46,8 +50,10 @@ enum BusCommand {
 
         limit: at most N commands of these names run at once across the bus, on every host
         together: a host claims one only while fewer run. For a service that takes so many
-        calls at once, or work that must run one at a time (1). 'none' removes the limit;
-        with no operands, the limits are listed.
+        calls at once, or work that must run one at a time (1). --rate 10/s: at most 10 start
+        in any one second (5/10s, 100/m, 1000/h), for a service that takes so many calls a
+        second; a retry is a start. Each is set on its own, and 'none' removes one; with no
+        operands, the limits are listed, with how many started in each rate's last period.
 
         periodic: the hosts post the command on a schedule: --every 1h (from now on), or
         --cron '0 3 * * *' (minute hour day-of-month month day-of-week, in UTC, or in the
@@ -57,7 +63,10 @@ enum BusCommand {
         skipped (after an outage, one command for the latest). Setting a name again replaces
         it, and keeps its next slot if the schedule is the same. With no operands, the
         entries are listed, with when each is next due and how its last run went; with
-        --dry-run, the next five slots are printed and nothing is set.
+        --dry-run, the next five slots are printed and nothing is set. --pause keeps an
+        entry and its schedule and posts nothing (setting it again leaves it paused); --resume
+        goes on from its next slot, the ones it was paused for not posted; --run-now posts
+        its command at once, apart from its schedule.
         cancel: every command of these names that waits on the bus (pending, due now or
         later) ends cancelled at once, recorded with who cancelled it; what runs finishes
         unless --running asks it to stop too. To cancel one command: cmdbus cancel ID.
@@ -81,8 +90,8 @@ enum BusCommand {
     /// (`bus status --every 1h`), so they are refused instead.
     private static let verbOptions: [String: [String]] = [
         "every": ["periodic"], "cron": ["periodic"], "timezone": ["periodic"], "as": ["periodic"], "no-overlap": ["periodic"],
-        "timeout": ["periodic"], "param": ["periodic"], "remove": ["periodic"], "dry-run": ["periodic"], "priority": ["periodic"], "max-attempts": ["periodic"],
-        "running": ["cancel"], "state": ["retry"], "since": ["retry"],
+        "timeout": ["periodic"], "param": ["periodic"], "remove": ["periodic"], "dry-run": ["periodic"], "pause": ["periodic"], "resume": ["periodic"], "run-now": ["periodic"], "priority": ["periodic"], "max-attempts": ["periodic"],
+        "running": ["cancel"], "state": ["retry"], "since": ["retry"], "rate": ["limit"],
     ]
 
     private static func refuseOptionsOtherVerbsTake(_ verb: String, _ arguments: ArgumentSpec.Parsed) throws(HostFailure) {
@@ -163,70 +172,6 @@ enum BusCommand {
         }
     }
 
-    /// `bus limit NAME... N|none`: one line a name, and a warning for each live host too old to
-    /// know a limit that claims one of them all the same; `bus limit` alone lists the limits.
-    private static func limit(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        guard let last = operands.last else { return try await listLimits(arguments, console) }
-        let names = Array(operands.dropLast())
-        let limit: Int?
-        switch last {
-        case "none": limit = nil
-        default:
-            guard let number = Int(last), number >= 1, number <= Int(Int32.max) else {
-                throw .usage(names.isEmpty && Int(last) == nil
-                    ? "'cmdbus bus limit' needs command names and a limit: 'cmdbus bus limit \(quotedLine(last)) 2', or 'none' to remove one"
-                    : "\(quoted(last)) is not a limit: give a whole number of at least 1, or 'none' to remove the limit")
-            }
-            limit = number
-        }
-        guard !names.isEmpty else {
-            throw .usage("'cmdbus bus limit' needs the command names before the limit: 'cmdbus bus limit report \(last)'")
-        }
-        if let problem = names.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
-        // `bus limit greet 1 2`: a second limit, not a command named "1".
-        if let number = names.first(where: { Int($0) != nil || $0 == "none" }) {
-            throw .usage("\(quoted(number)) looks like a limit, not a command name: give the names, then one limit ('cmdbus bus limit report 2')")
-        }
-        let (outcome, unhandled) = try await withClient(arguments, verb: "limit", console: console) { client throws(HostFailure) in
-            (try await client.setLimit(names, limit), limit != nil ? await client.namesNoHostHandles(Set(names)) : [])
-        }
-        for change in outcome.changes {
-            if arguments.has("json") { console.out(change.json.text); continue }
-            let name = quoted(change.name)
-            let work = "\(change.pending) pending, \(change.running) running"
-            let was = change.before.map { ", where it was \($0)" } ?? ""
-            if let after = change.after {
-                let over = change.running >= after ? ": none starts until fewer than \(after) run" : ""
-                console.out("limited \(name) to \(after) at once across the bus\(change.before == after ? " (as it was)" : was) (\(work)\(over))")
-            } else if let before = change.before {
-                console.out("\(name) has no limit across the bus now, where it was \(before) (\(work))")
-            } else {
-                console.out("\(name) had no limit across the bus (\(work))")
-            }
-        }
-        for name in unhandled {
-            console.err("cmdbus: warning: no live host on the bus handles \(quoted(name)); it is limited all the same, for hosts that join later ('cmdbus bus status' lists what the hosts handle)")
-        }
-        for (host, command) in outcome.unaware {
-            console.err("cmdbus: warning: host \(quotedLine(host)) runs a cmdbus from before limits and claims \(quoted(command)) without one; upgrade it")
-        }
-    }
-
-    /// `bus limit` alone: the limited names.
-    private static func listLimits(_ arguments: ArgumentSpec.Parsed, _ console: Console) async throws(HostFailure) {
-        let limits = try await withClient(arguments, verb: "limit", console: console) { client throws(HostFailure) in try await client.limits() }
-        if arguments.has("json") { return console.out(limits.text) }
-        let all = limits.arrayValue?.compactMap(\.objectValue) ?? []
-        if all.isEmpty { return console.out("no command name is limited across the bus ('cmdbus bus limit NAME N' limits one)") }
-        for limit in all { console.out(limitLine(limit)) }
-    }
-
-    /// One limit as `bus limit` and `bus status` show it.
-    private static func limitLine(_ limit: [String: JSONValue]) -> String {
-        "\(quotedLine(limit["command"]?.stringValue ?? "?")): at most \(limit["limit"]?.text ?? "?") at once across the bus, "
-            + "set \(roughly(limit["setSeconds"]?.doubleValue ?? 0)) ago by \(quotedLine(limit["setBy"]?.stringValue ?? "?"))"
-    }
-
     /// `cmdbus bus status` (and `cmdbus status --bus`).
     static func status(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.isEmpty else { throw .usage("'cmdbus bus status' takes no operands") }
@@ -260,7 +205,8 @@ enum BusCommand {
                 parts.append("\(pending) pending, oldest \(roughly(queue["oldestPendingSeconds"]?.doubleValue ?? 0))")
             }
             if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(queue["nextDueSeconds"]?.doubleValue ?? 0))") }
-            let pause = (queue["paused"] == .bool(true) ? " (paused)" : "") + (queue["limit"].map { " (at most \($0.text) at once)" } ?? "")
+            let limits = [queue["limit"].map { "\($0.text) at once" }, queue["rate"].flatMap(rateText)].compactMap { $0 }
+            let pause = (queue["paused"] == .bool(true) ? " (paused)" : "") + (limits.isEmpty ? "" : " (at most \(limits.joined(separator: ", ")))")
             console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names)\(pause): \(parts.joined(separator: "; "))")
         }
         for paused in status["paused"]?.arrayValue?.compactMap(\.objectValue) ?? [] {

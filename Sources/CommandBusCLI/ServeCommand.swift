@@ -179,6 +179,13 @@ enum ServeCommand {
             sources.cancelWaiting = { name throws(CommandBusError) in
                 do throws(PGError) { return try busJournal.cancelWaiting(name) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
             }
+            sources.periodic = { name, operation throws(CommandBusError) in
+                do throws(PGError) {
+                    return try busJournal.periodic(name, BusPeriodic.Operation(rawValue: operation.rawValue) ?? .pause)?.json
+                } catch {
+                    throw .journalFailed(PGURL.redacted(url), error.message)
+                }
+            }
             sources.notReadyReason = { host.notReadyReason }
             sources.sharedBus = {
                 guard case .object(var fields)? = try? busJournal.status() else { return nil }

@@ -21,13 +21,14 @@ extension Dashboard {
         case ("POST", "commands", 3) where parts[2] == "cancel": return await cancel(parts[1])
         case ("POST", "queues", 3) where parts[2] == "pause" || parts[2] == "resume": return await setPaused(parts[1], parts[2] == "pause")
         case ("POST", "queues", 3) where parts[2] == "cancel": return await cancelWaiting(parts[1])
+        case ("POST", "periodic", 3): return await periodic(parts[1], parts[2])
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
         case ("GET", "hosts", 1): return Self.ok(await sources.sharedBus?() ?? .object(["shared": .bool(false)]))
         case ("GET", "events", 1):
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
         case (let method, _, _) where method != "GET" && method != "POST":
-            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard, cancel, pause and resume")
+            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard, cancel, pause, resume and run")
         default:
             return Self.problem(404, "no API at \(request.path); see the README's Dashboard API")
         }
@@ -247,6 +248,21 @@ extension Dashboard {
         if let problem = commandNameProblem(name) { return Self.problem(400, problem) }
         do throws(CommandBusError) {
             return Self.ok(.object(["command": .string(name), "cancelled": .integer(Int64(try await cancelWaiting(name)))]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    private func periodic(_ name: String, _ operation: String) async -> HTTPResponse {
+        guard let periodic = sources.periodic else { return Self.problem(409, "only a host of the shared bus has periodic commands") }
+        guard let operation = PeriodicOperation(rawValue: operation) else {
+            return Self.problem(404, "no API at /api/periodic/\(name)/\(operation); use pause, resume or run")
+        }
+        do throws(CommandBusError) {
+            guard let done = try await periodic(name, operation) else {
+                return Self.problem(404, "there is no periodic \(quoted(name)) ('cmdbus bus periodic' lists them)")
+            }
+            return Self.ok(done)
         } catch {
             return Self.problem(500, error.message)
         }

@@ -73,6 +73,25 @@ extension Dashboard {
                 guard case .string(let name)? = limit["command"], case .integer(let most)? = limit["limit"] else { continue }
                 out.sample("cmdbus_bus_limit", [("command", name)], Double(most))
             }
+            let rated = (fields["limits"]?.arrayValue ?? []).compactMap { limit -> (String, [String: JSONValue], Double)? in
+                guard case .string(let name)? = limit.objectValue?["command"], case .object(let rate)? = limit.objectValue?["rate"],
+                      let recent = limit.objectValue?["recentStarts"]?.doubleValue else { return nil }
+                return (name, rate, recent)
+            }
+            let rateGauges: [(family: String, help: String, value: ([String: JSONValue], Double) -> Double?)] = [
+                ("cmdbus_bus_rate_limit_starts", "How many commands of a name may start in its period across the shared bus ('cmdbus bus limit --rate'), by command name.",
+                 { rate, _ in rate["starts"]?.doubleValue }),
+                ("cmdbus_bus_rate_limit_period_seconds", "The period of a name's rate across the shared bus, by command name.",
+                 { rate, _ in rate["periodSeconds"]?.doubleValue }),
+                ("cmdbus_bus_rate_recent_starts", "How many commands of a name with a rate started in its last period (at its limit, the rest wait), by command name.",
+                 { _, recent in recent }),
+            ]
+            for gauge in rateGauges {
+                out.family(gauge.family, type: "gauge", help: gauge.help)
+                for (name, rate, recent) in rated {
+                    if let value = gauge.value(rate, recent) { out.sample(gauge.family, [("command", name)], value) }
+                }
+            }
             let periodic = fields["periodic"]?.arrayValue?.compactMap(\.objectValue) ?? []
             let periodicCounts = [
                 ("cmdbus_bus_periodic_posted_total", "fired", "Commands a periodic entry ('cmdbus bus periodic') has posted, by entry."),
@@ -86,9 +105,15 @@ extension Dashboard {
                 }
             }
             out.family("cmdbus_bus_periodic_next_due_seconds", type: "gauge", help: "Seconds until a periodic entry's next slot, by entry: below zero, it is overdue (no live host posts it).")
-            for entry in periodic {
+            // A paused entry's next slot is not due: left out, so an alert on overdue entries holds.
+            for entry in periodic where entry["paused"] != .bool(true) {
                 guard case .string(let name)? = entry["name"], let due = entry["nextDueSeconds"]?.doubleValue else { continue }
                 out.sample("cmdbus_bus_periodic_next_due_seconds", [("periodic", name)], due)
+            }
+            out.family("cmdbus_bus_periodic_paused", type: "gauge", help: "Periodic entries paused ('cmdbus bus periodic --pause'): 1 each, by entry.")
+            for entry in periodic where entry["paused"] == .bool(true) {
+                guard case .string(let name)? = entry["name"] else { continue }
+                out.sample("cmdbus_bus_periodic_paused", [("periodic", name)], 1)
             }
             out.family("cmdbus_bus_paused", type: "gauge", help: "Command names no host claims until they are resumed ('cmdbus bus pause'): 1 each.")
             for case .object(let paused) in fields["paused"]?.arrayValue ?? [] {

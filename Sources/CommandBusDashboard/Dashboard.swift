@@ -10,6 +10,16 @@ import FoundationEssentials
 import Foundation
 #endif
 
+/// What the dashboard's buttons on a periodic command do.
+package enum PeriodicOperation: String, Sendable {
+    /// Post nothing until resumed.
+    case pause
+    /// Go on from the next slot.
+    case resume
+    /// Post its command now, once.
+    case run
+}
+
 /// What the dashboard reads from: the running host's bus, plugins, journal and counters.
 package struct DashboardSources: Sendable {
     package var bus: CommandBus
@@ -29,6 +39,10 @@ package struct DashboardSources: Sendable {
     /// Cancels the commands of a name that wait on the shared bus (`bus cancel`), returning how
     /// many; `nil` off the shared bus.
     package var cancelWaiting: (@Sendable (String) async throws(CommandBusError) -> Int)?
+    /// Pauses, resumes or runs now a periodic command of the shared bus (`bus periodic
+    /// --pause`, `--resume`, `--run-now`), returning what it did as JSON, or `nil` if there is no
+    /// entry of that name; `nil` off the shared bus.
+    package var periodic: (@Sendable (String, PeriodicOperation) async throws(CommandBusError) -> JSONValue?)?
     /// The shared bus's hosts and queues (`bus status`), if the host is on one.
     package var sharedBus: (@Sendable () async -> JSONValue?)?
     /// The socket server's request loop: `send`s that ran on its thread and on the bus's

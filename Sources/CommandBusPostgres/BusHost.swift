@@ -50,6 +50,8 @@ package final class BusHost: Sendable {
         /// `cmdbus_limit` and every few seconds): it claims them under their locks, and the
         /// finisher wakes the hosts when one of them ends.
         var limitedOnBus: Set<String> = []
+        /// Of ``limitedOnBus``, the names with a rate (`bus limit --rate`).
+        var ratedOnBus: Set<String> = []
         /// A command finished since the claimer last looked: it may claim again at once.
         var freed = false
         var correlations: [UUID: Int] = [:]
@@ -311,9 +313,11 @@ package final class BusHost: Sendable {
         var dirty = true
         var lastClaim = ContinuousClock.now
         // When the claimer last read the bus's limits (`State.limitedOnBus`) and when its next
-        // periodic command is due; `nil` after `cmdbus_limit` or `cmdbus_periodic`.
+        // periodic command is due; `nil` after `cmdbus_limit` or `cmdbus_periodic`. When a name
+        // whose rate left no room has room again.
         var settingsRead: ContinuousClock.Instant?
         var periodicDue: ContinuousClock.Instant?
+        var rateRoom: ContinuousClock.Instant?
         while true {
             let (stopped, blocked, capacity, rooms) = state.withLock { state -> (Bool, Bool, Int, [Room]) in
                 (state.stopped, state.fenced || state.paused || state.draining, settings.capacity - state.inFlight, self.rooms(state))
@@ -326,26 +330,30 @@ package final class BusHost: Sendable {
                     }
                     settingsRead = .now
                     periodicDue = due.map { ContinuousClock.now + .milliseconds($0) }
-                    state.withLock { $0.limitedOnBus = limited }
+                    state.withLock { state in (state.limitedOnBus, state.ratedOnBus) = limited }
                 }
                 if !blocked, let due = periodicDue, ContinuousClock.now >= due {
                     periodicDue = try firePeriodic(session)
                 }
+                if let room = rateRoom, ContinuousClock.now >= room { dirty = true }
                 if !blocked, dirty || ContinuousClock.now - lastClaim >= settings.pollInterval {
                     lastClaim = .now
                     // A host with no room left still answers probes: they ask, and take no slot.
                     let limit = capacity > 0 ? capacity : Self.probesWhenFull
-                    let limited = state.withLock { $0.limitedOnBus }
+                    let (limited, rated) = state.withLock { ($0.limitedOnBus, $0.ratedOnBus) }
                     let locked = rooms.filter { $0.room > 0 && limited.contains($0.name) }.map(\Room.name)
-                    let rows = try session.run { connection throws(PGError) in
-                        try claim(on: connection, rooms: rooms, limit: limit, locking: locked)
-                    }.all.compactMap(BusCommandRow.init)
+                    let (claimed, untilRoom) = try session.run { connection throws(PGError) in
+                        try claim(on: connection, rooms: rooms, limit: limit, locking: locked, rated: locked.filter(rated.contains))
+                    }
+                    rateRoom = untilRoom.map { ContinuousClock.now + .milliseconds($0) }
+                    let rows = claimed.all.compactMap(BusCommandRow.init)
                     let wanted = min(capacity, rooms.reduce(0) { $0 + $1.room })
                     dirty = wanted > 0 && rows.count >= wanted
                     for row in rows { start(row) }
                 }
                 var wait: Duration = dirty && !blocked ? .zero : settings.pollInterval
                 if !blocked, let due = periodicDue { wait = max(.zero, min(wait, due - .now)) }
+                if !blocked, let room = rateRoom { wait = max(.zero, min(wait, room - .now)) }
                 let notifications = try session.notifications(waitingUpTo: wait, wake: claimWake)
                 if state.withLock({ state -> Bool in defer { state.freed = false }; return state.freed }) { dirty = true }
                 for notification in notifications {
@@ -406,15 +414,22 @@ package final class BusHost: Sendable {
 
     /// Claims up to `limit` commands, no more of a name than its room; first takes the locks of
     /// the `locking` names, limited across the bus, in a transaction with the claim, whose
-    /// snapshot is then taken after them: it sees every claim that held them before.
-    private func claim(on connection: PGConnection, rooms: [Room], limit: Int, locking locked: [String]) throws(PGError) -> PGRows {
+    /// snapshot is then taken after them: it sees every claim that held them before. Of the
+    /// `rated` names among them, says in how many milliseconds the first whose rate left no room
+    /// has room again.
+    private func claim(
+        on connection: PGConnection, rooms: [Room], limit: Int, locking locked: [String], rated: [String]
+    ) throws(PGError) -> (PGRows, untilRateRoom: Int64?) {
         let parameters: [PGValue?] = [
             .textArray(rooms.map(\Room.name)), .uuid(id), .integer(limit), .text(label), .integerArray(rooms.map { Optional($0.room) }),
         ]
-        guard !locked.isEmpty else { return try connection.execute(BusSQL.claim, parameters) }
-        return try connection.transaction { () throws(PGError) -> PGRows in
+        guard !locked.isEmpty else { return (try connection.execute(BusSQL.claim, parameters), nil) }
+        return try connection.transaction { () throws(PGError) -> (PGRows, untilRateRoom: Int64?) in
             try connection.execute(BusLimit.lock, [.textArray(locked)])
-            return try connection.execute(BusSQL.claimLimited, parameters + [.textArray(locked)])
+            let rows = try connection.execute(BusSQL.claimLimited, parameters + [.textArray(locked)])
+            guard !rated.isEmpty else { return (rows, nil) }
+            let room = try connection.execute(BusLimit.millisecondsUntilRateRoom, [.textArray(rated)])
+            return (rows, room.count > 0 ? room[row: 0].integer("ms") : nil)
         }
     }
 

@@ -65,6 +65,19 @@ package final class BusJournal: Sendable {
         }.first?.cancelled ?? 0
     }
 
+    /// Pauses, resumes or runs now one periodic command, from the dashboard; `nil` if there is
+    /// no entry of that name.
+    package func periodic(_ name: String, _ operation: BusPeriodic.Operation) throws(PGError) -> BusPeriodic.Action? {
+        let by = BusPause.operatorLabel + " (dashboard)"
+        let actions = try connections.with { connection throws(PGError) in
+            switch operation {
+            case .run: try BusPeriodic.runNow([name], by: by, on: connection)
+            case .pause, .resume: try BusPeriodic.setPaused([name], paused: operation == .pause, by: by, on: connection)
+            }
+        }
+        return actions.first.flatMap { $0.found ? $0 : nil }
+    }
+
     /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
     /// each root in one of `rootStates` (any final state if empty) with every subcommand under it
     /// and their events, once all ended before `cutoff`; a thousand trees per statement.

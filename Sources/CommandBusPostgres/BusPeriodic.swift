@@ -20,9 +20,15 @@ import Foundation
 /// A slot that passed while no host was live (or while the previous run was still going, with
 /// `noOverlap`) is skipped, not caught up: a host that comes back after a night posts one
 /// command, for the latest slot, and counts the rest as skipped.
+///
+/// A paused entry (`paused_at`) keeps its schedule and posts nothing; resumed, it goes on from
+/// its next slot after now, the slots it was paused for neither posted nor counted as skipped.
 package enum BusPeriodic {
     /// The schema version that brought periodic commands: hosts of an older `cmdbus` post none.
     static let schemaVersion = 5
+    /// The schema version that brought pausing an entry: hosts of an older `cmdbus` post a
+    /// paused entry all the same.
+    static let pauseSchemaVersion = 6
 
     /// How often an entry runs.
     package enum Recurrence: Sendable, Equatable {
@@ -90,6 +96,8 @@ package enum BusPeriodic {
         /// schedule was the same (its next slot is kept, so setting it again at each deploy never
         /// puts a run off).
         package var replaced: Bool, sameSchedule: Bool
+        /// Whether the entry replaced was paused: it stays so.
+        package var paused = false
         /// Seconds until the next run is due.
         package var nextDueSeconds: Double
     }
@@ -100,7 +108,8 @@ package enum BusPeriodic {
             let clock = try connection.execute("SELECT (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms")
             let now = clock.count > 0 ? clock[row: 0].integer("now_ms") ?? 0 : 0
             let existing = try connection.execute("""
-                SELECT every_ms, cron, (EXTRACT(EPOCH FROM next_at) * 1000)::int8 AS next_ms FROM cmdbus.periodic WHERE name = $1 FOR UPDATE
+                SELECT every_ms, cron, (EXTRACT(EPOCH FROM next_at) * 1000)::int8 AS next_ms, paused_at IS NOT NULL AS paused
+                FROM cmdbus.periodic WHERE name = $1 FOR UPDATE
                 """, [.text(entry.name)])
             let row = existing.count > 0 ? existing[row: 0] : nil
             let before = row.flatMap(recurrence(of:))
@@ -131,8 +140,105 @@ package enum BusPeriodic {
                     entry.maxAttempts.map { .integer($0) },
                 ])
             try connection.execute("SELECT pg_notify('cmdbus_periodic', '')")
-            return Change(replaced: row != nil, sameSchedule: same, nextDueSeconds: Double(next - now) / 1000)
+            return Change(replaced: row != nil, sameSchedule: same, paused: row?.bool("paused") ?? false, nextDueSeconds: Double(next - now) / 1000)
         }
+    }
+
+    /// What an operator does to an entry besides setting and removing it.
+    package enum Operation: String, Sendable {
+        /// Post nothing until resumed.
+        case pause
+        /// Go on from the next slot.
+        case resume
+        /// Post its command now, once.
+        case run
+    }
+
+    /// What pausing, resuming or running one entry now did.
+    package struct Action: Sendable, Equatable {
+        /// The entry's name, and whether there is one of that name.
+        package var name: String, found: Bool
+        /// Whether it was paused before, and is now.
+        package var wasPaused: Bool, paused: Bool
+        /// Seconds until its next slot (past the pause, once resumed).
+        package var nextDueSeconds: Double
+        /// The command posted now (``runNow(_:by:on:)``).
+        package var posted: UUID?
+
+        /// As `bus periodic --json` and the dashboard's API write it.
+        package var json: JSONValue {
+            var fields: [String: JSONValue] = [
+                "name": .string(name), "found": .bool(found), "paused": .bool(paused), "wasPaused": .bool(wasPaused),
+                "nextDueSeconds": .number(nextDueSeconds),
+            ]
+            if let posted { fields["posted"] = .string(posted.uuidString) }
+            return .object(fields)
+        }
+    }
+
+    /// Pauses the entries of `names` (`paused`), or resumes them; `by` says who. A resumed entry
+    /// goes on from its next slot after now (an interval's keeps its grid). Tells the hosts.
+    package static func setPaused(_ names: [String], paused: Bool, by: String, on connection: PGConnection) throws(PGError) -> [Action] {
+        try connection.transaction { () throws(PGError) -> [Action] in
+            let rows = try connection.execute("""
+                SELECT name, every_ms, cron, paused_at IS NOT NULL AS paused, (EXTRACT(EPOCH FROM next_at) * 1000)::int8 AS next_ms,
+                    (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms
+                FROM cmdbus.periodic WHERE name = ANY($1::text[]) FOR UPDATE
+                """, [.textArray(names)])
+            var actions: [String: Action] = [:]
+            for row in rows.all {
+                guard let name = row.text("name"), let slot = row.integer("next_ms"), let now = row.integer("now_ms") else { continue }
+                let was = row.bool("paused") ?? false
+                var next = slot
+                if was, !paused {
+                    next = recurrence(of: row)?.next(after: now, from: slot) ?? now + 60_000
+                    try connection.execute("""
+                        UPDATE cmdbus.periodic SET paused_at = NULL, paused_by = NULL, next_at = \(timestamp("$2")) WHERE name = $1
+                        """, [.text(name), .integer(next)])
+                } else if !was, paused {
+                    try connection.execute("UPDATE cmdbus.periodic SET paused_at = now(), paused_by = $2 WHERE name = $1", [.text(name), .text(by)])
+                }
+                actions[name] = Action(name: name, found: true, wasPaused: was, paused: paused, nextDueSeconds: Double(next - now) / 1000)
+            }
+            try connection.execute("SELECT pg_notify('cmdbus_periodic', '')")
+            return names.map { actions[$0] ?? Action(name: $0, found: false, wasPaused: false, paused: false, nextDueSeconds: 0) }
+        }
+    }
+
+    /// Posts the command of each entry of `names` now, once, apart from its schedule (its next
+    /// slot stands, paused or not); it counts as the entry's last run. `by` says who.
+    package static func runNow(_ names: [String], by: String, on connection: PGConnection) throws(PGError) -> [Action] {
+        try connection.transaction { () throws(PGError) -> [Action] in
+            let rows = try connection.execute("""
+                SELECT \(submissionColumns), p.paused_at IS NOT NULL AS paused, EXTRACT(EPOCH FROM p.next_at - now())::float8 AS next_due,
+                    (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms
+                FROM cmdbus.periodic p WHERE p.name = ANY($1::text[]) FOR UPDATE
+                """, [.textArray(names)])
+            var actions: [String: Action] = [:]
+            for row in rows.all {
+                guard let name = row.text("name"), let command = row.text("command"), let now = row.integer("now_ms") else { continue }
+                var submission = submission(of: row, name: name, command: command, slot: now)
+                submission.metadata["cmdbus.postedBy"] = by
+                let posted = try submission.submit(on: connection).id
+                try connection.execute("""
+                    UPDATE cmdbus.periodic SET last_slot_at = \(timestamp("$2")), last_command_id = $3, last_fired_by = $4, fired = fired + 1
+                    WHERE name = $1
+                    """, [.text(name), .integer(now), .uuid(posted), .text(by)])
+                let paused = row.bool("paused") ?? false
+                actions[name] = Action(name: name, found: true, wasPaused: paused, paused: paused, nextDueSeconds: row.double("next_due") ?? 0, posted: posted)
+            }
+            return names.map { actions[$0] ?? Action(name: $0, found: false, wasPaused: false, paused: false, nextDueSeconds: 0) }
+        }
+    }
+
+    /// The live hosts that run a `cmdbus` from before `version` and post periodic commands (from
+    /// version 5), as `hostname:pid`: they post a paused entry all the same.
+    package static func hosts(before version: Int, on connection: PGConnection) throws(PGError) -> [String] {
+        try connection.execute("""
+            SELECT h.hostname, h.pid::int8 AS pid FROM cmdbus.hosts h
+            WHERE \(BusSQL.liveHost) AND coalesce((h.catalog->>'busSchemaVersion')::int, 0) BETWEEN $1::int4 AND $2::int4 - 1
+            ORDER BY h.started_at
+            """, [.integer(schemaVersion), .integer(version)]).all.map { BusHost.label(hostname: $0.text("hostname") ?? "?", pid: $0.integer("pid") ?? 0) }
     }
 
     /// Removes the entries of `names`; returns the names that were there.
@@ -154,7 +260,8 @@ package enum BusPeriodic {
                 octet_length(p.payload)::int8 AS payload_bytes, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.priority::int8 AS priority, p.max_attempts::int8 AS max_attempts, p.fired, p.skipped,
                 p.set_by, p.last_fired_by,
                 EXTRACT(EPOCH FROM p.next_at - now())::float8 AS next_due, EXTRACT(EPOCH FROM now() - p.last_slot_at)::float8 AS last_ago,
-                EXTRACT(EPOCH FROM now() - p.set_at)::float8 AS set_ago, p.last_command_id, c.state AS last_state
+                EXTRACT(EPOCH FROM now() - p.set_at)::float8 AS set_ago, p.last_command_id, c.state AS last_state,
+                EXTRACT(EPOCH FROM now() - p.paused_at)::float8 AS paused_ago, p.paused_by
             FROM cmdbus.periodic p LEFT JOIN cmdbus.commands c ON c.id = p.last_command_id
             ORDER BY p.name
             """, [.integer(payloadShownAtMost)])
@@ -184,6 +291,11 @@ package enum BusPeriodic {
             if let id = row.uuid("last_command_id") { entry["lastCommand"] = .string(id.uuidString) }
             if let state = row.text("last_state") { entry["lastState"] = .string(state) }
             if let host = row.text("last_fired_by") { entry["lastFiredBy"] = .string(host) }
+            if let ago = row.double("paused_ago") {
+                entry["paused"] = .bool(true)
+                entry["pausedSeconds"] = .number(ago)
+                entry["pausedBy"] = .string(row.text("paused_by") ?? "")
+            }
             return .object(entry)
         })
     }
@@ -199,7 +311,9 @@ package enum BusPeriodic {
 
     /// Milliseconds until the earliest entry is due (0 or less: due now); `nil` with no entry.
     static func millisecondsUntilDue(on connection: PGConnection) throws(PGError) -> Int64? {
-        let rows = try connection.execute("SELECT (EXTRACT(EPOCH FROM min(next_at) - now()) * 1000)::int8 AS due FROM cmdbus.periodic")
+        let rows = try connection.execute("""
+            SELECT (EXTRACT(EPOCH FROM min(next_at) - now()) * 1000)::int8 AS due FROM cmdbus.periodic WHERE paused_at IS NULL
+            """)
         return rows.count > 0 ? rows[row: 0].integer("due") : nil
     }
 
@@ -217,10 +331,10 @@ package enum BusPeriodic {
     static func fireDue(host: String, on connection: PGConnection) throws(PGError) -> [Firing] {
         try connection.transaction { () throws(PGError) -> [Firing] in
             let due = try connection.execute("""
-                SELECT p.name, p.command, p.payload, p.every_ms, p.cron, p.no_overlap, p.timeout_ms, p.priority::int8 AS priority,
-                    p.max_attempts::int8 AS max_attempts, (EXTRACT(EPOCH FROM p.next_at) * 1000)::int8 AS next_ms, (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms,
+                SELECT \(submissionColumns), p.every_ms, p.cron, p.no_overlap,
+                    (EXTRACT(EPOCH FROM p.next_at) * 1000)::int8 AS next_ms, (EXTRACT(EPOCH FROM now()) * 1000)::int8 AS now_ms,
                     (SELECT c.state FROM cmdbus.commands c WHERE c.id = p.last_command_id) AS last_state
-                FROM cmdbus.periodic p WHERE p.next_at <= now() ORDER BY p.next_at LIMIT 100 FOR UPDATE OF p SKIP LOCKED
+                FROM cmdbus.periodic p WHERE p.next_at <= now() AND p.paused_at IS NULL ORDER BY p.next_at LIMIT 100 FOR UPDATE OF p SKIP LOCKED
                 """)
             var firings: [Firing] = []
             for row in due.all {
@@ -245,14 +359,8 @@ package enum BusPeriodic {
                 let running = ["pending", "running"].contains(row.text("last_state") ?? "")
                 var posted: UUID?
                 if !(row.bool("no_overlap") == true && running) {
-                    var submission = BusSubmission(name: command, payload: row.bytes("payload") ?? Data(), metadata: [
-                        "cmdbus.periodic": name, "cmdbus.slot": Date(timeIntervalSince1970: Double(latest) / 1000).timestamp,
-                    ])
+                    var submission = submission(of: row, name: name, command: command, slot: latest)
                     submission.idempotencyKey = "cmdbus.periodic:\(name):\(latest)"
-                    submission.failIfUnhandled = false
-                    submission.timeout = row.integer("timeout_ms").map { .milliseconds($0) }
-                    submission.priority = Int(row.integer("priority") ?? 0)
-                    if let attempts = row.integer("max_attempts") { submission.maxAttempts = Int(attempts) }
                     posted = try submission.submit(on: connection).id
                 }
                 try advance(name, to: next, slot: latest, posted: posted, skipped: posted == nil ? missed + 1 : missed, host: host, on: connection)
@@ -260,6 +368,24 @@ package enum BusPeriodic {
             }
             return firings
         }
+    }
+
+    /// The columns of `cmdbus.periodic` (as `p`) that ``submission(of:name:command:slot:)`` reads.
+    private static let submissionColumns = """
+        p.name, p.command, p.payload, p.timeout_ms, p.priority::int8 AS priority, p.max_attempts::int8 AS max_attempts
+        """
+
+    /// The command an entry's row posts for `slot` (milliseconds since 1970), as its metadata
+    /// says: `cmdbus.periodic` the entry, `cmdbus.slot` the slot.
+    private static func submission(of row: PGRow, name: String, command: String, slot: Int64) -> BusSubmission {
+        var submission = BusSubmission(name: command, payload: row.bytes("payload") ?? Data(), metadata: [
+            "cmdbus.periodic": name, "cmdbus.slot": Date(timeIntervalSince1970: Double(slot) / 1000).timestamp,
+        ])
+        submission.failIfUnhandled = false
+        submission.timeout = row.integer("timeout_ms").map { .milliseconds($0) }
+        submission.priority = Int(row.integer("priority") ?? 0)
+        if let attempts = row.integer("max_attempts") { submission.maxAttempts = Int(attempts) }
+        return submission
     }
 
     /// The recurrence a row of `cmdbus.periodic` holds; `nil` for a cron expression this

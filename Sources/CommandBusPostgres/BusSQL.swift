@@ -162,10 +162,16 @@ enum BusSQL {
     )
 
     /// ``claim`` for a host that holds the locks of the limited names in $6 (``BusLimit``): of
-    /// those, it claims no more than the limit leaves room for beside what runs on every host;
-    /// of a limited name whose lock it does not hold (it has not heard of the limit yet), none.
-    /// Apart so the common claim is planned without the limits' count (planning it took twice
-    /// as long: 0.26 against 0.57 ms a claim).
+    /// those, it claims no more than the limits leave room for, beside what runs on every host
+    /// and what started there in the rate's period; of a limited name whose lock it does not
+    /// hold (it has not heard of the limit yet), none. The commands it claims of a name with a
+    /// rate are added to the name's recent starts, in the statement that claims them. Apart so
+    /// the common claim is planned without the limits' count (planning it took twice as long:
+    /// 0.26 against 0.57 ms a claim).
+    ///
+    /// Times are the statement's (`statement_timestamp()`), not the transaction's: it began
+    /// before the host waited for the locks, and a start stamped then would leave the period
+    /// early.
     static let claimLimited = claimStatement(
         room: "m.room", probesOnly: "m.room <= 0",
         joins: """
@@ -174,17 +180,43 @@ enum BusSQL {
                 SELECT CASE
                     WHEN l.name IS NULL THEN n.room
                     WHEN NOT (n.name = ANY($6::text[])) THEN 0
-                    ELSE least(n.room, l.max_running - (
-                        SELECT count(*) FROM cmdbus.commands r WHERE r.state = 'running' AND r.name = n.name AND r.kind = 'command'))
+                    ELSE least(n.room,
+                        CASE WHEN l.max_running IS NOT NULL THEN l.max_running - (
+                            SELECT count(*) FROM cmdbus.commands r WHERE r.state = 'running' AND r.name = n.name AND r.kind = 'command')
+                        END,
+                        CASE WHEN l.rate_count IS NOT NULL THEN l.rate_count - (
+                            SELECT count(*) FROM unnest(l.recent_starts) s
+                            WHERE s > statement_timestamp() - l.rate_period_ms * interval '1 millisecond')
+                        END)
                 END AS room
             ) m
+            """,
+        afterClaim: """
+            stamped AS (
+                UPDATE cmdbus.limits l SET recent_starts = ARRAY(
+                    SELECT s FROM (
+                        SELECT s FROM unnest(l.recent_starts) s WHERE s > statement_timestamp() - l.rate_period_ms * interval '1 millisecond'
+                        UNION ALL SELECT statement_timestamp() FROM generate_series(1, k.started)
+                    ) recent ORDER BY s DESC LIMIT l.rate_count)
+                FROM (SELECT name, count(*)::int4 AS started FROM claimed WHERE kind = 'command' GROUP BY name) k
+                WHERE l.name = k.name AND l.rate_count IS NOT NULL
+            )
             """
     )
 
     /// The claim, with each name's room (`room`), when a name takes only probes besides a pause
-    /// (`probesOnly`), and what computes them (`joins`).
-    private static func claimStatement(room: String, probesOnly: String, joins: String = "") -> String {
-        """
+    /// (`probesOnly`), what computes them (`joins`), and what else the statement changes once it
+    /// has claimed (`afterClaim`: a query named in a `WITH`, reading the claimed rows as `claimed`).
+    private static func claimStatement(room: String, probesOnly: String, joins: String = "", afterClaim: String? = nil) -> String {
+        let update = """
+            UPDATE cmdbus.commands c
+            SET state = 'running', attempt = c.attempt + 1, lease_owner = $2, started_at = statement_timestamp(),
+                attempted_by = array_append(c.attempted_by, $4)
+            FROM picked WHERE c.id = picked.id
+            RETURNING \(commandColumns)
+            """
+        let claim = afterClaim.map { "claimed AS (\n\(update)\n), \($0)\nSELECT * FROM claimed" } ?? update
+        return """
         WITH picked AS MATERIALIZED (
             SELECT c.id FROM unnest($1::text[], $5::int8[]) AS n(name, room)
             \(joins)
@@ -203,12 +235,8 @@ enum BusSQL {
             ) c
             ORDER BY c.priority DESC, c.run_at, c.seq
             LIMIT $3::int8
-        )
-        UPDATE cmdbus.commands c
-        SET state = 'running', attempt = c.attempt + 1, lease_owner = $2, started_at = now(),
-            attempted_by = array_append(c.attempted_by, $4)
-        FROM picked WHERE c.id = picked.id
-        RETURNING \(commandColumns)
+        )\(afterClaim == nil ? "" : ",")
+        \(claim)
         """
     }
 

@@ -4,7 +4,7 @@
 /// migrate once; a database whose schema is newer than this binary is refused.
 package enum BusSchema {
     /// The schema version this binary writes and reads.
-    package static let version = 5
+    package static let version = 6
     /// The PostgreSQL schema holding the bus.
     package static let name = "cmdbus"
 
@@ -126,6 +126,23 @@ package enum BusSchema {
                 CHECK ((every_ms IS NULL) <> (cron IS NULL))
             )
             """,
+        ],
+        [
+            // How many commands of a name start in a period across the bus (`cmdbus bus limit
+            // --rate`): `recent_starts` holds the latest starts, newest first, no more than
+            // `rate_count`; a host claims one only while fewer than that started in the period.
+            // A name may have a rate and no limit of how many run at once.
+            "ALTER TABLE cmdbus.limits ALTER COLUMN max_running DROP NOT NULL",
+            """
+            ALTER TABLE cmdbus.limits
+                ADD COLUMN rate_count int CHECK (rate_count > 0),
+                ADD COLUMN rate_period_ms bigint CHECK (rate_period_ms > 0),
+                ADD COLUMN recent_starts timestamptz[] NOT NULL DEFAULT '{}',
+                ADD CHECK ((rate_count IS NULL) = (rate_period_ms IS NULL)),
+                ADD CHECK (max_running IS NOT NULL OR rate_count IS NOT NULL)
+            """,
+            // A periodic entry paused (`bus periodic --pause`): it keeps its schedule and posts nothing.
+            "ALTER TABLE cmdbus.periodic ADD COLUMN paused_at timestamptz, ADD COLUMN paused_by text",
         ],
     ]
 

@@ -43,8 +43,8 @@ package enum BusStatus {
         for row in runningByName.all { if let name = row.text("name") { running[name] = row.integer("running") ?? 0 } }
         let paused = try BusPause.paused(on: connection)
         let limits = try BusLimit.limits(on: connection)
-        var limitOf: [String: JSONValue] = [:]
-        for case .object(let limit) in limits.arrayValue ?? [] { if let name = limit["command"]?.stringValue { limitOf[name] = limit["limit"] } }
+        var limitOf: [String: [String: JSONValue]] = [:]
+        for case .object(let limit) in limits.arrayValue ?? [] { if let name = limit["command"]?.stringValue { limitOf[name] = limit } }
         let pausedNames = Set(paused.arrayValue?.compactMap { $0.objectValue?["command"]?.stringValue } ?? [])
         let waiting = Set(queues.all.compactMap { $0.text("name") })
         func queue(_ name: String, pending: Int64, oldest: Double, scheduled: Int64, nextDue: Double? = nil, names: Int64? = nil) -> JSONValue {
@@ -54,7 +54,8 @@ package enum BusStatus {
             ]
             if let nextDue { queue["nextDueSeconds"] = .number(nextDue) }
             if pausedNames.contains(name) { queue["paused"] = .bool(true) }
-            if let limit = limitOf[name] { queue["limit"] = limit }
+            if case .integer(let most)? = limitOf[name]?["limit"] { queue["limit"] = .integer(most) }
+            if let rate = limitOf[name]?["rate"] { queue["rate"] = rate }
             if name == CountedName.other { queue["commands"] = .integer(names ?? 0) }
             return .object(queue)
         }

@@ -342,12 +342,21 @@ package final class PostgresBusClient: BusClient {
         }
     }
 
-    /// Sets the limit of `names` across the bus to `limit`, or removes it (`nil`) (``BusLimit``);
-    /// with the live hosts that handle one of them and run a `cmdbus` from before limits.
-    package func setLimit(_ names: [String], _ limit: Int?) async throws(HostFailure) -> (changes: [BusLimit.Change], unaware: [(host: String, command: String)]) {
+    /// Sets, keeps or removes how many of `names` run at once across the bus and how many start
+    /// in a period (``BusLimit``); with the live hosts that handle one of them and run a `cmdbus`
+    /// from before what was set (limits, or rates).
+    package func setLimit(
+        _ names: [String], atOnce: BusLimit.Setting<Int>, rate: BusLimit.Setting<BusLimit.Rate>
+    ) async throws(HostFailure) -> (changes: [BusLimit.Change], unaware: [(host: String, command: String)]) {
         try withConnection { connection throws(PGError) in
-            let changes = try BusLimit.set(names, to: limit, by: BusPause.operatorLabel, on: connection)
-            return (changes, limit != nil ? try BusLimit.unawareHosts(handling: names, on: connection) : [])
+            let changes = try BusLimit.set(names, atOnce: atOnce, rate: rate, by: BusPause.operatorLabel, on: connection)
+            var unaware: [(host: String, command: String)] = []
+            if case .set = rate {
+                unaware = try BusLimit.unawareHosts(handling: names, rates: true, on: connection)
+            } else if case .set = atOnce {
+                unaware = try BusLimit.unawareHosts(handling: names, on: connection)
+            }
+            return (changes, unaware)
         }
     }
 
@@ -367,6 +376,20 @@ package final class PostgresBusClient: BusClient {
     /// Removes the periodic commands of `names`; returns those that were there.
     package func removePeriodic(_ names: [String]) async throws(HostFailure) -> [String] {
         try withConnection { connection throws(PGError) in try BusPeriodic.remove(names, on: connection) }
+    }
+
+    /// Pauses (`paused`) or resumes the periodic commands of `names` (``BusPeriodic``); with the
+    /// live hosts from before pauses, which post a paused entry all the same.
+    package func setPeriodicPaused(_ names: [String], paused: Bool) async throws(HostFailure) -> (actions: [BusPeriodic.Action], unaware: [String]) {
+        try withConnection { connection throws(PGError) in
+            let actions = try BusPeriodic.setPaused(names, paused: paused, by: BusPause.operatorLabel, on: connection)
+            return (actions, paused ? try BusPeriodic.hosts(before: BusPeriodic.pauseSchemaVersion, on: connection) : [])
+        }
+    }
+
+    /// Posts the command of each periodic entry of `names` now, once (``BusPeriodic/runNow(_:by:on:)``).
+    package func runPeriodicNow(_ names: [String]) async throws(HostFailure) -> [BusPeriodic.Action] {
+        try withConnection { connection throws(PGError) in try BusPeriodic.runNow(names, by: BusPause.operatorLabel, on: connection) }
     }
 
     /// The periodic commands, as `bus periodic --json` shows them.

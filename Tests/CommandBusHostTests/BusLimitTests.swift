@@ -57,7 +57,7 @@ extension SharedBusTests {
         #expect(listed.stdout.hasPrefix("fixture.sleep: at most 3 at once across the bus, set "), "\(listed.stdout)")
 
         let none = try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "none")
-        #expect(none.stdout.hasPrefix("'fixture.sleep' has no limit across the bus now, where it was 3 ("), "\(none.stdout)")
+        #expect(none.stdout.hasPrefix("'fixture.sleep' has no limit at once across the bus now, where it was 3 ("), "\(none.stdout)")
         #expect(try await mostAtOnce() > 3, "twelve on three hosts that each run all of them")
         #expect(try await Self.bus(database.url, "bus", "limit").stdout.hasPrefix("no command name is limited across the bus"))
 
@@ -76,7 +76,7 @@ extension SharedBusTests {
         for (arguments, message) in [
             (["fixture.sleep", "0"], "'0' is not a limit: give a whole number of at least 1, or 'none' to remove the limit"),
             (["2"], "'cmdbus bus limit' needs the command names before the limit: 'cmdbus bus limit report 2'"),
-            (["fixture.sleep"], "'cmdbus bus limit' needs command names and a limit: 'cmdbus bus limit fixture.sleep 2', or 'none' to remove one"),
+            (["fixture.sleep"], "'cmdbus bus limit' needs command names and a limit: 'cmdbus bus limit fixture.sleep 2' (at once), '--rate 10/s' (starts a second), or 'none' to remove one"),
             (["fixture.sleep", "1", "2"], "'1' looks like a limit, not a command name: give the names, then one limit ('cmdbus bus limit report 2')"),
         ] {
             let refused = try await cmdbus(["bus", "limit"] + arguments + ["--bus", database.url])

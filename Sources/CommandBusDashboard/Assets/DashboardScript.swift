@@ -383,6 +383,16 @@ extension DashboardAssets {
           } catch (e) { toast(e.message, true); }
         }
 
+        async function periodicAction(name, operation) {
+          if (operation === 'run' && !confirm(`Post the command of periodic ${name} now, once? Its schedule stands.`)) return;
+          try {
+            const body = await post(`periodic/${encodeURIComponent(name)}/${operation}`);
+            toast(operation === 'run' ? `Posted ${name} now` : operation === 'pause' ? `Paused periodic ${name}: it posts nothing until resumed`
+              : `Resumed periodic ${name}: next in ${duration(body.nextDueSeconds)}`);
+            setTimeout(route, 400);
+          } catch (e) { toast(e.message, true); }
+        }
+
         // ---- Dead letters ----
         async function deadLetters() {
           const data = await api('dead-letters');
@@ -448,17 +458,25 @@ extension DashboardAssets {
           // A paused or limited name with nothing running or waiting still gets its row: to resume
           // it from, and to see its limit.
           const paused = new Map((data.paused || []).map(p => [p.command, p]));
-          const limits = new Map((data.limits || []).map(l => [l.command, l.limit]));
+          const limits = new Map((data.limits || []).map(l => [l.command, l]));
           const queues = data.queues.concat([...new Set([...paused.keys(), ...limits.keys()])].sort()
             .filter(n => !data.queues.some(q => q.command === n))
-            .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: paused.has(n), limit: limits.get(n) })));
+            .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: paused.has(n), limit: limits.get(n) && limits.get(n).limit })));
+          // A name's rate ('bus limit --rate'): how many started in its last period, of how many may.
+          const named = { 1: 'a second', 60: 'a minute', 3600: 'an hour', 86400: 'a day' };
+          const span = s => s < 1 ? `${Math.round(s * 1000)} ms` : s < 60 ? `${+s.toFixed(2)} s` : duration(s);
+          const rateChip = name => {
+            const l = limits.get(name);
+            return l && l.rate ? h('span', { class: 'chip', title: `at most ${num(l.rate.starts)} start in any ${span(l.rate.periodSeconds)} across the bus; ${num(l.recentStarts)} started in the last` },
+              `${num(l.recentStarts)} / ${num(l.rate.starts)} ${named[l.rate.periodSeconds] || 'per ' + span(l.rate.periodSeconds)}`) : null;
+          };
           const pauseButton = q => q.commands ? null : h('div', { class: 'actions' }, q.paused
             ? h('button', { onclick: () => setPaused(q.command, false) }, 'Resume')
             : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'),
             q.pending + (q.scheduled || 0) > 0 ? h('button', { class: 'danger', title: 'cancel every command of this name that waits; what runs finishes',
               onclick: () => cancelWaiting(q.command, q.pending + (q.scheduled || 0)) }, 'Cancel waiting') : null);
           const queueRows = queues.map(q => h('tr', {},
-            h('td', { class: 'mono' }, q.command, q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
+            h('td', { class: 'mono' }, q.command, ' ', rateChip(q.command), q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
               q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null),
             h('td', { class: 'num', title: q.limit ? `at most ${num(q.limit)} at once across the bus` : '' },
               num(q.running || 0), q.limit ? h('span', { class: 'muted' }, ` / ${num(q.limit)}`) : null),
@@ -469,16 +487,20 @@ extension DashboardAssets {
           const periodicRows = (data.periodic || []).map(e => h('tr', {},
             h('td', { class: 'mono' }, e.name), h('td', { class: 'mono' }, e.command),
             h('td', { class: 'mono' }, e.every ? `every ${e.every}` : `${e.cron} (${e.timeZone || 'UTC'})`, e.noOverlap ? h('span', { class: 'muted', title: 'a slot is skipped while the last run goes on' }, ' no overlap') : null),
-            h('td', { class: 'num' }, e.nextDueSeconds > 0 ? 'in ' + duration(e.nextDueSeconds) : h('span', { class: 'badge failed', title: 'no live host has posted it yet' }, 'overdue ' + duration(-e.nextDueSeconds))),
+            h('td', { class: 'num' }, e.paused ? h('span', { class: 'badge paused', title: `paused ${duration(e.pausedSeconds)} ago by ${e.pausedBy}` }, 'paused')
+              : e.nextDueSeconds > 0 ? 'in ' + duration(e.nextDueSeconds) : h('span', { class: 'badge failed', title: 'no live host has posted it yet' }, 'overdue ' + duration(-e.nextDueSeconds))),
             h('td', {}, e.lastState ? badge(e.lastState) : h('span', { class: 'muted' }, 'not yet'),
               e.lastSlotSecondsAgo !== undefined ? h('span', { class: 'muted' }, ` ${duration(e.lastSlotSecondsAgo)} ago`) : null),
-            h('td', { class: 'num' }, num(e.fired)), h('td', { class: 'num' }, num(e.skipped))));
+            h('td', { class: 'num' }, num(e.fired)), h('td', { class: 'num' }, num(e.skipped)),
+            h('td', {}, h('div', { class: 'actions' },
+              h('button', { onclick: () => periodicAction(e.name, e.paused ? 'resume' : 'pause') }, e.paused ? 'Resume' : 'Pause'),
+              h('button', { title: 'post its command now, once; the schedule stands', onclick: () => periodicAction(e.name, 'run') }, 'Run now')))));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
             panel('Queues', table(['Command', { text: 'Running', cls: 'num' }, { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing runs, waits or is scheduled.')),
-            periodicRows.length ? panel('Periodic', table(['Name', 'Command', 'Schedule', { text: 'Next', cls: 'num' }, 'Last run', { text: 'Posted', cls: 'num' }, { text: 'Skipped', cls: 'num' }], periodicRows, '')) : null);
+            periodicRows.length ? panel('Periodic', table(['Name', 'Command', 'Schedule', { text: 'Next', cls: 'num' }, 'Last run', { text: 'Posted', cls: 'num' }, { text: 'Skipped', cls: 'num' }, ''], periodicRows, '')) : null);
           const refresh = throttle(() => route(), 2000);
           view.onTick = () => refresh();
         }

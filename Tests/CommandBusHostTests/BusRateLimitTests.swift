@@ -1,0 +1,94 @@
+import CommandBusPostgres
+import Foundation
+import Testing
+
+extension SharedBusTests {
+    /// `bus limit NAME --rate 3/700ms`: on two hosts together (each running one at a time, so
+    /// both take part in each period), no more than three commands of the name start in any 0.7 s
+    /// (a sliding window, counted from the bus's own clock), and the next starts as the window
+    /// has room (the hosts wake for it; their poll is every second). The
+    /// rate and a limit at once are set and removed each on its own; the status, the listing and
+    /// the metrics show the rate with how many started in its last period.
+    @Test(.timeLimit(.minutes(4)))
+    func aRateAcrossTheBusHoldsOnEveryHostTogether() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let watched = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--capacity", "1", "--http", "127.0.0.1:0"])
+        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--capacity", "1"])
+        defer { Task { await watched.stop(); await second.stop(); await database.drop() } }
+        let scratch = try TemporaryDirectory()
+        defer { scratch.remove() }
+
+        let set = try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "--rate", "3/700ms")
+        #expect(set.status == 0 && set.stdout == "limited 'fixture.sleep' to 3 starts in any 0.7 s across the bus (0 pending, 0 running)\n",
+                "\(set.stdout)\(set.stderr)")
+        let lines = scratch.file("sleep.ndjson")
+        try Data(String(repeating: #"{"command": "fixture.sleep", "payload": {"milliseconds": 10}}"# + "\n", count: 12).utf8).write(to: lines)
+        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
+        #expect(await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'succeeded'")) == "12\n"
+        })
+        let starts = try await database.sql("SELECT EXTRACT(EPOCH FROM started_at)::float8 FROM cmdbus.commands ORDER BY started_at")
+            .split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        try #require(starts.count == 12)
+        // The fourth start after any start comes 0.7 s after it, or later: never four in a window.
+        let windows = (0..<9).map { starts[$0 + 3] - starts[$0] }
+        #expect(windows.allSatisfy { $0 >= 0.699 }, "\(windows)")
+        #expect(Set(try await database.sql("SELECT DISTINCT attempted_by[1] FROM cmdbus.commands").split(separator: "\n")).count == 2,
+                "both hosts started some")
+        // Each window's next three start as it has room, not at a host's next poll a second on.
+        let gaps = stride(from: 0, to: 9, by: 3).map { starts[$0 + 3] - starts[$0] }
+        #expect(gaps.sorted()[1] < 0.95, "\(gaps)")
+
+        // Shown: in the listing, the status, and the metrics (with how many started of late).
+        let listed = try await Self.bus(database.url, "bus", "limit")
+        #expect(listed.stdout.hasPrefix("fixture.sleep: 3 starts in any 0.7 s ("), "\(listed.stdout)")
+        #expect(listed.stdout.contains(" in the last 0.7 s) across the bus, set "), "\(listed.stdout)")
+        let json = try JSONSerialization.jsonObject(with: Data(try await Self.bus(database.url, "bus", "limit", "--json").stdout.utf8)) as? [[String: Any]]
+        let rate = try #require(json?.first?["rate"] as? [String: Any], "\(String(describing: json))")
+        #expect(rate["starts"] as? Int == 3 && rate["periodSeconds"] as? Double == 0.7 && json?.first?["limit"] is NSNull)
+        try await database.sql("DELETE FROM cmdbus.commands")
+        #expect(try await Self.bus(database.url, "bus", "pause", "fixture.sleep").status == 0)
+        #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
+        let status = try await Self.bus(database.url, "bus", "status")
+        #expect(status.stdout.contains("  fixture.sleep (paused) (at most 3 starts in any 0.7 s): "), "\(status.stdout)")
+        let line = try #require(watched.output.split(separator: "\n").first { $0.contains("dashboard on ") })
+        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let metrics = try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url + "/metrics"]).stdout
+        #expect(metrics.contains(#"cmdbus_bus_rate_limit_starts{command="fixture.sleep"} 3"#), "\(metrics)")
+        #expect(metrics.contains(#"cmdbus_bus_rate_limit_period_seconds{command="fixture.sleep"} 0.7"#), "\(metrics)")
+        let recent = metrics.split(separator: "\n").first { $0.hasPrefix(#"cmdbus_bus_rate_recent_starts{command="fixture.sleep"} "#) }
+        #expect(recent.flatMap { Int($0.split(separator: " ").last ?? "") }.map((0...3).contains) == true, "\(metrics)")
+        #expect(!metrics.contains(#"cmdbus_bus_limit{command="fixture.sleep"}"#), "no limit at once")
+        try await database.sql("DELETE FROM cmdbus.commands")
+        #expect(try await Self.bus(database.url, "bus", "resume", "fixture.sleep").status == 0)
+
+        // Each set and removed on its own.
+        let both = try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "2")
+        #expect(both.stdout.hasPrefix("limited 'fixture.sleep' to 2 at once across the bus ("), "\(both.stdout)")
+        #expect(try await Self.bus(database.url, "bus", "limit").stdout.hasPrefix("fixture.sleep: at most 2 at once and 3 starts in any 0.7 s ("))
+        let faster = try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "--rate", "100/s")
+        #expect(faster.stdout.hasPrefix("limited 'fixture.sleep' to 100 starts a second across the bus, where it was 3 starts in any 0.7 s ("),
+                "\(faster.stdout)")
+        #expect(try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "none").status == 0)
+        let rateOnly = try await Self.bus(database.url, "bus", "limit").stdout
+        #expect(rateOnly.hasPrefix("fixture.sleep: 100 starts a second (") && rateOnly.contains(" in the last 1.0 s) across"), "\(rateOnly)")
+        let removed = try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "--rate", "none")
+        #expect(removed.stdout.hasPrefix("'fixture.sleep' has no rate across the bus now, where it was 100 starts a second ("), "\(removed.stdout)")
+        #expect(try await Self.bus(database.url, "bus", "limit").stdout.hasPrefix("no command name is limited across the bus"))
+
+        for (arguments, message) in [
+            (["fixture.sleep", "--rate", "10"], "--rate takes how many may start in a period, such as 10/s, 100/m, 5/10s or 1000/h (1 to 10000 in up to a week), or 'none' to remove it; got '10'"),
+            (["fixture.sleep", "--rate", "0/s"], "--rate takes how many may start in a period, such as 10/s, 100/m, 5/10s or 1000/h (1 to 10000 in up to a week), or 'none' to remove it; got '0/s'"),
+            (["fixture.sleep", "--rate", "5/0s"], "--rate takes how many may start in a period, such as 10/s, 100/m, 5/10s or 1000/h (1 to 10000 in up to a week), or 'none' to remove it; got '5/0s'"),
+            (["fixture.sleep", "--rate", "5/fortnight"], "--rate takes how many may start in a period, such as 10/s, 100/m, 5/10s or 1000/h (1 to 10000 in up to a week), or 'none' to remove it; got '5/fortnight'"),
+            (["fixture.sleep", "--rate", "20000/s"], "--rate takes how many may start in a period, such as 10/s, 100/m, 5/10s or 1000/h (1 to 10000 in up to a week), or 'none' to remove it; got '20000/s'"),
+            (["--rate", "1/s"], "'cmdbus bus limit --rate' needs the command names to limit: 'cmdbus bus limit report --rate 10/s'"),
+        ] {
+            let refused = try await cmdbus(["bus", "limit"] + arguments + ["--bus", database.url])
+            #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(refused.stderr)")
+        }
+        let elsewhere = try await cmdbus(["bus", "status", "--rate", "1/s", "--bus", database.url])
+        #expect(elsewhere.status == 64 && elsewhere.stderr.contains("--rate is for 'cmdbus bus limit', not 'bus status'"), "\(elsewhere.stderr)")
+    }
+}
