@@ -10,7 +10,7 @@ extension BusCommand {
     /// warning for each live host too old to know what was set that claims one of the names all
     /// the same; `bus limit` alone lists the limits.
     static func limit(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        let rate = try rateSetting(arguments.value("rate"))
+        let rate = try rateSetting(arguments.value("rate"), option: "--rate")
         guard let last = operands.last else {
             if rate != .keep { throw .usage("'cmdbus bus limit --rate' needs the command names to limit: 'cmdbus bus limit report --rate 10/s'") }
             return try await listLimits(arguments, console)
@@ -61,15 +61,27 @@ extension BusCommand {
         }
     }
 
-    /// What `--rate` asks: keep the rate (not given), remove it (`none`) or set it (`10/s`).
-    static func rateSetting(_ text: String?) throws(HostFailure) -> BusLimit.Setting<BusLimit.Rate> {
+    /// What `--rate` (or the dashboard's `rate`, named by `option`) asks: keep the rate (not
+    /// given), remove it (`none`) or set it (`10/s`).
+    static func rateSetting(_ text: String?, option: String) throws(HostFailure) -> BusLimit.Setting<BusLimit.Rate> {
         guard let text else { return .keep }
         if text == "none" { return .remove }
         guard let rate = rate(in: text) else {
-            throw .usage("--rate takes how many may start in a period, such as 10/s, 100/m, 5/10s or 1000/h "
+            throw .usage("\(option) takes how many may start in a period, such as 10/s, 100/m, 5/10s or 1000/h "
                 + "(1 to \(BusLimit.Rate.mostStarts) in up to a week), or 'none' to remove it; got \(quoted(text))")
         }
         return .set(rate)
+    }
+
+    /// What the dashboard's `atOnce` (named by `option`) asks: keep the limit at once (not
+    /// given), remove it (`none`) or set it (a whole number of at least 1).
+    static func atOnceSetting(_ text: String?, option: String) throws(HostFailure) -> BusLimit.Setting<Int> {
+        guard let text else { return .keep }
+        if text == "none" { return .remove }
+        guard let number = Int(text), number >= 1, number <= Int(Int32.max) else {
+            throw .usage("\(option) takes how many may run at once, a whole number of at least 1, or 'none' to remove the limit; got \(quoted(text))")
+        }
+        return .set(number)
     }
 
     /// The rate `COUNT/PERIOD` names: a period is a unit alone (`s`, `m`, `h`, `d`, or `second`,

@@ -179,6 +179,20 @@ enum ServeCommand {
             sources.cancelWaiting = { name throws(CommandBusError) in
                 do throws(PGError) { return try busJournal.cancelWaiting(name) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
             }
+            sources.setLimit = { name, atOnce, rate throws(CommandBusError) in
+                let atOnceSetting: BusLimit.Setting<Int>, rateSetting: BusLimit.Setting<BusLimit.Rate>
+                do throws(HostFailure) {
+                    atOnceSetting = try BusCommand.atOnceSetting(atOnce, option: "atOnce")
+                    rateSetting = try BusCommand.rateSetting(rate, option: "rate")
+                } catch {
+                    return .failure(Refusal(error.message))
+                }
+                do throws(PGError) {
+                    return .success(try busJournal.setLimit(name, atOnce: atOnceSetting, rate: rateSetting).json)
+                } catch {
+                    throw .journalFailed(PGURL.redacted(url), error.message)
+                }
+            }
             sources.periodic = { name, operation throws(CommandBusError) in
                 do throws(PGError) {
                     return try busJournal.periodic(name, BusPeriodic.Operation(rawValue: operation.rawValue) ?? .pause)?.json

@@ -21,6 +21,7 @@ extension Dashboard {
         case ("POST", "commands", 3) where parts[2] == "cancel": return await cancel(parts[1])
         case ("POST", "queues", 3) where parts[2] == "pause" || parts[2] == "resume": return await setPaused(parts[1], parts[2] == "pause")
         case ("POST", "queues", 3) where parts[2] == "cancel": return await cancelWaiting(parts[1])
+        case ("POST", "queues", 3) where parts[2] == "limit": return await setLimit(parts[1], request)
         case ("POST", "periodic", 3): return await periodic(parts[1], parts[2])
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
@@ -28,7 +29,7 @@ extension Dashboard {
         case ("GET", "events", 1):
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
         case (let method, _, _) where method != "GET" && method != "POST":
-            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard, cancel, pause, resume and run")
+            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard, cancel, pause, resume, limit and run")
         default:
             return Self.problem(404, "no API at \(request.path); see the README's Dashboard API")
         }
@@ -248,6 +249,23 @@ extension Dashboard {
         if let problem = commandNameProblem(name) { return Self.problem(400, problem) }
         do throws(CommandBusError) {
             return Self.ok(.object(["command": .string(name), "cancelled": .integer(Int64(try await cancelWaiting(name)))]))
+        } catch {
+            return Self.problem(500, error.message)
+        }
+    }
+
+    private func setLimit(_ name: String, _ request: HTTPRequest) async -> HTTPResponse {
+        guard let setLimit = sources.setLimit else { return Self.problem(409, "only a host of the shared bus limits command names") }
+        if let problem = commandNameProblem(name) { return Self.problem(400, problem) }
+        let atOnce = request.parameter("atOnce"), rate = request.parameter("rate")
+        guard atOnce != nil || rate != nil else {
+            return Self.problem(400, "give atOnce=N (or none) or rate=N/PERIOD (or none), or both: POST /api/queues/\(name)/limit?rate=10/s")
+        }
+        do throws(CommandBusError) {
+            switch try await setLimit(name, atOnce, rate) {
+            case .success(let limits): return Self.ok(limits)
+            case .failure(let refusal): return Self.problem(400, refusal.message)
+            }
         } catch {
             return Self.problem(500, error.message)
         }

@@ -20,6 +20,15 @@ package enum PeriodicOperation: String, Sendable {
     case run
 }
 
+/// Why an action's values were refused, in one line, for a 400.
+package struct Refusal: Error, Sendable {
+    /// What is wrong and what to give instead.
+    package var message: String
+
+    /// A refusal saying `message`.
+    package init(_ message: String) { self.message = message }
+}
+
 /// What the dashboard reads from: the running host's bus, plugins, journal and counters.
 package struct DashboardSources: Sendable {
     package var bus: CommandBus
@@ -39,6 +48,10 @@ package struct DashboardSources: Sendable {
     /// Cancels the commands of a name that wait on the shared bus (`bus cancel`), returning how
     /// many; `nil` off the shared bus.
     package var cancelWaiting: (@Sendable (String) async throws(CommandBusError) -> Int)?
+    /// Sets, keeps (`nil`) or removes (`"none"`) how many commands of a name run at once across
+    /// the shared bus (`"2"`) and how many start in a period (`"10/s"`), as `bus limit` does,
+    /// returning the limits now as JSON, or why the values are refused; `nil` off the shared bus.
+    package var setLimit: (@Sendable (_ name: String, _ atOnce: String?, _ rate: String?) async throws(CommandBusError) -> Result<JSONValue, Refusal>)?
     /// Pauses, resumes or runs now a periodic command of the shared bus (`bus periodic
     /// --pause`, `--resume`, `--run-now`), returning what it did as JSON, or `nil` if there is no
     /// entry of that name; `nil` off the shared bus.

@@ -65,6 +65,15 @@ package final class BusJournal: Sendable {
         }.first?.cancelled ?? 0
     }
 
+    /// Sets, keeps or removes the limits of one command name across the bus (``BusLimit``), from
+    /// the dashboard.
+    package func setLimit(_ name: String, atOnce: BusLimit.Setting<Int>, rate: BusLimit.Setting<BusLimit.Rate>) throws(PGError) -> BusLimit.Change {
+        let changes = try connections.with { connection throws(PGError) in
+            try BusLimit.set([name], atOnce: atOnce, rate: rate, by: BusPause.operatorLabel + " (dashboard)", on: connection)
+        }
+        return changes.first ?? BusLimit.Change(name: name, before: nil, after: nil, rateBefore: nil, rateAfter: nil, pending: 0, running: 0)
+    }
+
     /// Pauses, resumes or runs now one periodic command, from the dashboard; `nil` if there is
     /// no entry of that name.
     package func periodic(_ name: String, _ operation: BusPeriodic.Operation) throws(PGError) -> BusPeriodic.Action? {

@@ -174,8 +174,9 @@ enum BusSQL {
     /// early. Claims of a name take turns under its lock, so each stamps times no earlier than
     /// the last: the starts stay newest first, new ones go in front and the oldest past the
     /// rate fall off the end, with no sort. A name's room under its rate is then read from the
-    /// few starts at the end that the claim could take the place of: with room for `m` here,
-    /// the rate leaves `m` less those of the last `m` places still in the period. (A 10,000
+    /// few starts at the end that the claim could take the place of: with room for `m` here (no
+    /// more than the rate), the rate leaves `m` less those of the last `m` places still in the
+    /// period. (A 10,000
     /// a second rate took 7 ms a claim to sort its starts and 3 to count them; 0.2 ms each now.)
     static let claimLimited = claimStatement(
         room: "m.room", probesOnly: "m.room <= 0",
@@ -189,8 +190,8 @@ enum BusSQL {
                         CASE WHEN l.max_running IS NOT NULL THEN l.max_running - (
                             SELECT count(*) FROM cmdbus.commands r WHERE r.state = 'running' AND r.name = n.name AND r.kind = 'command')
                         END,
-                        CASE WHEN l.rate_count IS NOT NULL THEN n.room - (
-                            SELECT count(*) FROM unnest(l.recent_starts[greatest(1, l.rate_count - n.room + 1)::int4:l.rate_count]) s
+                        CASE WHEN l.rate_count IS NOT NULL THEN least(n.room, l.rate_count) - (
+                            SELECT count(*) FROM unnest(l.recent_starts[l.rate_count - least(n.room, l.rate_count)::int4 + 1:l.rate_count]) s
                             WHERE s > statement_timestamp() - l.rate_period_ms * interval '1 millisecond')
                         END)
                 END AS room

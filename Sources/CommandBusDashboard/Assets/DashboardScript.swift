@@ -374,6 +374,14 @@ extension DashboardAssets {
           } catch (e) { toast(e.message, true); }
         }
 
+        async function setLimits(name, atOnce, rate) {
+          try {
+            await post(`queues/${encodeURIComponent(name)}/limit?atOnce=${encodeURIComponent(atOnce)}&rate=${encodeURIComponent(rate)}`);
+            toast(`Limits of ${name} set`);
+            setTimeout(route, 400);
+          } catch (e) { toast(e.message, true); }
+        }
+
         async function cancelWaiting(name, count) {
           if (!confirm(`Cancel the ${num(count)} ${name} commands that wait? They end cancelled; what runs finishes.`)) return;
           try {
@@ -470,11 +478,22 @@ extension DashboardAssets {
             return l && l.rate ? h('span', { class: 'chip', title: `at most ${num(l.rate.starts)} start in any ${span(l.rate.periodSeconds)} across the bus; ${num(l.recentStarts)} started in the last` },
               `${num(l.recentStarts)} / ${num(l.rate.starts)} ${named[l.rate.periodSeconds] || 'per ' + span(l.rate.periodSeconds)}`) : null;
           };
+          // A rate as 'bus limit --rate' takes it: 10/s, 100/m, 3/700ms.
+          const rateInput = r => `${r.starts}/${{ 1: 's', 60: 'm', 3600: 'h', 86400: 'd' }[r.periodSeconds] || (r.periodSeconds < 60 ? Math.round(r.periodSeconds * 1000) + 'ms' : Math.round(r.periodSeconds) + 's')}`;
+          // How many run at once and start in a period across the bus: empty removes one.
+          const limitEditor = q => {
+            const l = limits.get(q.command) || {};
+            const atOnce = h('input', { name: 'atOnce', placeholder: 'none', value: l.limit ? String(l.limit) : '', title: 'at most so many run at once, on every host together' });
+            const rate = h('input', { name: 'rate', placeholder: 'none (10/s)', value: l.rate ? rateInput(l.rate) : '', title: 'at most so many start in a period: 10/s, 100/m, 5/10s' });
+            return h('details', { class: 'limits' }, h('summary', {}, 'Limits'),
+              h('form', { onsubmit: e => { e.preventDefault(); setLimits(q.command, atOnce.value.trim() || 'none', rate.value.trim() || 'none'); } },
+                h('label', {}, 'At once', atOnce), h('label', {}, 'Rate', rate), h('button', { type: 'submit' }, 'Save')));
+          };
           const pauseButton = q => q.commands ? null : h('div', { class: 'actions' }, q.paused
             ? h('button', { onclick: () => setPaused(q.command, false) }, 'Resume')
             : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'),
             q.pending + (q.scheduled || 0) > 0 ? h('button', { class: 'danger', title: 'cancel every command of this name that waits; what runs finishes',
-              onclick: () => cancelWaiting(q.command, q.pending + (q.scheduled || 0)) }, 'Cancel waiting') : null);
+              onclick: () => cancelWaiting(q.command, q.pending + (q.scheduled || 0)) }, 'Cancel waiting') : null, limitEditor(q));
           const queueRows = queues.map(q => h('tr', {},
             h('td', { class: 'mono' }, q.command, ' ', rateChip(q.command), q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
               q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null),
@@ -502,7 +521,8 @@ extension DashboardAssets {
             panel('Queues', table(['Command', { text: 'Running', cls: 'num' }, { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing runs, waits or is scheduled.')),
             periodicRows.length ? panel('Periodic', table(['Name', 'Command', 'Schedule', { text: 'Next', cls: 'num' }, 'Last run', { text: 'Posted', cls: 'num' }, { text: 'Skipped', cls: 'num' }, ''], periodicRows, '')) : null);
           const refresh = throttle(() => route(), 2000);
-          view.onTick = () => refresh();
+          // Not while a queue's limits are being edited: the page drawn again would drop what was typed.
+          view.onTick = () => { if (!document.querySelector('details.limits[open]')) refresh(); };
         }
 
         // ---- Router ----

@@ -96,7 +96,12 @@ extension DashboardAssets {
         .feed .when { color: var(--muted); font-size: 12px; margin-left: auto; font-variant-numeric: tabular-nums; }
         .empty { text-align: center; color: var(--muted); padding: 28px; }
         .alert { border-left: 4px solid var(--timedOut); padding: 4px 0 4px 14px; } .alert p { margin: 6px 0; }
-        .actions { display: flex; gap: 8px; }
+        .actions { display: flex; gap: 8px; align-items: flex-start; }
+        details.limits summary { cursor: pointer; color: var(--accent); font-weight: 600; padding: 7px 4px; list-style: none; }
+        details.limits summary::-webkit-details-marker { display: none; }
+        details.limits form { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; margin-top: 6px; }
+        details.limits label { color: var(--muted); font-size: 12px; display: flex; align-items: center; gap: 4px; }
+        details.limits input { min-width: 0; width: 7em; padding: 5px 8px; }
         .toast { position: fixed; right: 22px; bottom: 22px; background: var(--nav); color: #fff; padding: 11px 16px; border-radius: 10px; box-shadow: 0 8px 30px rgba(0,0,0,.2); max-width: 420px; }
         .toast.error { background: var(--failed); }
         .flash { animation: flash 1.2s ease-out; }
