@@ -504,7 +504,7 @@ extension DashboardAssets {
             h('td', {}, pauseButton(q))));
           // Commands the hosts post on a schedule ('cmdbus bus periodic'): when next, and how the last went.
           const periodicRows = (data.periodic || []).map(e => h('tr', {},
-            h('td', { class: 'mono' }, e.name), h('td', { class: 'mono' }, e.command),
+            h('td', { class: 'mono nowrap' }, e.name), h('td', { class: 'mono' }, e.command),
             h('td', { class: 'mono' }, e.every ? `every ${e.every}` : `${e.cron} (${e.timeZone || 'UTC'})`, e.noOverlap ? h('span', { class: 'muted', title: 'a slot is skipped while the last run goes on' }, ' no overlap') : null),
             h('td', { class: 'num' }, e.paused ? h('span', { class: 'badge paused', title: `paused ${duration(e.pausedSeconds)} ago by ${e.pausedBy}` }, 'paused')
               : e.nextDueSeconds > 0 ? 'in ' + duration(e.nextDueSeconds) : h('span', { class: 'badge failed', title: 'no live host has posted it yet' }, 'overdue ' + duration(-e.nextDueSeconds))),
@@ -513,7 +513,7 @@ extension DashboardAssets {
             h('td', { class: 'num' }, num(e.fired)), h('td', { class: 'num' }, num(e.skipped)),
             h('td', {}, h('div', { class: 'actions' },
               h('button', { onclick: () => periodicAction(e.name, e.paused ? 'resume' : 'pause') }, e.paused ? 'Resume' : 'Pause'),
-              h('button', { title: 'post its command now, once; the schedule stands', onclick: () => periodicAction(e.name, 'run') }, 'Run now')))));
+              h('button', { class: 'secondary', title: 'post its command now, once; the schedule stands', onclick: () => periodicAction(e.name, 'run') }, 'Run now')))));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,

@@ -97,6 +97,7 @@ extension DashboardAssets {
         .empty { text-align: center; color: var(--muted); padding: 28px; }
         .alert { border-left: 4px solid var(--timedOut); padding: 4px 0 4px 14px; } .alert p { margin: 6px 0; }
         .actions { display: flex; gap: 8px; align-items: flex-start; }
+        .actions button, .actions summary, .nowrap { white-space: nowrap; }
         details.limits summary { cursor: pointer; color: var(--accent); font-weight: 600; padding: 7px 4px; list-style: none; }
         details.limits summary::-webkit-details-marker { display: none; }
         details.limits form { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; margin-top: 6px; }
