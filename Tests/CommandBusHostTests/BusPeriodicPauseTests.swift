@@ -90,5 +90,9 @@ extension SharedBusTests {
             #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(refused.stderr)")
         }
         #expect(try await Self.bus(database.url, "bus", "periodic", "--run-now", "nothing").stdout == "there is no periodic 'nothing' ('cmdbus bus periodic' lists them)\n")
+        // A host whose cmdbus predates periodic pauses (schema version 5) posts a paused entry: it is warned of.
+        try await database.sql("UPDATE cmdbus.hosts SET catalog = jsonb_set(catalog, '{busSchemaVersion}', '5')")
+        let warned = try await Self.bus(database.url, "bus", "periodic", "--pause", "tick")
+        #expect(warned.stderr.contains("runs a cmdbus from before periodic pauses and posts a paused entry all the same; upgrade it"), "\(warned.stderr)")
     }
 }

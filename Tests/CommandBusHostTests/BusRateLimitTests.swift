@@ -117,6 +117,12 @@ extension SharedBusTests {
             let refused = try await cmdbus(["bus", "limit"] + arguments + ["--bus", database.url])
             #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(refused.stderr)")
         }
+        // Hosts whose cmdbus predates rates (schema version 5) are warned of when a rate is set,
+        // not when a limit at once is, which they know.
+        try await database.sql("UPDATE cmdbus.hosts SET catalog = jsonb_set(catalog, '{busSchemaVersion}', '5')")
+        let warned = try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "--rate", "1/s")
+        #expect(warned.stderr.contains("runs a cmdbus from before rates (--rate) and claims 'fixture.sleep' without one; upgrade it"), "\(warned.stderr)")
+        #expect(try await Self.bus(database.url, "bus", "limit", "fixture.sleep", "2").stderr.isEmpty)
         let elsewhere = try await cmdbus(["bus", "status", "--rate", "1/s", "--bus", database.url])
         #expect(elsewhere.status == 64 && elsewhere.stderr.contains("--rate is for 'cmdbus bus limit', not 'bus status'"), "\(elsewhere.stderr)")
     }
