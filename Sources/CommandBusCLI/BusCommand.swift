@@ -4,10 +4,11 @@ import CommandBusLoading
 import CommandBusPostgres
 import CommandBusSupport
 
-/// `cmdbus bus status|pause|resume|limit|periodic|cancel`: the shared bus's schema version,
-/// live hosts, queue depth per command name and how long its oldest waits; pausing and
-/// resuming command names, limiting how many of a name run at once across the bus, commands
-/// the hosts post on a schedule, and cancelling what waits of a name.
+/// `cmdbus bus status|pause|resume|limit|periodic|cancel|retry`: the shared bus's schema
+/// version, live hosts, queue depth per command name and how long its oldest waits; pausing and
+/// resuming command names, limiting how many of a name run at once or start in a period across
+/// the bus, commands the hosts post on a schedule, cancelling what waits of a name and retrying
+/// what failed of it.
 enum BusCommand {
     static let spec = ArgumentSpec(command: "bus", options: [
         .init(name: "rate", short: nil, value: "N/PERIOD", help: "limit: at most N start in any PERIOD across the bus (10/s, 100/m, 5/10s), or 'none'."),

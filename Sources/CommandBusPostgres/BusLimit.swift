@@ -12,6 +12,11 @@ import CommandBusSupport
 /// learns of limits from the `cmdbus_limit` notification (and reads them again every few
 /// seconds); one that has not yet heard of a limit claims nothing of that name, since its claim
 /// counts only the names it took the lock for.
+///
+/// A name may also have a rate (``Rate``, `bus limit --rate 10/s`): no more than so many start
+/// in any period. Its latest starts are kept in its row, stamped by the claim that takes them
+/// under the same lock (``BusSQL/claimLimited``); a host that found a period full claims again
+/// when it has room (``millisecondsUntilRateRoom``). A name has a limit at once, a rate or both.
 package enum BusLimit {
     /// The schema version that brought limits: a host whose catalog names an older one (or none)
     /// claims a limited name as many at once as it likes.
