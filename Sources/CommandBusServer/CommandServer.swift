@@ -337,8 +337,7 @@ package final class CommandServer: Sendable {
         if let ticket = running.ticket(id) { return ticket.state }
         guard let journal else { return nil }
         // A read that fails must not answer as if the server had no word of the command: it is
-        // tried again, then said in the log. (A subscription to a command that had ended once
-        // answered with no state in a CI run, where the same read a moment before had found it.)
+        // tried again, then said in the log.
         for attempt in 1...3 {
             do throws(CommandBusError) {
                 return try await journal.record(id)?.state
