@@ -11,6 +11,7 @@ import CommandBusSupport
 /// what failed of it.
 enum BusCommand {
     static let spec = ArgumentSpec(command: "bus", options: [
+        .init(name: "all", short: nil, help: "pause: every name the live hosts handle or that has commands waiting; resume: every paused name."),
         .init(name: "rate", short: nil, value: "N/PERIOD", help: "limit: at most N start in any PERIOD across the bus (10/s, 100/m, 5/10s), or 'none'."),
         .init(name: "every", short: nil, value: "DURATION", help: "periodic: post it every DURATION (30s, 5m, 1h, 1d)."),
         .init(name: "cron", short: nil, value: "EXPR", help: "periodic: post it at the minutes a cron expression names, in UTC ('0 3 * * *')."),
@@ -32,8 +33,8 @@ enum BusCommand {
 
     static let help = """
         Usage: cmdbus bus status [--bus URL] [--json]
-               cmdbus bus pause <command>... [--bus URL] [--json]
-               cmdbus bus resume <command>... [--bus URL] [--json]
+               cmdbus bus pause (<command>... | --all) [--bus URL] [--json]
+               cmdbus bus resume (<command>... | --all) [--bus URL] [--json]
                cmdbus bus limit [<command>... [<N|none>] [--rate N/PERIOD|none]] [--bus URL] [--json]
                cmdbus bus periodic [<command> [<json>] (--every D | --cron EXPR) [--as NAME] [--no-overlap]]
                cmdbus bus periodic (--remove | --pause | --resume | --run-now) <name>...
@@ -47,7 +48,9 @@ enum BusCommand {
 
         pause: no host claims these command names until they are resumed: what is posted for
         them waits, pending, and what runs finishes. For a service their handlers call that is
-        down, or a build to hold back. resume: hosts claim them again, at once.
+        down, or a build to hold back. resume: hosts claim them again, at once. --all pauses
+        every name the live hosts handle or that has commands waiting or running (a name that
+        comes later is not paused), and resumes every paused name.
 
         limit: at most N commands of these names run at once across the bus, on every host
         together: a host claims one only while fewer run. For a service that takes so many
@@ -92,7 +95,7 @@ enum BusCommand {
     private static let verbOptions: [String: [String]] = [
         "every": ["periodic"], "cron": ["periodic"], "timezone": ["periodic"], "as": ["periodic"], "no-overlap": ["periodic"],
         "timeout": ["periodic"], "param": ["periodic"], "remove": ["periodic"], "dry-run": ["periodic"], "pause": ["periodic"], "resume": ["periodic"], "run-now": ["periodic"], "priority": ["periodic"], "max-attempts": ["periodic"],
-        "running": ["cancel"], "state": ["retry"], "since": ["retry"], "rate": ["limit"],
+        "running": ["cancel"], "state": ["retry"], "since": ["retry"], "rate": ["limit"], "all": ["pause", "resume"],
     ]
 
     private static func refuseOptionsOtherVerbsTake(_ verb: String, _ arguments: ArgumentSpec.Parsed) throws(HostFailure) {
@@ -141,16 +144,27 @@ enum BusCommand {
         try await setPaused(false, arguments, operands, console)
     }
 
-    /// `bus pause NAME...` and `bus resume NAME...`: one line a name, and a warning for each live
-    /// host too old to know a pause that claims one of them all the same.
+    /// `bus pause NAME...` and `bus resume NAME...` (or `--all`): one line a name, and a warning
+    /// for each live host too old to know a pause that claims one of them all the same.
     private static func setPaused(_ paused: Bool, _ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let verb = paused ? "pause" : "resume"
-        guard !operands.isEmpty else { throw .usage("'cmdbus bus \(verb)' needs the command names to \(verb); 'cmdbus bus status' lists the queues") }
+        let all = arguments.has("all")
+        if all, let name = operands.first {
+            throw .usage("--all \(verb)s every command name; give the names (\(quoted(name))…) or --all, not both")
+        }
+        guard all || !operands.isEmpty else {
+            throw .usage("'cmdbus bus \(verb)' needs the command names to \(verb), or --all; 'cmdbus bus status' lists the queues")
+        }
         if let problem = operands.lazy.compactMap(commandNameProblem).first { throw .usage(problem) }
         let (outcome, unhandled) = try await withClient(arguments, verb: verb, console: console) { client throws(HostFailure) in
-            let outcome = try await client.setPaused(operands, paused)
+            let outcome = try await client.setPaused(all ? nil : operands, paused)
             // A name no host handles is paused all the same (a host may join later), but may be a typo.
-            return (outcome, paused ? await client.namesNoHostHandles(Set(operands)) : [])
+            return (outcome, paused && !all ? await client.namesNoHostHandles(Set(operands)) : [])
+        }
+        if all, outcome.changes.isEmpty {
+            return console.out(paused
+                ? "nothing to pause: no live host handles a command, and no command waits or runs"
+                : "nothing to resume: no command name is paused")
         }
         for change in outcome.changes {
             if arguments.has("json") { console.out(change.json.text); continue }

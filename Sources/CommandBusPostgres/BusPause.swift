@@ -67,6 +67,18 @@ package enum BusPause {
         try BusSchema.hosts(before: schemaVersion, handling: names, on: connection)
     }
 
+    /// Every name `bus pause --all` pauses (`paused`: the names the live hosts handle, and those
+    /// with commands waiting or running) or `bus resume --all` resumes (the paused ones), sorted.
+    package static func allNames(toPause paused: Bool, on connection: PGConnection) throws(PGError) -> [String] {
+        let rows = try connection.execute(paused ? """
+            SELECT DISTINCT name FROM (
+                SELECT unnest(h.commands) AS name FROM cmdbus.hosts h WHERE \(BusSQL.liveHost)
+                UNION SELECT DISTINCT name FROM cmdbus.commands WHERE state IN ('pending', 'running') AND kind = 'command'
+            ) names ORDER BY name
+            """ : "SELECT name FROM cmdbus.paused ORDER BY name")
+        return rows.all.compactMap { $0.text("name") }
+    }
+
     /// The paused names, oldest pause first, as `bus status` shows them.
     package static func paused(on connection: PGConnection) throws(PGError) -> JSONValue {
         let rows = try connection.execute("""

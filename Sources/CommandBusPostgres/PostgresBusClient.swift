@@ -335,10 +335,13 @@ package final class PostgresBusClient: BusClient {
 
     /// Pauses (or, with `false`, resumes) command names on the bus (``BusPause``). Returns what
     /// changed, and the live hosts too old to know a pause that handle one of the names.
-    package func setPaused(_ names: [String], _ paused: Bool) async throws(HostFailure) -> (changes: [BusPause.Change], unaware: [(host: String, command: String)]) {
+    /// With `names` `nil`, every name (``BusPause/allNames(toPause:on:)``).
+    package func setPaused(_ names: [String]?, _ paused: Bool) async throws(HostFailure) -> (changes: [BusPause.Change], unaware: [(host: String, command: String)]) {
         try withConnection { connection throws(PGError) in
-            let changes = try BusPause.set(names, paused: paused, by: BusPause.operatorLabel, on: connection)
-            return (changes, paused ? try BusPause.unawareHosts(handling: names, on: connection) : [])
+            let wanted: [String]
+            if let names { wanted = names } else { wanted = try BusPause.allNames(toPause: paused, on: connection) }
+            let changes = try BusPause.set(wanted, paused: paused, by: BusPause.operatorLabel, on: connection)
+            return (changes, paused ? try BusPause.unawareHosts(handling: wanted, on: connection) : [])
         }
     }
 

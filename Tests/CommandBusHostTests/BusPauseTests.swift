@@ -59,6 +59,21 @@ extension SharedBusTests {
         #expect(try await DashboardTests.http("POST", url + "/api/queues/greet/resume", headers: ["X-Cmdbus-Token": token]).status == 200)
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.paused") == "0\n")
 
+        // --all: every name the host handles (and any with commands waiting), then every paused one.
+        #expect(try await Self.bus(database.url, "bus", "pause", "gret").status == 0)
+        let all = try await Self.bus(database.url, "bus", "pause", "--all")
+        #expect(all.status == 0 && all.stdout.contains("paused 'greet': no host claims it until 'cmdbus bus resume greet'"), "\(all.stdout)\(all.stderr)")
+        #expect(!all.stdout.contains("'gret'"), "only what the host handles, and what waits: \(all.stdout)")
+        let held = try await Self.bus(database.url, "run", "greet", "-p", "name=Ada", "--no-wait").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(held)'") == "pending\n")
+        let resumed = try await Self.bus(database.url, "bus", "resume", "--all")
+        #expect(resumed.stdout.contains("resumed 'greet': hosts claim it again (1 pending)") && resumed.stdout.contains("resumed 'gret'"), "\(resumed.stdout)")
+        #expect(await waitUntil(.seconds(10)) { (try? await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(held)'")) == "succeeded\n" })
+        #expect(try await Self.bus(database.url, "bus", "resume", "--all").stdout == "nothing to resume: no command name is paused\n")
+        let both = try await cmdbus(["bus", "pause", "--all", "greet", "--bus", database.url])
+        #expect(both.status == 64 && both.stderr == "cmdbus: error: --all pauses every command name; give the names ('greet'…) or --all, not both\n", "\(both.stderr)")
+
         // A host whose cmdbus predates pauses offers no busSchemaVersion: it is warned of.
         try await database.sql("UPDATE cmdbus.hosts SET catalog = catalog - 'busSchemaVersion'")
         let warned = try await Self.bus(database.url, "bus", "pause", "greet")
