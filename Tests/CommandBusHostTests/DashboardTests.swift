@@ -285,6 +285,27 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    /// The dead letters page's Retry all runs every dead letter it lists again, each under its
+    /// id, as its own Retry button does one.
+    @Test func retryAllRunsEveryDeadLetterListedAgain() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        for message in ["one", "two", "three"] { try await server.run("fixture.fail", "-p", "message=\(message)") }
+        let report = try await Self.browse(
+            server.url + "/#/dead", waitFor: "[...document.querySelectorAll('main button')].some(b => b.textContent === 'Retry all 3')", shot: "dead-letters-retry-all.png",
+            evals: ["""
+                [...document.querySelectorAll('main button')].find(b => b.textContent === 'Retry all 3').click(),
+                new Promise(done => setTimeout(() => done(document.querySelector('.toast') ? document.querySelector('.toast').textContent : ''), 2500))
+                """]
+        )
+        #expect(report.waited && report.exceptions.isEmpty, "\(report.exceptions)")
+        #expect(report.dialogs == ["Run the 3 dead letters listed again, each under its id?"], "\(report.dialogs)")
+        #expect((report.results.first as? String)?.hasPrefix("Retried 3") == true, "\(report.results)")
+        let dead = try jsonObject(try await server.http("GET", "/api/dead-letters").body)["deadLetters"] as? [[String: Any]] ?? []
+        #expect(dead.count == 3 && dead.allSatisfy { $0["attempts"] as? Int == 2 }, "each ran again and failed again: \(dead)")
+        await DashboardServer.stopAll()
+    }
+
     @Test func retryAndDiscardNeedTheTokenAndTheSameOrigin() async throws {
         await DashboardServer.stopAll()
         let server = try await DashboardServer()

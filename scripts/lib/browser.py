@@ -48,19 +48,23 @@ class DevTools:
         self.session = None
         self.dialogs = []
         self.exceptions = []
+        # Replies by id: a dialog answered while a call waits (a click that opens confirm()) sends
+        # a call of its own, whose loop may read the waiting call's reply.
+        self.replies = {}
 
     def send(self, method, params=None, session=True):
         self.next_id += 1
-        message = {"id": self.next_id, "method": method, "params": params or {}}
+        call = self.next_id
+        message = {"id": call, "method": method, "params": params or {}}
         if session and self.session:
             message["sessionId"] = self.session
         os.write(self.to_chrome, json.dumps(message).encode() + b"\0")
-        while True:
-            reply = self.read()
-            if reply.get("id") == self.next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error'].get('message')}")
-                return reply.get("result", {})
+        while call not in self.replies:
+            self.read()
+        reply = self.replies.pop(call)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error'].get('message')}")
+        return reply.get("result", {})
 
     def read(self):
         while b"\0" not in self.buffer:
@@ -70,6 +74,8 @@ class DevTools:
             self.buffer += chunk
         raw, self.buffer = self.buffer.split(b"\0", 1)
         message = json.loads(raw)
+        if "id" in message:
+            self.replies[message["id"]] = message
         method = message.get("method")
         if method == "Page.javascriptDialogOpening":
             self.dialogs.append(message["params"].get("message"))

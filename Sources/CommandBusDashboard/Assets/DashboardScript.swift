@@ -366,6 +366,18 @@ extension DashboardAssets {
           } catch (e) { toast(e.message, true); }
         }
 
+        // Each dead letter listed, one after another: how many ran again, and why any was refused.
+        async function retryAll(ids) {
+          if (!confirm(`Run the ${num(ids.length)} dead letters listed again, each under its id?`)) return;
+          let retried = 0;
+          const refused = [];
+          for (const id of ids) {
+            try { await post(`commands/${encodeURIComponent(id)}/retry`); retried += 1; } catch (e) { refused.push(e.message); }
+          }
+          toast(`Retried ${num(retried)}` + (refused.length ? `; ${num(refused.length)} refused: ${refused[0]}` : ''), refused.length > 0);
+          setTimeout(route, 400);
+        }
+
         async function setPaused(name, pause) {
           try {
             await post(`queues/${encodeURIComponent(name)}/${pause ? 'pause' : 'resume'}`);
@@ -412,7 +424,9 @@ extension DashboardAssets {
             h('td', {}, h('div', { class: 'actions' },
               h('button', { onclick: () => act('retry', c.id) }, 'Retry'),
               data.canDiscard ? h('button', { class: 'danger', onclick: () => act('discard', c.id) }, 'Discard') : null))));
+          const retryable = data.deadLetters.filter(c => !c.discarded).map(c => c.id);
           page('Dead letters', 'Failed, timed-out and cancelled commands. Retry runs one again under its id; discard takes it off this list (the journal keeps it).',
+            retryable.length > 1 ? h('div', { class: 'actions toolbar' }, h('button', { onclick: () => retryAll(retryable) }, `Retry all ${num(retryable.length)}`)) : null,
             panel(null, table(['Id', 'Command', 'State', 'Error', { text: 'Attempts', cls: 'num' }, 'When', ''], rows, 'No dead letters. Everything that ran, succeeded.')));
           const refresh = throttle(() => route(), 3000);
           view.onTick = tick => { if (tick.ended.some(e => e.state !== 'succeeded')) refresh(); };

@@ -98,6 +98,7 @@ extension DashboardAssets {
         .alert { border-left: 4px solid var(--timedOut); padding: 4px 0 4px 14px; } .alert p { margin: 6px 0; }
         .actions { display: flex; gap: 8px; align-items: flex-start; }
         .actions button, .actions summary, .nowrap { white-space: nowrap; }
+        .actions.toolbar { margin: 0 0 14px; }
         details.limits summary { cursor: pointer; color: var(--accent); font-weight: 600; padding: 7px 4px; list-style: none; }
         details.limits summary::-webkit-details-marker { display: none; }
         details.limits form { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; margin-top: 6px; }
