@@ -131,18 +131,28 @@ package enum BusSchema {
             // How many commands of a name start in a period across the bus (`cmdbus bus limit
             // --rate`): `recent_starts` holds the latest starts, newest first, no more than
             // `rate_count`; a host claims one only while fewer than that started in the period.
-            // A name may have a rate and no limit of how many run at once.
+            // A name may have a rate and no limit of how many run at once. Each statement may run
+            // again on a schema that has what it adds (as the ones before create only what is not
+            // there), so a migration cut short, or a schema put back by hand, migrates.
             "ALTER TABLE cmdbus.limits ALTER COLUMN max_running DROP NOT NULL",
             """
             ALTER TABLE cmdbus.limits
-                ADD COLUMN rate_count int CHECK (rate_count > 0),
-                ADD COLUMN rate_period_ms bigint CHECK (rate_period_ms > 0),
-                ADD COLUMN recent_starts timestamptz[] NOT NULL DEFAULT '{}',
-                ADD CHECK ((rate_count IS NULL) = (rate_period_ms IS NULL)),
-                ADD CHECK (max_running IS NOT NULL OR rate_count IS NOT NULL)
+                ADD COLUMN IF NOT EXISTS rate_count int CHECK (rate_count > 0),
+                ADD COLUMN IF NOT EXISTS rate_period_ms bigint CHECK (rate_period_ms > 0),
+                ADD COLUMN IF NOT EXISTS recent_starts timestamptz[] NOT NULL DEFAULT '{}'
+            """,
+            """
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'cmdbus.limits'::regclass AND conname = 'limits_rate_complete') THEN
+                    ALTER TABLE cmdbus.limits ADD CONSTRAINT limits_rate_complete CHECK ((rate_count IS NULL) = (rate_period_ms IS NULL));
+                END IF;
+                IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'cmdbus.limits'::regclass AND conname = 'limits_has_a_limit') THEN
+                    ALTER TABLE cmdbus.limits ADD CONSTRAINT limits_has_a_limit CHECK (max_running IS NOT NULL OR rate_count IS NOT NULL);
+                END IF;
+            END $$
             """,
             // A periodic entry paused (`bus periodic --pause`): it keeps its schedule and posts nothing.
-            "ALTER TABLE cmdbus.periodic ADD COLUMN paused_at timestamptz, ADD COLUMN paused_by text",
+            "ALTER TABLE cmdbus.periodic ADD COLUMN IF NOT EXISTS paused_at timestamptz, ADD COLUMN IF NOT EXISTS paused_by text",
         ],
     ]
 
