@@ -19,10 +19,8 @@ extension BusCommand {
             guard !operands.isEmpty else {
                 throw .usage("'cmdbus bus periodic --\(action)' needs the names of the periodic commands; 'cmdbus bus periodic' lists them")
             }
-            if let option = ["every", "cron", "timezone", "as", "param", "priority", "max-attempts", "timeout"].first(where: { arguments.value($0) != nil }) {
-                throw .usage("--\(action) takes names only, not --\(option); set the entry again to change it")
-            }
-            if let option = ["no-overlap", "dry-run"].first(where: arguments.has) {
+            let entryOptions = ["every", "cron", "timezone", "as", "param", "priority", "max-attempts", "timeout", "no-overlap", "dry-run"]
+            if let option = entryOptions.first(where: { arguments.value($0) != nil || arguments.has($0) }) {
                 throw .usage("--\(action) takes names only, not --\(option); set the entry again to change it")
             }
             if action == "remove" { return try await removePeriodic(arguments, operands, console) }

@@ -195,7 +195,11 @@ enum ServeCommand {
             }
             sources.periodic = { name, operation throws(CommandBusError) in
                 do throws(PGError) {
-                    return try busJournal.periodic(name, BusPeriodic.Operation(rawValue: operation.rawValue) ?? .pause)?.json
+                    let done = switch operation {
+                    case .pause, .resume: try busJournal.setPeriodicPaused(name, operation == .pause)
+                    case .run: try busJournal.runPeriodicNow(name)
+                    }
+                    return done?.json
                 } catch {
                     throw .journalFailed(PGURL.redacted(url), error.message)
                 }

@@ -54,14 +54,14 @@ package final class BusJournal: Sendable {
     /// returns whether that changed it.
     package func setPaused(_ name: String, _ paused: Bool) throws(PGError) -> Bool {
         try connections.with { connection throws(PGError) in
-            try BusPause.set([name], paused: paused, by: BusPause.operatorLabel + " (dashboard)", on: connection)
+            try BusPause.set([name], paused: paused, by: Self.dashboardOperator, on: connection)
         }.first?.changed ?? false
     }
 
     /// Cancels the commands of `name` that wait (``BusCancel``), from the dashboard; returns how many.
     package func cancelWaiting(_ name: String) throws(PGError) -> Int {
         try connections.with { connection throws(PGError) in
-            try BusCancel.cancel([name], running: false, by: BusPause.operatorLabel + " (dashboard)", on: connection)
+            try BusCancel.cancel([name], running: false, by: Self.dashboardOperator, on: connection)
         }.first?.cancelled ?? 0
     }
 
@@ -69,23 +69,31 @@ package final class BusJournal: Sendable {
     /// the dashboard.
     package func setLimit(_ name: String, atOnce: BusLimit.Setting<Int>, rate: BusLimit.Setting<BusLimit.Rate>) throws(PGError) -> BusLimit.Change {
         let changes = try connections.with { connection throws(PGError) in
-            try BusLimit.set([name], atOnce: atOnce, rate: rate, by: BusPause.operatorLabel + " (dashboard)", on: connection)
+            try BusLimit.set([name], atOnce: atOnce, rate: rate, by: Self.dashboardOperator, on: connection)
         }
         return changes.first ?? BusLimit.Change(name: name, before: nil, after: nil, rateBefore: nil, rateAfter: nil, pending: 0, running: 0)
     }
 
-    /// Pauses, resumes or runs now one periodic command, from the dashboard; `nil` if there is
-    /// no entry of that name.
-    package func periodic(_ name: String, _ operation: BusPeriodic.Operation) throws(PGError) -> BusPeriodic.Action? {
-        let by = BusPause.operatorLabel + " (dashboard)"
+    /// Pauses (`true`) or resumes one periodic command, from the dashboard; `nil` if there is no
+    /// entry of that name.
+    package func setPeriodicPaused(_ name: String, _ paused: Bool) throws(PGError) -> BusPeriodic.Action? {
         let actions = try connections.with { connection throws(PGError) in
-            switch operation {
-            case .run: try BusPeriodic.runNow([name], by: by, on: connection)
-            case .pause, .resume: try BusPeriodic.setPaused([name], paused: operation == .pause, by: by, on: connection)
-            }
+            try BusPeriodic.setPaused([name], paused: paused, by: Self.dashboardOperator, on: connection)
         }
         return actions.first.flatMap { $0.found ? $0 : nil }
     }
+
+    /// Posts one periodic command's command now, from the dashboard; `nil` if there is no entry
+    /// of that name.
+    package func runPeriodicNow(_ name: String) throws(PGError) -> BusPeriodic.Action? {
+        let actions = try connections.with { connection throws(PGError) in
+            try BusPeriodic.runNow([name], by: Self.dashboardOperator, on: connection)
+        }
+        return actions.first.flatMap { $0.found ? $0 : nil }
+    }
+
+    /// Who acts from the dashboard, for the record: the host's user and machine, and where.
+    private static var dashboardOperator: String { BusPause.operatorLabel + " (dashboard)" }
 
     /// Removes the trees of work that ended before `cutoff`, as the file journal's `prune` does:
     /// each root in one of `rootStates` (any final state if empty) with every subcommand under it

@@ -144,16 +144,6 @@ package enum BusPeriodic {
         }
     }
 
-    /// What an operator does to an entry besides setting and removing it.
-    package enum Operation: String, Sendable {
-        /// Post nothing until resumed.
-        case pause
-        /// Go on from the next slot.
-        case resume
-        /// Post its command now, once.
-        case run
-    }
-
     /// What pausing, resuming or running one entry now did.
     package struct Action: Sendable, Equatable {
         /// The entry's name, and whether there is one of that name.
@@ -164,6 +154,11 @@ package enum BusPeriodic {
         package var nextDueSeconds: Double
         /// The command posted now (``runNow(_:by:on:)``).
         package var posted: UUID?
+
+        /// What acting on `name` did where there is no entry of that name.
+        static func missing(_ name: String) -> Self {
+            Action(name: name, found: false, wasPaused: false, paused: false, nextDueSeconds: 0)
+        }
 
         /// As `bus periodic --json` and the dashboard's API write it.
         package var json: JSONValue {
@@ -201,7 +196,7 @@ package enum BusPeriodic {
                 actions[name] = Action(name: name, found: true, wasPaused: was, paused: paused, nextDueSeconds: Double(next - now) / 1000)
             }
             try connection.execute("SELECT pg_notify('cmdbus_periodic', '')")
-            return names.map { actions[$0] ?? Action(name: $0, found: false, wasPaused: false, paused: false, nextDueSeconds: 0) }
+            return names.map { actions[$0] ?? .missing($0) }
         }
     }
 
@@ -227,7 +222,7 @@ package enum BusPeriodic {
                 let paused = row.bool("paused") ?? false
                 actions[name] = Action(name: name, found: true, wasPaused: paused, paused: paused, nextDueSeconds: row.double("next_due") ?? 0, posted: posted)
             }
-            return names.map { actions[$0] ?? Action(name: $0, found: false, wasPaused: false, paused: false, nextDueSeconds: 0) }
+            return names.map { actions[$0] ?? .missing($0) }
         }
     }
 
