@@ -62,4 +62,52 @@ extension SharedBusTests {
         #expect(try claim(10, locked: ["a"]).isEmpty, "four run")
         #expect(try connection.execute("SELECT count(*)::int8 AS n FROM cmdbus.commands WHERE state = 'pending'")[row: 0].integer("n") == 5, "b-later, b-declined, c-paused, d-elsewhere, a-limited-2")
     }
+
+    /// A claim reads a name's due commands and stops at the first due later: with 30,000 of a
+    /// name posted for tomorrow (at two priorities) beside its three due, a claim reads as many
+    /// pages as one of a name with only three due, where reading down the name across its
+    /// priorities read on through the 30,000 (200 pages more) on each claim. Pages, not time:
+    /// the machine's speed does not change them.
+    @Test(.timeLimit(.minutes(2)))
+    func aClaimReadsNoCommandDueLater() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try PGConnection(url: database.url)
+        try BusSchema.migrate(connection)
+        let host = UUID()
+        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a,b}', 60000)", [.uuid(host)])
+        try connection.execute("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, priority, run_at)
+            SELECT gen_random_uuid(), 'a', '\\x7b7d', gen_random_uuid(), 'pending', g % 2, now() + interval '1 day' + g * interval '1 second'
+            FROM generate_series(1, 30000) g
+            """)
+        try connection.execute("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, priority, run_at)
+            SELECT gen_random_uuid(), name, '\\x7b7d', gen_random_uuid(), 'pending', 0, now() - g * interval '1 second'
+            FROM generate_series(1, 3) g, unnest(ARRAY['a', 'b']) name
+            """)
+        try connection.execute("VACUUM ANALYZE cmdbus.commands")
+        func pagesToClaim(_ name: String) throws -> Int {
+            let plan = try connection.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + BusSQL.claim,
+                [.textArray([name]), .uuid(host), .integer(64), .text("h:1"), .integerArray([64])]
+            )
+            let top = try #require(JSONValue.parse(plan[row: 0].text("QUERY PLAN") ?? "")?.arrayValue?.first?.objectValue?["Plan"]?.objectValue)
+            #expect(top["Actual Rows"]?.intValue == 3, "\(name)'s three due")
+            return (top["Shared Hit Blocks"]?.intValue ?? 0) + (top["Shared Read Blocks"]?.intValue ?? 0)
+        }
+        let alone = try pagesToClaim("b"), besideLater = try pagesToClaim("a")
+        #expect(besideLater - alone < 15, "a claim read \(besideLater) pages beside 30,000 due later, \(alone) with none: it read on past the due")
+    }
+
+    /// Every connection of the bus's has JIT compilation off: on a table of millions the
+    /// planner's estimate of a claim crosses `jit_above_cost`, and compiling it cost most of
+    /// the claim (35 of 46 ms).
+    @Test(.timeLimit(.minutes(1)))
+    func aBusConnectionCompilesNoStatement() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try PGConnection(url: database.url)
+        #expect(try connection.execute("SHOW jit")[row: 0].text("jit") == "off")
+    }
 }
