@@ -15,9 +15,11 @@ enum BusBenchmarks {
             report.record(hosts == 3 ? "bus_drain_per_s" : "bus_drain_\(hosts)_host\(hosts == 1 ? "" : "s")_per_s", perSecond)
         }
         report.record("bus_submit_per_s", try await submit(cluster: cluster))
-        let (wakeup, send) = try await latencies(cluster: cluster)
+        let (wakeup, send, besideScheduled) = try await latencies(cluster: cluster)
         report.record("bus_wakeup_p50_ms", wakeup)
         report.record("bus_send_p50_ms", send)
+        report.record("bus_send_beside_scheduled_p50_ms", besideScheduled)
+        report.record("bus_send_beside_scheduled_ratio", besideScheduled / send)
     }
 
     /// A fresh database in the cluster, migrated.
@@ -103,8 +105,10 @@ enum BusBenchmarks {
     }
 
     /// Submit to handler start on an idle host (the database's clock at both ends), and a whole
-    /// `send` round trip through PostgreSQL, p50 of 200 each, in milliseconds.
-    static func latencies(cluster: String) async throws -> (wakeup: Double, send: Double) {
+    /// `send` round trip through PostgreSQL, p50 of 200 each, in milliseconds; then the `send`
+    /// again with 100,000 commands of its name posted for an hour on (`--delay`), which a claim
+    /// must not read.
+    static func latencies(cluster: String) async throws -> (wakeup: Double, send: Double, besideScheduled: Double) {
         let (url, drop) = try database(cluster)
         defer { drop() }
         let work = try Scratch("bus-latency")
@@ -118,17 +122,28 @@ enum BusBenchmarks {
             if !ready { try await Task.sleep(for: .milliseconds(20)) }
         }
         guard ready else { throw BenchmarkFailure("the bus host never took c.echo") }
-        var sends = LatencySampler(capacity: 200)
-        for _ in 0..<200 {
-            try await sends.measure { _ = try await client.send(CommandRequest(name: "c.echo", payload: Data("{}".utf8)), onEvent: nil) }
-            try await Task.sleep(for: .milliseconds(5))
+        func sendP50() async throws -> Double {
+            var sends = LatencySampler(capacity: 200)
+            for _ in 0..<200 {
+                try await sends.measure { _ = try await client.send(CommandRequest(name: "c.echo", payload: Data("{}".utf8)), onEvent: nil) }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            return sends.percentile(50) / 1_000_000
         }
+        let send = try await sendP50()
         let connection = try PGConnection(url: url)
         let wakeups = try connection.execute("""
             SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM started_at - created_at))::float8 * 1000 AS p50
             FROM cmdbus.commands WHERE kind = 'command'
             """)
+        try connection.execute("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, run_at)
+            SELECT u, 'c.echo', convert_to('{}', 'UTF8'), u, 'pending', now() + interval '1 hour'
+            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, 100000)) s
+            """)
+        try connection.execute("ANALYZE cmdbus.commands")
+        let besideScheduled = try await sendP50()
         await client.close()
-        return (wakeups[row: 0].double("p50") ?? .nan, sends.percentile(50) / 1_000_000)
+        return (wakeups[row: 0].double("p50") ?? .nan, send, besideScheduled)
     }
 }
