@@ -124,23 +124,33 @@ package final class BusJournal: Sendable {
 
     /// Commands matching `query`, oldest first (probes from `can` are not entries).
     package func rows(_ query: JournalQuery) throws(PGError) -> [JournalRecord] {
-        let states = query.states.map(\.rawValue)
-        let rows = try connections.with { connection throws(PGError) in
-            try connection.execute("""
-                SELECT \(BusSQL.commandColumns) FROM cmdbus.commands c
-                WHERE c.kind = 'command' AND (cardinality($1::text[]) = 0 OR c.state = ANY($1::text[]))
-                    AND ($2::text IS NULL OR c.name = $2) AND c.seq > coalesce($3::int8, 0)
-                    AND c.seq <= coalesce($4::int8, 9223372036854775807)
-                    AND ($6::uuid IS NULL OR c.correlation_id = $6)
-                    AND ($7::float8 IS NULL OR c.created_at >= to_timestamp($7::float8))
-                ORDER BY c.seq \(query.newestFirst ? "DESC" : "ASC") LIMIT coalesce($5::int8, 9223372036854775807)
-                """, [
-                    .textArray(states), query.commandName.map(PGValue.text), query.afterSequence.map(PGValue.integer),
-                    query.throughSequence.map(PGValue.integer), query.limit.map(PGValue.integer), query.correlationID.map(PGValue.uuid),
-                    query.createdSince.map { PGValue.text(String($0.timeIntervalSince1970)) },
-                ])
-        }
+        let (sql, parameters) = Self.statement(reading: query)
+        let rows = try connections.with { connection throws(PGError) in try connection.execute(sql, parameters) }
         return rows.all.compactMap(BusCommandRow.init).map(\.record)
+    }
+
+    /// The statement ``rows(_:)`` runs, with its parameters.
+    ///
+    /// The states are written into the statement, not passed: a plan made for any states
+    /// cannot use an index that holds some (the dead letters', `commands_dead_letters`), and
+    /// read the whole table for a state few commands are in. They are a `CommandState`'s
+    /// names, never text from a user.
+    static func statement(reading query: JournalQuery) -> (sql: String, parameters: [PGValue?]) {
+        let states = query.states.isEmpty ? "" : "AND c.state IN (\(query.states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")))"
+        let sql = """
+            SELECT \(BusSQL.commandColumns) FROM cmdbus.commands c
+            WHERE c.kind = 'command' \(states)
+                AND ($1::text IS NULL OR c.name = $1) AND c.seq > coalesce($2::int8, 0)
+                AND c.seq <= coalesce($3::int8, 9223372036854775807)
+                AND ($5::uuid IS NULL OR c.correlation_id = $5)
+                AND ($6::float8 IS NULL OR c.created_at >= to_timestamp($6::float8))
+            ORDER BY c.seq \(query.newestFirst ? "DESC" : "ASC") LIMIT coalesce($4::int8, 9223372036854775807)
+            """
+        return (sql, [
+            query.commandName.map(PGValue.text), query.afterSequence.map(PGValue.integer), query.throughSequence.map(PGValue.integer),
+            query.limit.map(PGValue.integer), query.correlationID.map(PGValue.uuid),
+            query.createdSince.map { PGValue.text(String($0.timeIntervalSince1970)) },
+        ])
     }
 
     /// One command, by id.

@@ -25,6 +25,7 @@ struct SharedBusTests {
         // As version 1 left it.
         try await database.sql("""
             ALTER TABLE cmdbus.commands DROP COLUMN depth; DROP TABLE cmdbus.paused; DROP TABLE cmdbus.limits; DROP TABLE cmdbus.periodic;
+            DROP INDEX cmdbus.commands_dead_letters;
             UPDATE cmdbus.schema_version SET version = 1
             """)
         let again = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
@@ -32,6 +33,7 @@ struct SharedBusTests {
         #expect(status["schemaVersion"] as? Int == BusSchema.version)
         #expect(try await database.sql("SELECT to_regclass('cmdbus.paused') IS NOT NULL") == "t\n", "version 3's paused names")
         #expect(try await database.sql("SELECT to_regclass('cmdbus.limits') IS NOT NULL") == "t\n", "version 4's limits")
+        #expect(try await database.sql("SELECT to_regclass('cmdbus.commands_dead_letters') IS NOT NULL") == "t\n", "version 7's index")
         #expect(try await Self.bus(database.url, "run", "greet", "-p", "name=Grace").status == 0)
         let rows = try await database.sql("SELECT string_agg(payload::text || ':' || depth, ',' ORDER BY seq) FROM cmdbus.commands")
         #expect(rows.contains(":0,") && rows.hasSuffix(":0\n") && rows.split(separator: ",").count == 2, "\(rows)")
