@@ -62,15 +62,15 @@ enum BusCommand {
         periodic: the hosts post the command on a schedule: --every 1h (from now on), or
         --cron '0 3 * * *' (minute hour day-of-month month day-of-week, in UTC, or in the
         --timezone given; */15, 1-5, MON-FRI and @hourly, @daily, @weekly, @monthly, @yearly
-        as in crontab). Whichever live
-        host comes first posts each slot, once; a slot that passes while no host is live is
-        skipped (after an outage, one command for the latest). Setting a name again replaces
-        it, and keeps its next slot if the schedule is the same. With no operands, the
-        entries are listed, with when each is next due and how its last run went; with
-        --dry-run, the next five slots are printed and nothing is set. --pause keeps an
-        entry and its schedule and posts nothing (setting it again leaves it paused); --resume
-        goes on from its next slot, the ones it was paused for not posted; --run-now posts
-        its command at once, apart from its schedule.
+        as in crontab). Whichever live host comes first posts each slot, once; a slot that
+        passes while no host is live is skipped (after an outage, one command for the
+        latest). Setting a name again replaces it, and keeps its next slot if the schedule
+        is the same. With no operands, the entries are listed, with when each is next due
+        and how its last run went; with --dry-run, the next five slots are printed and
+        nothing is set. --pause keeps an entry and its schedule and posts nothing (setting
+        it again leaves it paused); --resume goes on from its next slot, the ones it was
+        paused for not posted; --run-now posts its command at once, apart from its schedule.
+
         cancel: every command of these names that waits on the bus (pending, due now or
         later) ends cancelled at once, recorded with who cancelled it; what runs finishes
         unless --running asks it to stop too. To cancel one command: cmdbus cancel ID.
@@ -79,6 +79,7 @@ enum BusCommand {
         or a list, for others), sent or posted on its own and ended within --since if
         given, goes back to pending at once, its attempts from 0, for the hosts to run
         again; a subcommand runs again when its parent does. One command: journal retry ID.
+
         Passwords in URLs are never shown.
 
         Options:

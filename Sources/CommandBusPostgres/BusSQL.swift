@@ -310,9 +310,12 @@ enum BusSQL {
 
     /// $1 id, $2 host, $3 attempt, $4 host label. Hands a claimed command back because every handler
     /// here declined; it ends `noHandler` if no other live host that handles its name is left to ask.
+    /// A command declined did not start: the start its claim stamped under its name's rate
+    /// (``claimLimited``, at the claim's time, its `started_at`) is taken off again, one of the
+    /// stamps of that time, so that declines do not use up a rate no command ran under.
     static let decline = """
         WITH target AS (
-            SELECT c.id, c.name, EXISTS (
+            SELECT c.id, c.name, c.kind, c.started_at, EXISTS (
                 SELECT 1 FROM cmdbus.hosts h
                 WHERE \(liveHost) AND c.name = ANY(h.commands) AND h.id <> $2 AND NOT (h.id = ANY(c.declined_by))
             ) AS others
@@ -330,6 +333,12 @@ enum BusSQL {
                     ELSE 'no handler for command ''' || c.name || ''' would take it now (every live host that handles it declined)' END
             FROM target t WHERE c.id = t.id
             RETURNING c.id, c.state, c.name
+        ), unstamped AS (
+            UPDATE cmdbus.limits l
+            SET recent_starts = l.recent_starts[:array_position(l.recent_starts, t.started_at) - 1]
+                || l.recent_starts[array_position(l.recent_starts, t.started_at) + 1:]
+            FROM target t
+            WHERE l.name = t.name AND t.kind = 'command' AND array_position(l.recent_starts, t.started_at) IS NOT NULL
         ), notified AS (
             SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
                              CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM changed

@@ -126,4 +126,27 @@ extension SharedBusTests {
         let elsewhere = try await cmdbus(["bus", "status", "--rate", "1/s", "--bus", database.url])
         #expect(elsewhere.status == 64 && elsewhere.stderr.contains("--rate is for 'cmdbus bus limit', not 'bus status'"), "\(elsewhere.stderr)")
     }
+
+    /// A command every handler declines did not start: its claim's start under the name's rate
+    /// is taken off again, so declines do not use up the rate (three declined under `5/1h` left
+    /// room for two more in the hour, and nothing else of the name could start till it passed).
+    @Test(.timeLimit(.minutes(2)))
+    func aDeclinedCommandIsNoStartUnderARate() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
+        defer { Task { await host.stop(); await database.drop() } }
+        #expect(try await Self.bus(database.url, "bus", "limit", "greet", "--rate", "5/1h").status == 0)
+        @Sendable func starts() async throws -> String {
+            try await database.sql("SELECT cardinality(recent_starts) FROM cmdbus.limits WHERE name = 'greet'")
+        }
+        for _ in 0..<3 {
+            let declined = try await Self.bus(database.url, "run", "greet", "-p", "name=")
+            #expect(declined.status == 69 && declined.stderr.contains("declined"), "\(declined.stderr)")
+        }
+        #expect(try await starts() == "0\n")
+        let ran = try await Self.bus(database.url, "run", "greet", "-p", "name=Ada")
+        #expect(ran.status == 0 && ran.stdout.contains("Hello, Ada!"), "\(ran.stdout)\(ran.stderr)")
+        #expect(try await starts() == "1\n")
+    }
 }
