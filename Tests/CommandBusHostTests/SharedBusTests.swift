@@ -118,8 +118,14 @@ struct SharedBusTests {
         let root = try #require((list["commands"] as? [[String: Any]])?.first?["id"] as? String)
         let detail = try jsonObject(try await fetch("/api/commands/\(root)"))
         #expect(((detail["tree"] as? [String: Any])?["children"] as? [Any])?.count == 1)
-        let page = try await DashboardTests.browse(url + "/#/hosts", waitFor: "document.querySelectorAll('main table').length == 2", shot: "bus-hosts.png")
+        // A name the hosts handle with nothing running or waiting has its row too, to pause or
+        // limit before work comes.
+        let page = try await DashboardTests.browse(
+            url + "/#/hosts", waitFor: "document.querySelectorAll('main table').length == 2", shot: "bus-hosts.png",
+            evals: ["[...document.querySelectorAll('main table')[1].rows].filter(r => r.cells[0].textContent.trim() === 'fixture.whoami').map(r => r.textContent.includes('Pause') && r.querySelector('details.limits') !== null)"]
+        )
         #expect(page.waited)
+        #expect(page.results.first as? [Bool] == [true], "\(page.results)")
         // What waits is cancelled from the dashboard, on whichever host it would have run.
         let pendingID = waiting.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try jsonObject(try await fetch("/api/commands/\(pendingID)"))["canCancel"] as? Bool == true)

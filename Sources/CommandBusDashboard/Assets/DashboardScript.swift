@@ -477,11 +477,13 @@ extension DashboardAssets {
               x.draining ? h('span', { class: 'badge paused', title: 'stopping: claims nothing new, finishes what it runs' }, 'draining') : null),
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
-          // A paused or limited name with nothing running or waiting still gets its row: to resume
-          // it from, and to see its limit.
+          // A name a live host handles, or one paused or limited, with nothing running or waiting
+          // still gets its row: to pause it or set its limits before work comes, to resume it
+          // from, and to see its limit.
           const paused = new Map((data.paused || []).map(p => [p.command, p]));
           const limits = new Map((data.limits || []).map(l => [l.command, l]));
-          const queues = data.queues.concat([...new Set([...paused.keys(), ...limits.keys()])].sort()
+          const handled = data.hosts.filter(x => x.live).flatMap(x => x.commands);
+          const queues = data.queues.concat([...new Set([...paused.keys(), ...limits.keys(), ...handled])].sort()
             .filter(n => !data.queues.some(q => q.command === n))
             .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: paused.has(n), limit: limits.get(n) && limits.get(n).limit })));
           // A name's rate ('bus limit --rate'): how many started in its last period, of how many may.
