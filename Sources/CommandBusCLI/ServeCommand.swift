@@ -195,11 +195,11 @@ enum ServeCommand {
             }
             sources.periodic = { name, operation throws(CommandBusError) in
                 do throws(PGError) {
-                    let done = switch operation {
-                    case .pause, .resume: try busJournal.setPeriodicPaused(name, operation == .pause)
-                    case .run: try busJournal.runPeriodicNow(name)
+                    switch operation {
+                    case .pause, .resume: return try busJournal.setPeriodicPaused(name, operation == .pause)?.json
+                    case .run: return try busJournal.runPeriodicNow(name)?.json
+                    case .remove: return try busJournal.removePeriodic(name) ? .object(["name": .string(name), "removed": .bool(true)]) : nil
                     }
-                    return done?.json
                 } catch {
                     throw .journalFailed(PGURL.redacted(url), error.message)
                 }

@@ -274,7 +274,7 @@ extension Dashboard {
     private func periodic(_ name: String, _ operation: String) async -> HTTPResponse {
         guard let periodic = sources.periodic else { return Self.problem(409, "only a host of the shared bus has periodic commands") }
         guard let operation = PeriodicOperation(rawValue: operation) else {
-            return Self.problem(404, "no API at /api/periodic/\(name)/\(operation); use pause, resume or run")
+            return Self.problem(404, "no API at /api/periodic/\(name)/\(operation); use pause, resume, run or remove")
         }
         do throws(CommandBusError) {
             guard let done = try await periodic(name, operation) else {

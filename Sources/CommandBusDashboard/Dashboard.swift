@@ -18,6 +18,8 @@ package enum PeriodicOperation: String, Sendable {
     case resume
     /// Post its command now, once.
     case run
+    /// Take it off the bus: its schedule goes; what it posted stays.
+    case remove
 }
 
 /// Why an action's values were refused, in one line, for a 400.

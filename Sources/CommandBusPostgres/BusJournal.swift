@@ -92,6 +92,12 @@ package final class BusJournal: Sendable {
         return actions.first.flatMap { $0.found ? $0 : nil }
     }
 
+    /// Removes one periodic command (``BusPeriodic/remove(_:on:)``), from the dashboard; whether
+    /// there was an entry of that name.
+    package func removePeriodic(_ name: String) throws(PGError) -> Bool {
+        try connections.with { connection throws(PGError) in try BusPeriodic.remove([name], on: connection) }.contains(name)
+    }
+
     /// Who acts from the dashboard, for the record: the host's user and machine, and where.
     private static var dashboardOperator: String { BusPause.operatorLabel + " (dashboard)" }
 

@@ -78,7 +78,7 @@ extension SharedBusTests {
         let missing = try await DashboardTests.http("POST", url + "/api/periodic/nothing/run", headers: ["X-Cmdbus-Token": token])
         #expect(missing.status == 404 && missing.body.contains("there is no periodic 'nothing'"), "\(missing.body)")
         let unknown = try await DashboardTests.http("POST", url + "/api/periodic/tick/explode", headers: ["X-Cmdbus-Token": token])
-        #expect(unknown.status == 404 && unknown.body.contains("use pause, resume or run"), "\(unknown.body)")
+        #expect(unknown.status == 404 && unknown.body.contains("use pause, resume, run or remove"), "\(unknown.body)")
 
         for (arguments, message) in [
             (["--pause"], "'cmdbus bus periodic --pause' needs the names of the periodic commands; 'cmdbus bus periodic' lists them"),
@@ -94,5 +94,19 @@ extension SharedBusTests {
         try await database.sql("UPDATE cmdbus.hosts SET catalog = jsonb_set(catalog, '{busSchemaVersion}', '5')")
         let warned = try await Self.bus(database.url, "bus", "periodic", "--pause", "tick")
         #expect(warned.stderr.contains("runs a cmdbus from before periodic pauses and posts a paused entry all the same; upgrade it"), "\(warned.stderr)")
+
+        // The dashboard's Remove asks first, and takes the entry off the bus; what it posted stays.
+        let posted = try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE name = 'fixture.whoami'")
+        let removing = try await DashboardTests.browse(
+            url + "/#/hosts", waitFor: "[...document.querySelectorAll('tr')].some(r => r.cells[0] && r.cells[0].textContent === 'tick')",
+            shot: "bus-periodic-remove.png",
+            evals: ["[...document.querySelectorAll('tr')].find(r => r.cells[0] && r.cells[0].textContent === 'tick').querySelector('button.danger').click(), 'clicked'"]
+        )
+        #expect(removing.waited && removing.exceptions.isEmpty, "\(removing.exceptions)")
+        #expect(removing.dialogs.contains { $0.contains("Remove periodic tick?") }, "\(removing.dialogs)")
+        #expect(await waitUntil(.seconds(10)) { (try? await database.sql("SELECT count(*) FROM cmdbus.periodic")) == "0\n" })
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE name = 'fixture.whoami'") == posted)
+        let gone = try await DashboardTests.http("POST", url + "/api/periodic/tick/remove", headers: ["X-Cmdbus-Token": token])
+        #expect(gone.status == 404 && gone.body.contains("there is no periodic 'tick'"), "\(gone.body)")
     }
 }

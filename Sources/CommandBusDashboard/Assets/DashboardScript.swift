@@ -405,10 +405,11 @@ extension DashboardAssets {
 
         async function periodicAction(name, operation) {
           if (operation === 'run' && !confirm(`Post the command of periodic ${name} now, once? Its schedule stands.`)) return;
+          if (operation === 'remove' && !confirm(`Remove periodic ${name}? Its schedule goes; the commands it posted stay.`)) return;
           try {
             const body = await post(`periodic/${encodeURIComponent(name)}/${operation}`);
-            toast(operation === 'run' ? `Posted ${name} now` : operation === 'pause' ? `Paused periodic ${name}: it posts nothing until resumed`
-              : `Resumed periodic ${name}: next in ${duration(body.nextDueSeconds)}`);
+            toast({ run: `Posted ${name} now`, pause: `Paused periodic ${name}: it posts nothing until resumed`, remove: `Removed periodic ${name}` }[operation]
+              || `Resumed periodic ${name}: next in ${duration(body.nextDueSeconds)}`);
             setTimeout(route, 400);
           } catch (e) { toast(e.message, true); }
         }
@@ -529,7 +530,8 @@ extension DashboardAssets {
             h('td', { class: 'num' }, num(e.fired)), h('td', { class: 'num' }, num(e.skipped)),
             h('td', {}, h('div', { class: 'actions' },
               h('button', { onclick: () => periodicAction(e.name, e.paused ? 'resume' : 'pause') }, e.paused ? 'Resume' : 'Pause'),
-              h('button', { class: 'secondary', title: 'post its command now, once; the schedule stands', onclick: () => periodicAction(e.name, 'run') }, 'Run now')))));
+              h('button', { class: 'secondary', title: 'post its command now, once; the schedule stands', onclick: () => periodicAction(e.name, 'run') }, 'Run now'),
+              h('button', { class: 'danger', title: 'take it off the bus; the commands it posted stay', onclick: () => periodicAction(e.name, 'remove') }, 'Remove')))));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
