@@ -23,19 +23,7 @@ extension SQLiteJournalStatements {
 
     /// The records matching `query`, in journal order (newest first if it asks).
     package func records(_ query: JournalQuery) throws(CommandBusError) -> [JournalRecord] {
-        var clauses: [String] = []
-        if !query.states.isEmpty {
-            clauses.append("state IN (" + query.states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")")
-        }
-        if query.commandName != nil { clauses.append("name = ?1") }
-        if query.afterSequence != nil { clauses.append("seq > ?4") }
-        if query.throughSequence != nil { clauses.append("seq <= ?5") }
-        if query.correlationID != nil { clauses.append(Self.treeCondition) }
-        if query.createdSince != nil { clauses.append("created_at >= ?3") }
-        var sql = "SELECT \(Self.columns) FROM entries"
-        if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
-        sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
-        if query.limit != nil { sql += " LIMIT ?6" }
+        let sql = Self.sql(reading: query)
         let statement = try queryStatement(sql)
         defer { statement.reset() }
         if let name = query.commandName { statement.bind(1, name) }
@@ -47,6 +35,29 @@ extension SQLiteJournalStatements {
         var records: [JournalRecord] = []
         while try statement.step() { records.append(Self.record(from: statement).record) }
         return records
+    }
+
+    /// The SQL ``records(_:)`` runs for `query`; its values are bound as `?1` to `?6`.
+    package static func sql(reading query: JournalQuery) -> String {
+        var clauses: [String] = []
+        if !query.states.isEmpty {
+            let states = "state IN (" + query.states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
+            clauses.append(states)
+            // Dead letters only: found through their index, not by reading every entry.
+            if query.states.isSubset(of: [.failed, .cancelled, .timedOut]) {
+                clauses.append("seq IN (SELECT seq FROM endings WHERE \(SQLiteJournalSchema.deadLetterStates) AND \(states))")
+            }
+        }
+        if query.commandName != nil { clauses.append("name = ?1") }
+        if query.afterSequence != nil { clauses.append("seq > ?4") }
+        if query.throughSequence != nil { clauses.append("seq <= ?5") }
+        if query.correlationID != nil { clauses.append(treeCondition) }
+        if query.createdSince != nil { clauses.append("created_at >= ?3") }
+        var sql = "SELECT \(columns) FROM entries"
+        if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
+        sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
+        if query.limit != nil { sql += " LIMIT ?6" }
+        return sql
     }
 
     /// `correlation_id = ?2`, written so SQLite finds the tree through two indexes: its root by

@@ -87,7 +87,8 @@ extension SharedBusTests {
         let nothing = try await DashboardTests.http("POST", api, headers: ["X-Cmdbus-Token": token])
         #expect(nothing.status == 400 && nothing.body.contains("give atOnce=N (or none) or rate=N/PERIOD (or none)"), "\(nothing.body)")
         let edited = try await DashboardTests.browse(
-            url + "/#/hosts", waitFor: "document.querySelector('details.limits input[name=rate]') && document.querySelector('details.limits input[name=rate]').value === '5/s'",
+            url + "/#/hosts",
+            waitFor: "[...document.querySelectorAll('tr')].some(r => r.cells[0] && r.cells[0].textContent.startsWith('fixture.sleep') && r.querySelector('details.limits input[name=rate]').value === '5/s')",
             shot: "bus-limits-editor.png",
             evals: ["""
                 (() => {

@@ -107,7 +107,7 @@ struct JournalMigrationTests {
 
         let check = try SQLiteDatabase(path: path, create: false)
         defer { check.close() }
-        #expect(try check.integer("PRAGMA user_version") == 5)
+        #expect(try check.integer("PRAGMA user_version") == SQLiteJournal.schemaVersion)
         let index = try check.prepare("SELECT sql FROM sqlite_master WHERE name = 'commands_correlation'")
         #expect(try index.step() && index.string(0)?.hasSuffix("WHERE correlation_id <> id") == true)
         // Only the four commands whose correlation id is not their own are in it.
