@@ -526,18 +526,19 @@ extension DashboardAssets {
             h('td', { class: 'num' }, e.paused ? h('span', { class: 'badge paused', title: `paused ${duration(e.pausedSeconds)} ago by ${e.pausedBy}` }, 'paused')
               : e.nextDueSeconds > 0 ? 'in ' + duration(e.nextDueSeconds) : h('span', { class: 'badge failed', title: 'no live host has posted it yet' }, 'overdue ' + duration(-e.nextDueSeconds))),
             h('td', {}, e.lastState ? badge(e.lastState) : h('span', { class: 'muted' }, 'not yet'),
-              e.lastSlotSecondsAgo !== undefined ? h('span', { class: 'muted' }, ` ${duration(e.lastSlotSecondsAgo)} ago`) : null),
-            h('td', { class: 'num' }, num(e.fired)), h('td', { class: 'num' }, num(e.skipped)),
+              e.lastSlotSecondsAgo !== undefined ? h('span', { class: 'muted nowrap' }, ` ${duration(e.lastSlotSecondsAgo)} ago`) : null),
+            h('td', { class: 'num', title: `${num(e.fired)} posted; ${num(e.skipped)} slots skipped` }, num(e.fired),
+              e.skipped ? h('span', { class: 'muted' }, ` (${num(e.skipped)} skipped)`) : null),
             h('td', {}, h('div', { class: 'actions' },
               h('button', { onclick: () => periodicAction(e.name, e.paused ? 'resume' : 'pause') }, e.paused ? 'Resume' : 'Pause'),
               h('button', { class: 'secondary', title: 'post its command now, once; the schedule stands', onclick: () => periodicAction(e.name, 'run') }, 'Run now'),
-              h('button', { class: 'danger', title: 'take it off the bus; the commands it posted stay', onclick: () => periodicAction(e.name, 'remove') }, 'Remove')))));
+              h('button', { class: 'danger link', title: 'take it off the bus; the commands it posted stay', onclick: () => periodicAction(e.name, 'remove') }, 'Remove')))));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));
           page('Hosts & queues', `Schema version ${data.schemaVersion} · ${num(data.running)} running on the bus`,
             differences.length ? panel('Hosts load different builds', h('div', { class: 'alert' }, differences)) : null,
             panel('Hosts', table(['Host', { text: 'PID', cls: 'num' }, 'State', { text: 'Heartbeat', cls: 'num' }, { text: 'Running', cls: 'num' }, 'Commands'], hostRows, 'No hosts.')),
             panel('Queues', table(['Command', { text: 'Running', cls: 'num' }, { text: 'Pending', cls: 'num' }, { text: 'Waited', cls: 'num' }, { text: 'Scheduled', cls: 'num' }, { text: 'Next due', cls: 'num' }, ''], queueRows, 'Nothing runs, waits or is scheduled.')),
-            periodicRows.length ? panel('Periodic', table(['Name', 'Command', 'Schedule', { text: 'Next', cls: 'num' }, 'Last run', { text: 'Posted', cls: 'num' }, { text: 'Skipped', cls: 'num' }, ''], periodicRows, '')) : null);
+            periodicRows.length ? panel('Periodic', table(['Name', 'Command', 'Schedule', { text: 'Next', cls: 'num' }, 'Last run', { text: 'Posted', cls: 'num' }, ''], periodicRows, '')) : null);
           const refresh = throttle(() => route(), 2000);
           // Not while a queue's limits are being edited: the page drawn again would drop what was typed.
           view.onTick = () => { if (!document.querySelector('details.limits[open]')) refresh(); };
