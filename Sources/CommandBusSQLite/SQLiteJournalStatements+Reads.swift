@@ -38,24 +38,32 @@ extension SQLiteJournalStatements {
     }
 
     /// The SQL ``records(_:)`` runs for `query`; its values are bound as `?1` to `?6`.
+    ///
+    /// A read of dead letters only goes down their index (``SQLiteJournalSchema/deadLetterIndex``)
+    /// in its order and looks each one up: a page of them costs a page of rows, whether the
+    /// journal holds three or a million. (Read through `entries` in journal order, a page of
+    /// three failed among 2 million read them all, 0.58 s; and `seq IN (…)` of the index read
+    /// every dead letter first, 0.25 s for 500,000.)
     package static func sql(reading query: JournalQuery) -> String {
         var clauses: [String] = []
+        var source = "entries", order = "seq"
         if !query.states.isEmpty {
             let states = "state IN (" + query.states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
             clauses.append(states)
-            // Dead letters only: found through their index, not by reading every entry.
             if query.states.isSubset(of: [.failed, .cancelled, .timedOut]) {
-                clauses.append("seq IN (SELECT seq FROM endings WHERE \(SQLiteJournalSchema.deadLetterStates) AND \(states))")
+                source = "(SELECT seq AS dead FROM endings WHERE \(SQLiteJournalSchema.deadLetterStates) AND \(states)) d JOIN entries ON entries.seq = d.dead"
+                order = "d.dead"
             }
         }
         if query.commandName != nil { clauses.append("name = ?1") }
-        if query.afterSequence != nil { clauses.append("seq > ?4") }
-        if query.throughSequence != nil { clauses.append("seq <= ?5") }
+        // Bounds on the index read itself, for a dead letter: a page further back starts there.
+        if query.afterSequence != nil { clauses.append("\(order) > ?4") }
+        if query.throughSequence != nil { clauses.append("\(order) <= ?5") }
         if query.correlationID != nil { clauses.append(treeCondition) }
         if query.createdSince != nil { clauses.append("created_at >= ?3") }
-        var sql = "SELECT \(columns) FROM entries"
+        var sql = "SELECT \(columns) FROM \(source)"
         if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
-        sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
+        sql += query.newestFirst ? " ORDER BY \(order) DESC" : " ORDER BY \(order)"
         if query.limit != nil { sql += " LIMIT ?6" }
         return sql
     }
