@@ -49,7 +49,7 @@ extension JournalCommand {
     private static func busRetry(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         let journal = try busJournal(arguments)
         let record = try busFind(operands, in: journal, verb: "retry")
-        guard [.failed, .cancelled, .timedOut].contains(record.state) else {
+        guard record.state.isDeadLetter else {
             throw HostFailure(.entryNotApplicable, "entry \(record.envelope.id) ('\(record.envelope.commandName)') is \(record.state.rawValue); only failed, cancelled or timed-out entries are retried", command: record.envelope.commandName)
         }
         let row: BusCommandRow

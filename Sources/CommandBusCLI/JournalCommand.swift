@@ -203,7 +203,7 @@ enum JournalCommand {
         let session = try await session(arguments, console: console)
         guard let journal = session.journal else { throw .usage("'cmdbus journal retry' needs a journal; drop --no-journal") }
         let record = try await find(operands, in: journal, verb: "retry")
-        guard [.failed, .cancelled, .timedOut].contains(record.state) else {
+        guard record.state.isDeadLetter else {
             throw .usage("entry \(record.envelope.id) ('\(record.envelope.commandName)') is \(record.state.rawValue); only failed, cancelled or timed-out entries are retried")
         }
         let ticket = session.bus.resubmit(record)

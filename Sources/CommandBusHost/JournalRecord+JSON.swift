@@ -6,11 +6,6 @@ import FoundationEssentials
 import Foundation
 #endif
 
-extension CommandState {
-    /// Whether a command that ended so is a dead letter: failed, cancelled or timed out.
-    package var isDeadLetter: Bool { self == .failed || self == .cancelled || self == .timedOut }
-}
-
 extension JournalRecord {
     /// The entry as JSON (`journal show`, the dashboard's API), with its payload and result inline.
     package var json: JSONValue {

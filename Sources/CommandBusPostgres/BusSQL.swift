@@ -74,15 +74,7 @@ enum BusSQL {
             -- not see the row it inserts.
             SELECT pg_notify('cmdbus_new', i.name) FROM inserted i
             WHERE i.state = 'pending' AND $10::int8 = 0 AND NOT EXISTS (
-                WITH RECURSIVE level(priority, run_at) AS (
-                    (SELECT priority, run_at FROM cmdbus.commands WHERE state = 'pending' AND name = $2
-                     ORDER BY priority DESC, run_at, seq LIMIT 1)
-                    UNION ALL
-                    SELECT next.* FROM level CROSS JOIN LATERAL (
-                        SELECT priority, run_at FROM cmdbus.commands WHERE state = 'pending' AND name = $2 AND priority < level.priority
-                        ORDER BY priority DESC, run_at, seq LIMIT 1
-                    ) next
-                )
+                \(priorityLevels(of: "$2"))
                 SELECT 1 FROM level WHERE level.run_at <= now()
             )
         )
@@ -228,6 +220,27 @@ enum BusSQL {
             """
     )
 
+    /// `level`: the first pending command of each priority of the name `name` (an SQL
+    /// expression), from the highest down to `lowest` if given, each found by one step down the
+    /// claim index (`commands_claim`). The claim and a post's check for a due command read a
+    /// name through it one priority at a time: within a priority the index runs by `run_at`, so
+    /// a read from its first command stops at the first due later. Evaluated as far as it is read.
+    private static func priorityLevels(of name: String, atLeast lowest: String? = nil) -> String {
+        let bound = lowest.map { " AND priority >= \($0)" } ?? ""
+        return """
+            WITH RECURSIVE level(priority, run_at, seq) AS (
+                (SELECT priority, run_at, seq FROM cmdbus.commands WHERE state = 'pending' AND name = \(name)\(bound)
+                 ORDER BY priority DESC, run_at, seq LIMIT 1)
+                UNION ALL
+                SELECT next.* FROM level CROSS JOIN LATERAL (
+                    SELECT priority, run_at, seq FROM cmdbus.commands
+                    WHERE state = 'pending' AND name = \(name)\(bound) AND priority < level.priority
+                    ORDER BY priority DESC, run_at, seq LIMIT 1
+                ) next
+            )
+            """
+    }
+
     /// The claim, with each name's room (`room`), when a name takes only probes besides a pause
     /// (`probesOnly`), what computes them (`joins`), and what else the statement changes once it
     /// has claimed (`afterClaim`: a query named in a `WITH`, reading the claimed rows as `claimed`).
@@ -252,16 +265,7 @@ enum BusSQL {
                     CASE WHEN z.probes_only THEN $3::int8 ELSE least(\(room), $3::int8) END AS most
             ) w
             CROSS JOIN LATERAL (
-                WITH RECURSIVE level(priority, run_at, seq) AS (
-                    (SELECT priority, run_at, seq FROM cmdbus.commands WHERE state = 'pending' AND name = n.name AND priority >= w.lowest
-                     ORDER BY priority DESC, run_at, seq LIMIT 1)
-                    UNION ALL
-                    SELECT next.* FROM level CROSS JOIN LATERAL (
-                        SELECT priority, run_at, seq FROM cmdbus.commands
-                        WHERE state = 'pending' AND name = n.name AND priority >= w.lowest AND priority < level.priority
-                        ORDER BY priority DESC, run_at, seq LIMIT 1
-                    ) next
-                )
+                \(priorityLevels(of: "n.name", atLeast: "w.lowest"))
                 SELECT due.* FROM level CROSS JOIN LATERAL (
                     SELECT id, priority, run_at, seq FROM cmdbus.commands
                     WHERE state = 'pending' AND name = n.name AND priority = level.priority AND (run_at, seq) >= (level.run_at, level.seq)

@@ -50,7 +50,7 @@ extension SQLiteJournalStatements {
         if !query.states.isEmpty {
             let states = "state IN (" + query.states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
             clauses.append(states)
-            if query.states.isSubset(of: [.failed, .cancelled, .timedOut]) {
+            if query.states.allSatisfy(\.isDeadLetter) {
                 source = "(SELECT seq AS dead FROM endings WHERE \(SQLiteJournalSchema.deadLetterStates) AND \(states)) d JOIN entries ON entries.seq = d.dead"
                 order = "d.dead"
             }

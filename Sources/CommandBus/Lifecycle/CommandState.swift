@@ -20,4 +20,7 @@ public enum CommandState: String, Sendable, Hashable, Codable, CaseIterable {
         case .succeeded, .failed, .cancelled, .timedOut: true
         }
     }
+
+    /// Whether a command that ended so is a dead letter: failed, cancelled or timed out.
+    package var isDeadLetter: Bool { self == .failed || self == .cancelled || self == .timedOut }
 }
