@@ -1,4 +1,5 @@
 import CommandBus
+import CommandBusSupport
 import Dispatch
 import Synchronization
 #if canImport(FoundationEssentials)
@@ -113,7 +114,7 @@ final class JournalWriter: @unchecked Sendable {
     private let owner: String
     /// Sets off the drain for writes nobody waits for, ``SQLiteJournal/unwaitedWriteDelay`` from now.
     private let startLater: UnwaitedWriteTimer?
-    private let commitObserver = Mutex<(@Sendable (JournalCommit) -> Void)?>(nil)
+    private let commitObserver = Mutex<Callback<JournalCommit>?>(nil)
     /// A `.deferred` journal's log, which makes its writes durable ahead of SQLite (see ``JournalLog``).
     private let log: JournalLog?
 
@@ -130,7 +131,7 @@ final class JournalWriter: @unchecked Sendable {
 
     /// Called after each commit, before anyone waiting hears of it.
     func observeCommits(_ observer: @escaping @Sendable (JournalCommit) -> Void) {
-        commitObserver.withLock { $0 = observer }
+        commitObserver.withLock { $0 = Callback(observer) }
     }
 
     /// Queues `operation` (`nil`: a flush, which only waits for the writes before it), and waits

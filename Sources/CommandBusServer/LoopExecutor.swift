@@ -69,7 +69,7 @@ final class LoopExecutor: TaskExecutor, Sendable {
     /// Readable after a job is queued while the driver sleeps; the loop waits on it in its `epoll` set.
     let wakeDescriptor: Int32
     private let watchdogWake = DispatchSemaphore(value: 0)
-    private let driver = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
+    private let driver = Mutex<Callback<UInt64>?>(nil)
 
     /// An executor whose jobs one driver runs; nothing runs until ``start(driver:)``.
     init(takeoverAfter: Duration = .milliseconds(10), maxStuckDrivers: Int = 8) {
@@ -82,7 +82,7 @@ final class LoopExecutor: TaskExecutor, Sendable {
     /// next generation whenever a job holds the loop too long. `drive` runs the loop until
     /// ``runQueued(as:)`` returns `false`, then returns.
     func start(driver drive: @escaping @Sendable (UInt64) -> Void) {
-        driver.withLock { $0 = drive }
+        driver.withLock { $0 = Callback(drive) }
         DetachedThread.start { [self] in watch() }
         DetachedThread.start { drive(0) }
     }

@@ -18,9 +18,9 @@ package final class ShutdownSignals: @unchecked Sendable {
 
     /// What the signals call, shared with their sources.
     private final class Handlers: Sendable {
-        let calls: Mutex<(first: @Sendable () -> Void, second: @Sendable () -> Void)>
-        let hangUp = Mutex<@Sendable () -> Void>({})
-        init(_ first: @escaping @Sendable () -> Void, _ second: @escaping @Sendable () -> Void) { calls = Mutex((first, second)) }
+        let calls: Mutex<(first: Callback<Void>, second: Callback<Void>)>
+        let hangUp = Mutex(Callback<Void> {})
+        init(_ first: @escaping @Sendable () -> Void, _ second: @escaping @Sendable () -> Void) { calls = Mutex((Callback(first), Callback(second))) }
     }
 
     /// Starts listening; keep the object alive for as long as signals should be handled.
@@ -47,12 +47,12 @@ package final class ShutdownSignals: @unchecked Sendable {
 
     /// What SIGHUP calls from now on (nothing until this is called).
     package func onHangUp(_ body: @escaping @Sendable () -> Void) {
-        handlers.hangUp.withLock { $0 = body }
+        handlers.hangUp.withLock { $0 = Callback(body) }
     }
 
     /// What the next signals call: `first` for the first signal, if none has come yet, `second`
     /// for the ones after it.
     package func handle(first: @escaping @Sendable () -> Void, second: @escaping @Sendable () -> Void) {
-        handlers.calls.withLock { $0 = (first, second) }
+        handlers.calls.withLock { $0 = (Callback(first), Callback(second)) }
     }
 }

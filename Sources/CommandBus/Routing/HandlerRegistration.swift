@@ -8,12 +8,18 @@ public final class HandlerRegistration: Sendable {
     public let commandName: String
     /// The priority it was registered with.
     public let priority: Int
-    private let remove: Mutex<(@Sendable () -> Void)?>
+    /// In a struct: a closure held as a `Mutex`'s value itself comes back from each access
+    /// wrapped in reabstraction thunks, written over the one held (swiftlang/swift#91348).
+    private let remove: Mutex<Removal?>
+
+    private struct Removal: Sendable {
+        let run: @Sendable () -> Void
+    }
 
     init(commandName: String, priority: Int, remove: @escaping @Sendable () -> Void) {
         self.commandName = commandName
         self.priority = priority
-        self.remove = Mutex(remove)
+        self.remove = Mutex(Removal(run: remove))
     }
 
     /// Whether the handler is still registered.
@@ -21,10 +27,10 @@ public final class HandlerRegistration: Sendable {
 
     /// Removes the handler from the bus. Calling it again does nothing.
     public func cancel() {
-        let action = remove.withLock { current -> (@Sendable () -> Void)? in
+        let removal = remove.withLock { current -> Removal? in
             defer { current = nil }
             return current
         }
-        action?()
+        removal?.run()
     }
 }

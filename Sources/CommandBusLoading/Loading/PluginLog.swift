@@ -7,13 +7,13 @@ import Synchronization
 ///
 /// Each loader has its own, so two sessions in one process never write to each other's log.
 package final class PluginLog: Sendable {
-    private let sink: Mutex<@Sendable (LogLevel, String) -> Void>
+    private let sink: Mutex<Callback<(LogLevel, String)>>
     /// The topics ``once(_:_:_:)`` has written a line about.
     private let topicsSaid = Mutex<Set<String>>([])
 
     /// A log that hands each line to `sink`.
     package init(_ sink: @escaping @Sendable (LogLevel, String) -> Void) {
-        self.sink = Mutex(sink)
+        self.sink = Mutex(Callback(sink))
     }
 
     /// A log that writes `cmdbus: plugin LEVEL: message` lines to standard error, `debug` ones left out.
@@ -27,12 +27,12 @@ package final class PluginLog: Sendable {
 
     /// Sends later lines to `sink` instead (a server's log, once it has one).
     package func redirect(to sink: @escaping @Sendable (LogLevel, String) -> Void) {
-        self.sink.withLock { $0 = sink }
+        self.sink.withLock { $0 = Callback(sink) }
     }
 
     /// Writes one line.
     package func callAsFunction(_ level: LogLevel, _ message: String) {
-        sink.withLock { $0 }(level, message)
+        sink.withLock { $0 }((level, message))
     }
 
     /// Writes one line about `topic`, unless this log has written one before: for a condition
