@@ -248,6 +248,36 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    /// A command's page lists what the bus told of it while it ran, in order, each with its time.
+    @Test func aCommandsPageListsItsEventsInOrder() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer()
+        let sent = try await server.run("greet-all", "-p", #"names=["Ada"]"#)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let list = try jsonObject(try await server.http("GET", "/api/commands?command=greet-all").body)
+        let id = try #require((list["commands"] as? [[String: Any]])?.first?["id"] as? String)
+        var events: [[String: Any]] = []
+        // The log takes the bus's events from a stream of its own: the last may come a moment after the reply.
+        for attempt in 0..<100 where !events.contains(where: { $0["to"] as? String == "succeeded" }) {
+            if attempt > 0 { try await Task.sleep(for: .milliseconds(50)) }
+            events = try jsonObject(try await server.http("GET", "/api/commands/\(id)").body)["events"] as? [[String: Any]] ?? []
+        }
+        let told = events.map { event -> String in
+            let kind = event["kind"] as? String ?? "?"
+            switch kind {
+            case "state": return "state:\(event["to"] as? String ?? "?")"
+            case "log": return "log:\(event["level"] as? String ?? "?"):\(event["message"] as? String ?? "?")"
+            default: return kind
+            }
+        }
+        #expect(told.first == "accepted" && told.last == "state:succeeded", "\(told)")
+        #expect(told.contains("state:running") && told.contains("log:info:greeted 1 person"), "\(told)")
+        let times = events.compactMap { $0["time"] as? Double }
+        #expect(times.count == events.count && times == times.sorted(), "every event has its time, in order: \(times)")
+        #expect(events.allSatisfy { $0["commandId"] as? String == id && $0["command"] as? String == "greet-all" })
+        await DashboardServer.stopAll()
+    }
+
     @Test func metricsPassPromtoolUnderLoad() async throws {
         await DashboardServer.stopAll()
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool"), "this test needs promtool: scripts/test.sh installs Debian's prometheus")

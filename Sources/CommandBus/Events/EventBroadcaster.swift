@@ -6,11 +6,14 @@ import Synchronization
 /// are free on the hot path of an unobserved bus.
 final class EventBroadcaster: Sendable {
     private struct Subscriber: Sendable {
+        let id: Int
         let filter: EventFilter
         let continuation: AsyncStream<CommandEvent>.Continuation
     }
 
-    private let subscribers = Mutex<[Int: Subscriber]>([:])
+    /// An array, not a dictionary by id: ``publish(_:)`` takes it as it is (one retain), where it
+    /// copied a dictionary's values into a new array for every event.
+    private let subscribers = Mutex<[Subscriber]>([])
     private let nextID = Atomic<Int>(0)
     private let count = Atomic<Int>(0)
     /// How many subscribers take more than log lines.
@@ -27,14 +30,18 @@ final class EventBroadcaster: Sendable {
     ) -> AsyncStream<CommandEvent> {
         let (stream, continuation) = AsyncStream<CommandEvent>.makeStream(bufferingPolicy: bufferingPolicy)
         let id = nextID.add(1, ordering: .relaxed).newValue
-        subscribers.withLock { $0[id] = Subscriber(filter: filter, continuation: continuation) }
+        subscribers.withLock { $0.append(Subscriber(id: id, filter: filter, continuation: continuation)) }
         count.add(1, ordering: .relaxed)
         let broad = filter != .logs
         if broad { broadCount.add(1, ordering: .relaxed) }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            let removed = self.subscribers.withLock { $0.removeValue(forKey: id) }
-            guard removed != nil else { return }
+            let removed = self.subscribers.withLock { subscribers -> Bool in
+                guard let index = subscribers.firstIndex(where: { $0.id == id }) else { return false }
+                subscribers.remove(at: index)
+                return true
+            }
+            guard removed else { return }
             self.count.subtract(1, ordering: .relaxed)
             if broad { self.broadCount.subtract(1, ordering: .relaxed) }
         }
@@ -42,7 +49,7 @@ final class EventBroadcaster: Sendable {
     }
 
     func publish(_ event: CommandEvent) {
-        let targets = subscribers.withLock { Array($0.values) }
+        let targets = subscribers.withLock { $0 }
         for subscriber in targets where subscriber.filter.matches(event) {
             subscriber.continuation.yield(event)
         }
@@ -52,7 +59,7 @@ final class EventBroadcaster: Sendable {
     func finishAll() {
         let targets = subscribers.withLock { all in
             defer { all.removeAll() }
-            return Array(all.values)
+            return all
         }
         count.store(0, ordering: .relaxed)
         broadCount.store(0, ordering: .relaxed)
