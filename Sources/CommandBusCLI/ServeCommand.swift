@@ -19,6 +19,7 @@ enum ServeCommand {
         .init(name: "lease", short: nil, value: "SECONDS", help: "With --bus: seconds a silent host keeps its commands (default 15)."),
         .init(name: "capacity", short: nil, value: "N", help: "With --bus: commands this host runs at once (default 64)."),
         .init(name: "keep", short: nil, value: "AGE", help: "Prune what ended longer ago than AGE (30d), now and every so often."),
+        .init(name: "max-in-flight", short: nil, value: "N", help: "Commands held at once before clients that add more wait (default \(InFlightLimit.defaultMaximum))."),
         .help,
     ] + DashboardOptions.options + PluginOptions.options + JournalOptions.options)
 
@@ -75,6 +76,10 @@ enum ServeCommand {
                 throw .usage("--socket is for a server on this machine, which this host of the shared bus (--bus or $CMDBUS_BUS) is not: "
                     + "it takes its commands from the bus, not a socket (clients send with 'cmdbus run --bus URL'); leave it out")
             }
+            if arguments.value("max-in-flight") != nil {
+                throw .usage("--max-in-flight bounds what a server on this machine holds, which this host of the shared bus (--bus or $CMDBUS_BUS) is not: "
+                    + "it claims at most --capacity commands at once; leave it out")
+            }
             try await serveBus(bus, arguments: arguments, console: console, log: log, drain: drain, dashboard: dashboard, signals: signals, keep: keep)
         }
         // A host of the shared bus reads these; a local server would ignore them.
@@ -94,11 +99,12 @@ enum ServeCommand {
         listening.withLock { $0 = socket }
         let statistics = BusStatistics()
         let metrics = CommandMetrics()
+        let inFlight = InFlightLimit(maximum: try arguments.positiveInteger("max-in-flight") ?? InFlightLimit.defaultMaximum)
         let session: HostSession
         do {
             session = try await HostSession.start(
                 plugins: try PluginOptions(arguments).loadingPrivateCopies, journal: try JournalOptions(arguments), console: console, reportSkipped: true,
-                observers: [statistics, metrics], recovery: .run(await: false),
+                observers: [statistics, metrics, inFlight], recovery: .run(await: false),
                 pluginLog: { level, message in log(level, "plugin: \(quotedLine(message))") }
             )
         } catch {
@@ -106,7 +112,7 @@ enum ServeCommand {
             throw error
         }
         for warning in session.debugBuildWarnings { log(.warning, warning) }
-        let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics, signals: signals)
+        let server = CommandServer(session: session, socket: socket, drain: drain, log: log, statistics: statistics, inFlight: inFlight, signals: signals)
         if let keep, let journal = session.journal {
             JournalRetention.start(keeping: keep, log: log) { cutoff in try await journal.prune(endedBefore: cutoff) }
         }

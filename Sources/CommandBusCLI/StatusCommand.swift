@@ -40,6 +40,9 @@ enum StatusCommand {
         console.out("uptime \(number(status["uptimeSeconds"])) s, \(count(status["plugins"], "plugin")), \(number(status["inFlight"])) in flight, "
             + "\(number(status["completed"])) completed, \(number(status["failed"])) failed")
         if let problem = status["journalProblem"]?.stringValue { console.out("warning: \(problem)") }
+        if case .integer(let times)? = status["maxInFlightReached"], times > 0 {
+            console.out("held clients back \(counted(Int(times), "time")) at its most commands in flight (\(number(status["maxInFlight"])), --max-in-flight)")
+        }
         if case .object(let commands)? = status["commands"] {
             for name in commands.keys.sorted() {
                 guard case .object(let figures)? = commands[name] else { continue }

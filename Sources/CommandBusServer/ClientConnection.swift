@@ -52,6 +52,9 @@ package final class ClientConnection: Sendable {
         var finishing = false
     }
     private let outgoing = Mutex(Outgoing())
+    /// Commands this client sent or posted, for the loop to tell a client that adds work from
+    /// one that only asks (``InFlightLimit``).
+    private let started = Atomic<Int>(0)
     private let wake = DispatchSemaphore(value: 0)
 
     package init(descriptor: Int32) {
@@ -63,6 +66,14 @@ package final class ClientConnection: Sendable {
     package func expectAnswer() {
         backlog.withLock { $0.unanswered += 1 }
     }
+
+    /// Counts a command the client sent or posted.
+    package func startedCommand() {
+        started.add(1, ordering: .relaxed)
+    }
+
+    /// How many commands the client has sent or posted.
+    package var commandsStarted: Int { started.load(ordering: .relaxed) }
 
     /// Counts a `subscribe` stream: its events have no last one, so a client that shut its
     /// writing side keeps its connection until it closes it.

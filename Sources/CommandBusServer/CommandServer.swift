@@ -26,6 +26,8 @@ package final class CommandServer: Sendable {
     package let drain: Duration
     package let log: ServerLog
     package let statistics: BusStatistics
+    /// The most commands the server holds at once; clients that add more wait (see ``InFlightLimit``).
+    package let inFlight: InFlightLimit
     /// Loads plugins dropped into the directories while the server runs; `nil` without inotify.
     package let watcher: PluginWatcher?
     private let started = ContinuousClock.now
@@ -43,8 +45,14 @@ package final class CommandServer: Sendable {
 
     /// - Parameter signals: The process's signal handling, if it listens already (it did while
     ///   the plugins loaded); the server takes it over when it runs, else makes its own.
-    package init(session: HostSession, socket: UnixSocket, drain: Duration, log: ServerLog, statistics: BusStatistics, signals: ShutdownSignals? = nil) {
+    ///   - inFlight: The bound on commands held at once; observe the session's bus with it from its
+    ///     start, so the commands it recovers count too.
+    package init(
+        session: HostSession, socket: UnixSocket, drain: Duration, log: ServerLog, statistics: BusStatistics,
+        inFlight: InFlightLimit = InFlightLimit(maximum: InFlightLimit.defaultMaximum), signals: ShutdownSignals? = nil
+    ) {
         self.signals = Mutex(signals)
+        self.inFlight = inFlight
         self.session = session
         self.socket = socket
         self.drain = drain
@@ -84,7 +92,7 @@ package final class CommandServer: Sendable {
         journalFile?.start(log: log)
         log(.info, "serving on \(socket.path) (\(counted(session.catalog.plugins.count, "plugin")))")
         tellServiceManager()
-        RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, onRefused: { [log] count in
+        RequestLoop(listener: socket.descriptor, maxLineBytes: Self.maxLineBytes, executor: inlineSends.executor, inFlight: inFlight, onRefused: { [log] count in
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
             log(.warning, "refused \(counted(count, "connection")): no file descriptor free (this process may open \(limit.rlim_cur)); "
@@ -224,6 +232,7 @@ package final class CommandServer: Sendable {
             let ticket = bus.post(
                 name: name, payload: payload, metadata: metadata, timeout: timeout, envelope: envelope, preferring: inline ? inlineSends.executor : nil
             )
+            connection.startedCommand()
             if request.op == "post" {
                 running.track(ticket)
                 acknowledge(request, ticket: ticket, on: connection)
@@ -274,6 +283,8 @@ package final class CommandServer: Sendable {
         case "status":
             var status = statistics.summary(uptime: .now - started, plugins: plugins.count).objectValue ?? [:]
             status["oldestInFlight"] = Self.oldest(running.all, count: 5)
+            status["maxInFlight"] = .integer(Int64(inFlight.maximum))
+            status["maxInFlightReached"] = .integer(Int64(inFlight.timesReached))
             if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
             connection.send(Self.success(request.id, ["status": .object(status)]))
         case "plugins":

@@ -18,6 +18,9 @@ import Synchronization
 /// A client with ``ClientConnection/maxUnanswered`` requests unanswered is taken out of the set
 /// until half of them are answered: its further requests wait in the socket (and then its writes
 /// block), so one client that asks without reading cannot fill the server's memory with commands.
+/// Once the server holds its most commands (``InFlightLimit``), a client whose request added one
+/// is taken out the same way, its next lines kept unread, until room is made: so clients that
+/// post faster than the commands run cannot either.
 ///
 /// Its state is touched by the thread driving it only, and a takeover hands it to the next
 /// thread under the executor's lock, while the previous one is inside a job; hence
@@ -49,6 +52,7 @@ final class RequestLoop: @unchecked Sendable {
     private let listener: Int32
     private let limit: Int
     private let handle: (LineSplitter.Line, ClientConnection, TicketTable) -> Void
+    private let inFlight: InFlightLimit?
     private var clients: [UInt64: Client] = [:]
     private var nextID: UInt64 = 1
     private static let listenerID: UInt64 = 0
@@ -81,11 +85,13 @@ final class RequestLoop: @unchecked Sendable {
 
     /// A loop for `listener`; `handle` is called on the loop's thread for each request line, and
     /// `onRefused` with how many connections were refused for want of descriptors (at most every 10 s).
+    /// `inFlight`, if given, bounds the commands the server holds (see above).
     init(
-        listener: Int32, maxLineBytes: Int, executor: LoopExecutor, onRefused: @escaping (Int) -> Void = { _ in },
+        listener: Int32, maxLineBytes: Int, executor: LoopExecutor, inFlight: InFlightLimit? = nil, onRefused: @escaping (Int) -> Void = { _ in },
         handle: @escaping (LineSplitter.Line, ClientConnection, TicketTable) -> Void
     ) {
         self.executor = executor
+        self.inFlight = inFlight
         self.onRefused = onRefused
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         self.listener = listener
@@ -206,11 +212,26 @@ final class RequestLoop: @unchecked Sendable {
             return drop(client, id: id)
         }
         chunk.withUnsafeBytes { client.lines.append(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
+        handleLines(of: client, id: id)
+    }
+
+    /// Handles the whole lines read from a client, and takes it out of the set if it must wait:
+    /// for answers (``ClientConnection/isSaturated(resume:)``), or, once a line of it added a
+    /// command while the server holds its most, for room (the lines after it stay unread).
+    private func handleLines(of client: Client, id: UInt64) {
+        var waitsForRoom = false
         // The answers this burst makes (and any other line meanwhile) leave in one write at its end.
         client.connection.hold()
-        while let line = client.lines.next() { handle(line, client.connection, client.owned) }
+        while let line = client.lines.next() {
+            let started = client.connection.commandsStarted
+            handle(line, client.connection, client.owned)
+            if let inFlight, client.connection.commandsStarted != started, inFlight.isReached(resume: { [self] in caughtUp(id) }) {
+                waitsForRoom = true
+                break
+            }
+        }
         client.connection.release()
-        if client.connection.isSaturated(resume: { [self] in caughtUp(id) }) {
+        if waitsForRoom || client.connection.isSaturated(resume: { [self] in caughtUp(id) }) {
             _ = epoll_ctl(epoll, EPOLL_CTL_DEL, client.descriptor, nil)
             paused.insert(id)
         }
@@ -235,17 +256,21 @@ final class RequestLoop: @unchecked Sendable {
         client.connection.readingEnded()
     }
 
-    /// A paused client's answers caught up (on the thread that answered): the driver is woken to
-    /// read it again.
+    /// A paused client's answers caught up, or room was made (on the thread that ended a
+    /// command): the driver is woken to read it again.
     private func caughtUp(_ id: UInt64) {
         caughtUpIDs.withLock { $0.append(id) }
         Task(executorPreference: executor) {}
     }
 
-    /// Puts the paused clients whose answers caught up back in the set (on the driver).
+    /// Puts the paused clients whose answers caught up back in the set (on the driver), and
+    /// handles the lines each had read and not handled: nothing new in its socket may wake the
+    /// loop for them.
     private func resumeCaughtUp() {
         for id in caughtUpIDs.withLock({ ids in defer { ids = [] }; return ids }) where paused.remove(id) != nil {
-            if let client = clients[id] { register(client.descriptor, id: id) }
+            guard let client = clients[id] else { continue }
+            register(client.descriptor, id: id)
+            handleLines(of: client, id: id)
         }
     }
 
