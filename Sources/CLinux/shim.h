@@ -16,3 +16,6 @@ int pipe2(int pipefd[2], int flags);
 // copy_file_range (glibc 2.27), hidden for the same reason: a file copied inside the kernel,
 // shared rather than copied where the file system can (btrfs, XFS).
 ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *poutoff, size_t length, unsigned int flags);
+// malloc_trim: hands the memory free at the top of the heap and in whole free pages inside
+// it back to the system; an idle server calls it after a burst of work (IdleMemoryTrim).
+#include <malloc.h>
