@@ -56,6 +56,8 @@ package final class ClientConnection: Sendable {
     /// one that only asks (``InFlightLimit``).
     private let started = Atomic<Int>(0)
     private let wake = DispatchSemaphore(value: 0)
+    /// What runs when the connection closes (a `subscribe` stream's end); `nil` once it has.
+    private let closeActions = Mutex<[Callback<Void>]?>([])
 
     package init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -214,6 +216,22 @@ package final class ClientConnection: Sendable {
 
     package var isClosed: Bool { outgoing.withLock { $0.closed } }
 
+    /// Runs `action` when the connection closes, however it does (at once if it has): for work
+    /// that lasts as long as the client, such as a `subscribe` stream, which otherwise waited
+    /// for an event of its command after the client had gone, for ever if none came.
+    package func onClose(_ action: @escaping @Sendable () -> Void) {
+        let closed = closeActions.withLock { actions -> Bool in
+            guard actions != nil else { return true }
+            actions!.append(Callback(action))
+            return false
+        }
+        if closed { action() }
+    }
+
+    private func runCloseActions() {
+        for action in closeActions.withLock({ actions in defer { actions = nil }; return actions ?? [] }) { action() }
+    }
+
     /// Drops the connection; the client sees it closed.
     package func close() {
         let first = outgoing.withLock { state -> Bool in
@@ -223,6 +241,7 @@ package final class ClientConnection: Sendable {
         if first {
             shutdown(descriptor, Int32(SHUT_RDWR))
             wake.signal()
+            runCloseActions()
         }
     }
 
@@ -258,5 +277,6 @@ package final class ClientConnection: Sendable {
         // is what the client (and the loop) see end.
         shutdown(descriptor, Int32(SHUT_RDWR))
         Glibc.close(descriptor)
+        runCloseActions()
     }
 }

@@ -32,6 +32,8 @@ package final class CommandServer: Sendable {
     package let watcher: PluginWatcher?
     private let started = ContinuousClock.now
     private let draining = Atomic<Bool>(false)
+    /// `subscribe` streams open now, for `status`.
+    private let subscriptions = Atomic<Int>(0)
     /// Commands sent or posted through the socket and not finished, so `cancel` can find them.
     /// The server's SIGTERM and SIGINT handling, kept for as long as it runs.
     private let signals: Mutex<ShutdownSignals?>
@@ -285,6 +287,7 @@ package final class CommandServer: Sendable {
             status["oldestInFlight"] = Self.oldest(running.all, count: 5)
             status["maxInFlight"] = .integer(Int64(inFlight.maximum))
             status["maxInFlightReached"] = .integer(Int64(inFlight.timesReached))
+            status["subscriptions"] = .integer(Int64(subscriptions.load(ordering: .relaxed)))
             if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
             connection.send(Self.success(request.id, ["status": .object(status)]))
         case "plugins":
@@ -297,7 +300,9 @@ package final class CommandServer: Sendable {
             else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
             let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
             connection.expectEvents()
-            Task { [running, log, journal = session.journal as (any Journal)?] in
+            subscriptions.add(1, ordering: .relaxed)
+            let subscription = Task { [self, running, log, journal = session.journal as (any Journal)?] in
+                defer { subscriptions.subtract(1, ordering: .relaxed) }
                 // The state once subscribed: a command that has ended sends no event again, and a
                 // subscriber told nothing else waited for one for ever.
                 var answer: [String: JSONValue] = ["subscribed": .bool(true)]
@@ -311,6 +316,9 @@ package final class CommandServer: Sendable {
                     connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json]))
                 }
             }
+            // A client that goes away ends its streams: each held a subscriber of the bus (and
+            // 7 KB) until an event of its command came, for ever for a command that had ended.
+            connection.onClose { subscription.cancel() }
         default:
             connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are \(ServerRequest.ops.joined(separator: ", "))"))
         }
