@@ -121,6 +121,7 @@ enum ServeCommand {
                 bus: session.bus, journal: session.journal, catalog: { server.catalog }, statistics: statistics, metrics: metrics
             )
             sources.requestLoop = { server.requestLoopCounts }
+            sources.socketServer = { server.bounds }
             sources.cancel = { id in server.cancel(id) }
             sources.notReadyReason = { server.notReadyReason }
             if let journal = session.journal {

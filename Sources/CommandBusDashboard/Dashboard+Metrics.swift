@@ -143,6 +143,32 @@ extension Dashboard {
             out.sample("cmdbus_request_loop_takeovers_total", [], Double(requestLoop.takeovers))
         }
 
+        if let server = sources.socketServer?() {
+            out.family("cmdbus_max_in_flight", type: "gauge", help: "The most commands the server holds before clients that add more wait (--max-in-flight).")
+            out.sample("cmdbus_max_in_flight", [], Double(server.maxInFlight))
+            out.family("cmdbus_held_back_total", type: "counter", help: "Times a client was read no further because the server held its most commands.")
+            out.sample("cmdbus_held_back_total", [], Double(server.timesHeldBack))
+            out.family("cmdbus_subscriptions", type: "gauge", help: "Socket 'subscribe' streams open.")
+            out.sample("cmdbus_subscriptions", [], Double(server.subscriptions))
+        }
+
+        // As Prometheus's client libraries name them, so the usual dashboards and alerts find them.
+        if let process = ProcessFigures.now() {
+            let figures: [(name: String, type: String, help: String, value: Double)] = [
+                ("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.", process.cpuSeconds),
+                ("process_resident_memory_bytes", "gauge", "Resident memory, in bytes.", Double(process.residentBytes)),
+                ("process_virtual_memory_bytes", "gauge", "Virtual memory, in bytes.", Double(process.virtualBytes)),
+                ("process_open_fds", "gauge", "File descriptors open.", Double(process.openDescriptors)),
+                ("process_max_fds", "gauge", "The most file descriptors the process may open.", Double(process.maxDescriptors)),
+                ("process_start_time_seconds", "gauge", "When the process started, in seconds since 1970.", process.startTime),
+                ("process_threads", "gauge", "Threads of the process.", Double(process.threads)),
+            ]
+            for figure in figures {
+                out.family(figure.name, type: figure.type, help: figure.help)
+                out.sample(figure.name, [], figure.value)
+            }
+        }
+
         out.family("cmdbus_http_connections", type: "gauge", help: "Open connections to the dashboard, event streams included.")
         out.sample("cmdbus_http_connections", [], Double(connectionCount()))
         out.family("cmdbus_uptime_seconds", type: "gauge", help: "Seconds since the dashboard started.")

@@ -63,6 +63,9 @@ package struct DashboardSources: Sendable {
     /// The socket server's request loop: `send`s that ran on its thread and on the bus's
     /// runners, and its takeovers (`cmdbus serve` without `--bus`).
     package var requestLoop: (@Sendable () -> (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int))?
+    /// The socket server's bound on commands held (`--max-in-flight`), how often clients were
+    /// held back at it, and its `subscribe` streams open (`cmdbus serve` without `--bus`).
+    package var socketServer: (@Sendable () -> (maxInFlight: Int, timesHeldBack: Int, subscriptions: Int))?
     /// This host's lease on the shared bus: how often it fenced itself because the lease ran out
     /// without a renewal, how often the bus declared it dead, and whether it claims now.
     package var busHost: (@Sendable () -> (leaseLapses: Int, declaredDead: Int, claiming: Bool))?

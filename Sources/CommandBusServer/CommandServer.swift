@@ -82,6 +82,12 @@ package final class CommandServer: Sendable {
     /// runners), and how often a command held the loop so long that a new thread took it over.
     package var requestLoopCounts: (sendsOnLoop: Int, sendsOnRunners: Int, takeovers: Int) { inlineSends.counts }
 
+    /// The bound on commands held, how often clients were held back at it, and the `subscribe`
+    /// streams open now.
+    package var bounds: (maxInFlight: Int, timesHeldBack: Int, subscriptions: Int) {
+        (inFlight.maximum, inFlight.timesReached, subscriptions.load(ordering: .relaxed))
+    }
+
     /// The plugins loaded now, including those hot-loaded.
     private var plugins: [LoadedPlugin] { watcher?.plugins ?? session.catalog.plugins }
 
@@ -285,9 +291,10 @@ package final class CommandServer: Sendable {
         case "status":
             var status = statistics.summary(uptime: .now - started, plugins: plugins.count).objectValue ?? [:]
             status["oldestInFlight"] = Self.oldest(running.all, count: 5)
-            status["maxInFlight"] = .integer(Int64(inFlight.maximum))
-            status["maxInFlightReached"] = .integer(Int64(inFlight.timesReached))
-            status["subscriptions"] = .integer(Int64(subscriptions.load(ordering: .relaxed)))
+            let bounds = bounds
+            status["maxInFlight"] = .integer(Int64(bounds.maxInFlight))
+            status["maxInFlightReached"] = .integer(Int64(bounds.timesHeldBack))
+            status["subscriptions"] = .integer(Int64(bounds.subscriptions))
             if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
             connection.send(Self.success(request.id, ["status": .object(status)]))
         case "plugins":

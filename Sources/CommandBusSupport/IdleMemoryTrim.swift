@@ -41,17 +41,6 @@ package enum IdleMemoryTrim {
         return (before, residentBytes)
     }
 
-    /// The process's resident memory in bytes (`/proc/self/statm`), or 0 if it cannot be read.
-    package static var residentBytes: Int {
-        let descriptor = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return 0 }
-        defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: 128)
-        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 0 else { return 0 }
-        // "size resident shared …", in pages.
-        let fields = buffer[..<count].split(separator: UInt8(ascii: " "))
-        guard fields.count > 1, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return 0 }
-        return pages * sysconf(Int32(_SC_PAGESIZE))
-    }
+    /// The process's resident memory in bytes, or 0 if it cannot be read.
+    package static var residentBytes: Int { ProcessFigures.now()?.residentBytes ?? 0 }
 }

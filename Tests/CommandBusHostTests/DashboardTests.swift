@@ -308,6 +308,17 @@ struct DashboardTests {
         #expect(scrape.body.contains(#"cmdbus_commands_total{command="greet",outcome="succeeded"} "#))
         #expect(scrape.body.contains(#"cmdbus_command_duration_seconds_bucket{command="greet",le="+Inf"} "#))
         #expect(scrape.body.contains("cmdbus_journal_commit_duration_seconds_count "))
+        // The process's own figures, under the names Prometheus's client libraries give them.
+        func sample(_ name: String) -> Double? {
+            scrape.body.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        let now = Date().timeIntervalSince1970
+        #expect((1 << 20...10 << 30).contains(Int(sample("process_resident_memory_bytes") ?? 0)), "\(String(describing: sample("process_resident_memory_bytes")))")
+        #expect(sample("process_virtual_memory_bytes") ?? 0 > sample("process_resident_memory_bytes") ?? .infinity)
+        #expect(sample("process_cpu_seconds_total") ?? 0 > 0 && sample("process_threads") ?? 0 >= 2)
+        #expect((now - 600...now + 1).contains(sample("process_start_time_seconds") ?? 0), "started within the test: \(String(describing: sample("process_start_time_seconds")))")
+        #expect(sample("process_open_fds") ?? 0 >= 4 && sample("process_open_fds") ?? .infinity < sample("process_max_fds") ?? 0)
+        #expect(sample("cmdbus_max_in_flight") == 16_384 && sample("cmdbus_held_back_total") == 0 && sample("cmdbus_subscriptions") == 0)
         let file = server.work.file("scrape.txt")
         try scrape.body.write(to: file, atomically: true, encoding: .utf8)
         let check = try await runProcess("/bin/sh", ["-c", "promtool check metrics < \(file.path)"])
