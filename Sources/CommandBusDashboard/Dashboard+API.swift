@@ -12,6 +12,13 @@ import Foundation
 /// The JSON API under `/api/`, which the page itself uses (README: "Dashboard API").
 extension Dashboard {
     func api(_ request: HTTPRequest, _ parts: [String]) async -> HTTPResponse {
+        let response = await route(api: request, parts)
+        // An action changes what the hosts page shows: the next look reads the bus anew.
+        if request.method == "POST" { sharedBusStatus?.forget() }
+        return response
+    }
+
+    private func route(api request: HTTPRequest, _ parts: [String]) async -> HTTPResponse {
         switch (request.method, parts.first, parts.count) {
         case ("GET", "overview", 1): return Self.ok(overview())
         case ("GET", "commands", 1): return await commands(request)
@@ -25,7 +32,7 @@ extension Dashboard {
         case ("POST", "periodic", 3): return await periodic(parts[1], parts[2])
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
-        case ("GET", "hosts", 1): return Self.ok(await sources.sharedBus?() ?? .object(["shared": .bool(false)]))
+        case ("GET", "hosts", 1): return Self.ok(await sharedBusStatus?.current() ?? .object(["shared": .bool(false)]))
         case ("GET", "events", 1):
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
         case (let method, _, _) where method != "GET" && method != "POST":

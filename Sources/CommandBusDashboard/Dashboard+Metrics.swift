@@ -50,7 +50,7 @@ extension Dashboard {
         out.family("cmdbus_journal_syncs_total", type: "counter", help: "Journal commits that synced to disk (the others left it to a later one).")
         out.sample("cmdbus_journal_syncs_total", [], Double(journal.syncs))
 
-        if let shared = await sources.sharedBus?(), case .object(let fields) = shared, case .array(let queues)? = fields["queues"] {
+        if let shared = await sharedBusStatus?.current(), case .object(let fields) = shared, case .array(let queues)? = fields["queues"] {
             let counts = [
                 ("cmdbus_bus_running", "running", "Commands running on the shared bus's hosts, by command name."),
                 ("cmdbus_bus_pending", "pending", "Commands due on the shared bus and waiting for a host, by command name."),

@@ -95,6 +95,8 @@ package final class Dashboard: Sendable {
     package let access: DashboardAccess
     package let feed: DashboardFeed
     package let events: CommandEventLog
+    /// The shared bus's status, read at most once a second for every page and scrape (`--bus` only).
+    package let sharedBusStatus: SharedBusStatus?
     private let started = ContinuousClock.now
     /// The HTTP server's open connections, for `/metrics`; set once the server exists.
     package let connectionCount: @Sendable () -> Int
@@ -105,6 +107,7 @@ package final class Dashboard: Sendable {
         self.access = access
         self.connectionCount = connections
         events = CommandEventLog(following: sources.bus)
+        sharedBusStatus = sources.sharedBus.map(SharedBusStatus.init(read:))
         let metrics = sources.metrics, statistics = sources.statistics
         let cursor = FeedCursor()
         feed = DashboardFeed {
