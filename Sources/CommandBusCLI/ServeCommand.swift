@@ -134,7 +134,6 @@ enum ServeCommand {
         await server.run()
     }
 
-    /// `serve --bus`: a host of the shared bus. The bus is the journal; nothing is kept locally.
     /// Gives the memory a burst of work left free back to the system once nothing runs (see
     /// ``IdleMemoryTrim``), saying so in the debug log.
     private static func trimMemoryWhenIdle(_ statistics: BusStatistics, log: ServerLog) {
@@ -147,6 +146,7 @@ enum ServeCommand {
         }
     }
 
+    /// `serve --bus`: a host of the shared bus. The bus is the journal; nothing is kept locally.
     private static func serveBus(
         _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration, dashboard: DashboardOptions?,
         signals: ShutdownSignals, keep: Duration?

@@ -41,7 +41,7 @@ enum StatusCommand {
             + "\(number(status["completed"])) completed, \(number(status["failed"])) failed")
         if let problem = status["journalProblem"]?.stringValue { console.out("warning: \(problem)") }
         if case .integer(let times)? = status["maxInFlightReached"], times > 0 {
-            console.out("held clients back \(counted(Int(times), "time")) at its most commands in flight (\(number(status["maxInFlight"])), --max-in-flight)")
+            console.out("clients held back \(counted(Int(times), "time")) at the bound of \(number(status["maxInFlight"])) commands in flight (--max-in-flight)")
         }
         if case .object(let commands)? = status["commands"] {
             for name in commands.keys.sorted() {

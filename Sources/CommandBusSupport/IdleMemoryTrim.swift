@@ -1,5 +1,4 @@
 import CLinux
-import Glibc
 
 /// Hands back to the system the memory a burst of work left free, once a server is idle.
 ///

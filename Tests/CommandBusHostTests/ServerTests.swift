@@ -599,7 +599,7 @@ struct ServerTests {
             """)
         let status = try await cmdbus(["status", "--connect", server.socket])
         await server.stop()
-        #expect(status.stdout.contains("held clients back") && status.stdout.contains("commands in flight (8, --max-in-flight)"), "\(status.stdout)")
+        #expect(status.stdout.contains("clients held back ") && status.stdout.contains(" at the bound of 8 commands in flight (--max-in-flight)"), "\(status.stdout)")
         let figures = try #require(JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
         #expect(figures["most"] as? Int ?? 99 <= 8, "at most 8 in flight: \(output)")
         #expect(figures["held"] as? Bool == true, "a status is answered while the poster waits: \(output)")
