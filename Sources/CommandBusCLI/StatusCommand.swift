@@ -11,8 +11,9 @@ enum StatusCommand {
         Usage: cmdbus status [--connect[=SOCKET]] [--json]
 
         Asks a running 'cmdbus serve' (default socket \(CommandServer.defaultSocketPath)) for its
-        uptime, plugins, commands in flight, completed and failed counts, and p50/p99 latency
-        per command name.
+        uptime, plugins, commands in flight, completed and failed counts, its memory,
+        descriptors and threads, how often it held clients back at --max-in-flight, and
+        p50/p99 latency per command name.
 
         Options:
         \(spec.optionsHelp)
@@ -40,6 +41,9 @@ enum StatusCommand {
         console.out("uptime \(number(status["uptimeSeconds"])) s, \(count(status["plugins"], "plugin")), \(number(status["inFlight"])) in flight, "
             + "\(number(status["completed"])) completed, \(number(status["failed"])) failed")
         if let problem = status["journalProblem"]?.stringValue { console.out("warning: \(problem)") }
+        if case .integer(let resident)? = status["residentBytes"] {
+            console.out("resident \(resident >> 20) MB, \(number(status["openDescriptors"])) of \(number(status["maxDescriptors"])) descriptors open, \(count(status["threads"], "thread"))")
+        }
         if case .integer(let times)? = status["maxInFlightReached"], times > 0 {
             console.out("clients held back \(counted(Int(times), "time")) at the bound of \(number(status["maxInFlight"])) commands in flight (--max-in-flight)")
         }

@@ -295,6 +295,12 @@ package final class CommandServer: Sendable {
             status["maxInFlight"] = .integer(Int64(bounds.maxInFlight))
             status["maxInFlightReached"] = .integer(Int64(bounds.timesHeldBack))
             status["subscriptions"] = .integer(Int64(bounds.subscriptions))
+            if let process = ProcessFigures.now() {
+                status["residentBytes"] = .integer(Int64(process.residentBytes))
+                status["openDescriptors"] = .integer(Int64(process.openDescriptors))
+                status["maxDescriptors"] = .integer(Int64(process.maxDescriptors))
+                status["threads"] = .integer(Int64(process.threads))
+            }
             if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
             connection.send(Self.success(request.id, ["status": .object(status)]))
         case "plugins":

@@ -920,6 +920,11 @@ struct ServerTests {
         #expect(((figures["commands"] as? [String: Any])?["greet"] as? [String: Any])?["p99Ms"] is Double)
         let text = try await cmdbus(["status", connect])
         #expect(text.stdout.hasPrefix("uptime ") && text.stdout.contains("  greet: "))
+        // The process itself, as /metrics has it: a server's memory and descriptors at a glance.
+        let resident = figures["residentBytes"] as? Int ?? 0, open = figures["openDescriptors"] as? Int ?? 0
+        #expect((1 << 20...10 << 30).contains(resident) && open >= 4 && open < figures["maxDescriptors"] as? Int ?? 0 && figures["threads"] as? Int ?? 0 >= 2, "\(figures)")
+        let processLine = text.stdout.split(separator: "\n").first { $0.hasPrefix("resident ") } ?? ""
+        #expect(processLine.contains(" MB, ") && processLine.contains(" descriptors open, ") && processLine.hasSuffix(" threads"), "\(text.stdout)")
         await server.stop()
     }
 
