@@ -377,9 +377,11 @@ struct ServerTests {
         #expect(output == "2000\nTrue\n")
         let status = try await cmdbus(["status", "--connect", server.socket])
         let lines = status.stdout.split(separator: "\n")
-        #expect(lines.count == 3, "\(status.stdout.prefix(1_000))")
+        // The totals, the process's own figures, then a line per name.
+        #expect(lines.count == 4, "\(status.stdout.prefix(1_000))")
         #expect(lines.first?.contains(", 3 plugins, 0 in flight, 1 completed, 2000 failed") == true, "\(status.stdout.prefix(1_000))")
-        #expect(lines.dropFirst().first?.hasPrefix("  (no handler): 2000 runs, p50 ") == true, "\(status.stdout.prefix(1_000))")
+        #expect(lines.dropFirst().first?.hasPrefix("resident ") == true, "\(status.stdout.prefix(1_000))")
+        #expect(lines.dropFirst(2).first?.hasPrefix("  (no handler): 2000 runs, p50 ") == true, "\(status.stdout.prefix(1_000))")
         let greet = try #require(lines.last)
         #expect(greet.hasPrefix("  greet: 1 run, p50 ") && greet.hasSuffix(" ms"), "\(greet)")
         // To a tenth: "p50 0.4 ms", where it printed 18.62865 ms.
