@@ -45,13 +45,15 @@ package final class CommandServer: Sendable {
     /// The longest request line; longer ones get an error and are skipped.
     package static let maxLineBytes = 16 << 20
 
-    /// - Parameter signals: The process's signal handling, if it listens already (it did while
-    ///   the plugins loaded); the server takes it over when it runs, else makes its own.
-    ///   - inFlight: The bound on commands held at once; observe the session's bus with it from its
-    ///     start, so the commands it recovers count too.
+    /// - Parameters:
+    ///   - inFlight: The bound on commands held at once. It counts only what it observes, so it
+    ///     must observe the session's bus from its start (the commands it recovers count too):
+    ///     there is no default, which would be a bound that never holds.
+    ///   - signals: The process's signal handling, if it listens already (it did while the
+    ///     plugins loaded); the server takes it over when it runs, else makes its own.
     package init(
         session: HostSession, socket: UnixSocket, drain: Duration, log: ServerLog, statistics: BusStatistics,
-        inFlight: InFlightLimit = InFlightLimit(maximum: InFlightLimit.defaultMaximum), signals: ShutdownSignals? = nil
+        inFlight: InFlightLimit, signals: ShutdownSignals? = nil
     ) {
         self.signals = Mutex(signals)
         self.inFlight = inFlight

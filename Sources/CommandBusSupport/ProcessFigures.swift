@@ -36,14 +36,15 @@ package struct ProcessFigures: Sendable {
         )
     }
 
-    /// When the machine booted, in seconds since 1970 (`btime` in `/proc/stat`).
-    private static var bootTime: Int? {
+    /// When the machine booted, in seconds since 1970 (`btime` in `/proc/stat`): read once, not
+    /// at every scrape and `status` (the file has a line per CPU).
+    private static let bootTime: Int? = {
         guard let stat = read("/proc/stat") else { return nil }
         for line in stat.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("btime ".utf8)) {
             return Int(String(decoding: line.dropFirst(6), as: UTF8.self))
         }
         return nil
-    }
+    }()
 
     /// The entries of `/proc/self/fd`, less the one reading it.
     private static var openDescriptorCount: Int {
