@@ -78,10 +78,14 @@ extension CommandContext {
             }
             execution.outcome = outcome
             // Drop the task and watchdog: a finished task still holds its first allocation slab.
+            // Drop the children too: each holds this context as its parent, so a parent that kept
+            // them kept itself, its children and their payloads and results for good (a host running
+            // trees of subcommands grew by 4 KB a tree, without end).
             defer {
                 execution.waiters = []; execution.callbacks = []
                 if case .awaited = execution.writeAhead { execution.writeAhead = .notWritten }
                 execution.task = nil; execution.runner = nil; execution.watchdog = nil
+                execution.children = []
             }
             let abandoned = state == .cancelled || state == .timedOut
             if abandoned { execution.cancelRequested = true }
@@ -201,9 +205,13 @@ extension CommandContext {
         return try finished.get()
     }
 
+    /// Notes a subcommand sent, which this command's end waits for (or cancels). One sent after
+    /// the end (from a task the handler left behind) is not kept: nothing would drop it again.
     func addChild(_ child: CommandContext) {
         let cancelled = execution.withLock { execution -> Bool in
+            guard !execution.lifecycle.state.isTerminal else { return execution.cancelRequested }
             execution.children.append(child)
+            execution.childrenSent += 1
             return execution.cancelRequested
         }
         childCount.add(1, ordering: .releasing)
@@ -213,11 +221,12 @@ extension CommandContext {
     /// Counts a finished child and reports the progress. The event is published under the lock
     /// that counts, so two children finishing at once report 1 then 2, never 2 then 1: published
     /// after the lock, a late "1" once came after the parent's end (a CI run under heavy load).
+    /// A parent that has ended (cancelled or timed out before its children) reports no more.
     private func childDidFinish() {
         execution.withLock { execution in
             execution.childrenFinished += 1
-            guard !execution.reportsProgress else { return }
-            let (finished, total) = (execution.childrenFinished, execution.children.count)
+            guard !execution.reportsProgress, !execution.lifecycle.state.isTerminal else { return }
+            let (finished, total) = (execution.childrenFinished, execution.childrenSent)
             bus.publish(self) { .progress(completed: finished, total: total) }
         }
     }
