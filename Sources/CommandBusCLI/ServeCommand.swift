@@ -151,7 +151,7 @@ enum ServeCommand {
         _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration, dashboard: DashboardOptions?,
         signals: ShutdownSignals, keep: Duration?
     ) async throws(HostFailure) -> Never {
-        let remote = RemoteCommandHandler(connections: PGConnectionPool(url: url), waiter: ResultWaiter(url: url))
+        let remote = RemoteCommandHandler(poster: SubcommandPoster(url: url), waiter: ResultWaiter(url: url))
         var journal = try JournalOptions(arguments)
         journal.enabled = false
         let ledger = LocalSubcommandLedger()

@@ -41,6 +41,10 @@ enum BusSQL {
         array_to_string(c.attempted_by, ',') AS attempted_by
         """
 
+    /// How long commands of a name wait to be claimed before a new one of the name is inserted
+    /// without a wake-up for the hosts (``submit``): a backlog, which busy hosts work through.
+    static let backlogAge = "100 milliseconds"
+
     /// $1 id, $2 name, $3 payload, $4 metadata, $5 parent, $6 correlation, $7 idempotency key, $8 kind,
     /// $9 priority, $10 delay (ms), $11 timeout (ms), $12 max attempts, $13 fail at once if no live (or late) host handles it,
     /// $14 depth below the root.
@@ -66,16 +70,20 @@ enum BusSQL {
             ON CONFLICT DO NOTHING
             RETURNING c.id, c.name, c.state
         ), notified AS (
-            -- NOTIFY serializes commits, so it is sent only when it can matter: when no other command
-            -- of this name is ready to claim. Otherwise a host is already at it, and a host that
-            -- finishes a command claims again at once. Whether one is: whether the first of the
-            -- name's commands at some priority is due, read one priority at a time (as the claim
-            -- reads them), not on through every command of the name due later. The statement does
-            -- not see the row it inserts.
+            -- NOTIFY serializes commits, so it is sent only when it can matter: unless commands of
+            -- this name have waited to be claimed for \(backlogAge) already. Then the hosts that take
+            -- them are all busy, and each claims again as it finishes one, so it finds this one. A
+            -- command that is merely ready is not enough: its claim may be committing now, and the
+            -- host's next claim not see this row, which is not committed yet; the host then slept
+            -- until its poll with this command waiting (1 in 50 of a tree's subcommands waited a
+            -- second so). Whether they have: whether the first of the name's commands at some
+            -- priority was due that long ago, read one priority at a time (as the claim reads
+            -- them), not on through every command of the name due later. The statement does not
+            -- see the row it inserts.
             SELECT pg_notify('cmdbus_new', i.name) FROM inserted i
             WHERE i.state = 'pending' AND $10::int8 = 0 AND NOT EXISTS (
                 \(priorityLevels(of: "$2"))
-                SELECT 1 FROM level WHERE level.run_at <= now()
+                SELECT 1 FROM level WHERE level.run_at <= now() - interval '\(backlogAge)'
             )
         )
         SELECT id, true AS created, (SELECT count(*) FROM notified) AS notified FROM inserted

@@ -9,37 +9,43 @@ import Foundation
 
 /// A host bus's fallback: a subcommand no plugin here takes goes through the shared bus, with
 /// its parent's id and correlation, to a host that handles it; the parent waits for its result.
-/// Cancelling the parent cancels it there.
+/// Cancelling the parent cancels it there. The bus is written by a ``SubcommandPoster``, off the
+/// thread the handler runs on.
 package struct RemoteCommandHandler: DynamicCommandHandler {
     package let commandName = "*"
-    private let connections: PGConnectionPool
+    private let poster: SubcommandPoster
     private let waiter: ResultWaiter
 
-    package init(connections: PGConnectionPool, waiter: ResultWaiter) {
-        self.connections = connections
+    package init(poster: SubcommandPoster, waiter: ResultWaiter) {
+        self.poster = poster
         self.waiter = waiter
     }
 
     package func handle(payload: Data, context: CommandContext) async throws -> Data {
         let submission = BusSubmission(child: context.envelope, payload: payload)
-        let finished = Mutex<BusCommandRow?>(nil)
+        if let reason = submission.unstorableReason {
+            throw CommandBusError(code: .handlerFailed, message: "subcommand '\(submission.name)' could not reach the bus: \(reason)")
+        }
         let row = try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<BusCommandRow, any Error>) in
+                // Watched before it is submitted, so its end is never missed; resumed once, by
+                // whichever comes first of its end and a failure to submit it.
+                let resumed = Atomic<Bool>(false)
                 waiter.watch(submission.id) { row in
-                    finished.withLock { $0 = row }
+                    guard !resumed.exchange(true, ordering: .acquiringAndReleasing) else { return }
                     continuation.resume(returning: row)
                 }
-                do throws(PGError) {
-                    try connections.with { connection throws(PGError) in _ = try submission.submit(on: connection) }
-                } catch {
+                poster.submit(submission) { error in
+                    guard let error else { return }
                     waiter.forget(submission.id)
+                    guard !resumed.exchange(true, ordering: .acquiringAndReleasing) else { return }
                     continuation.resume(throwing: CommandBusError(
                         code: .handlerFailed, message: "subcommand '\(submission.name)' could not reach the bus: \(error.message)", cause: error
                     ))
                 }
             }
         } onCancel: {
-            _ = try? connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(submission.id)]) }
+            poster.cancel(submission.id)
         }
         return try row.outcome()
     }

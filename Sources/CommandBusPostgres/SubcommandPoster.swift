@@ -1,0 +1,120 @@
+import CommandBusSupport
+import Synchronization
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Puts a host's remote subcommands on the shared bus, and cancels them there, from a thread and
+/// a connection of its own: every subcommand waiting is inserted in one transaction.
+///
+/// A handler's `send` used to insert its subcommand on the thread it ran on, one of the few of
+/// Swift's cooperative pool (two on a two-core machine), which then waited for PostgreSQL to
+/// commit: with 64 `greet-all`s running, each subcommand's parent waited 45 ms to hear its result
+/// and send the next, queued behind other commits. Here a burst costs one commit, and no handler
+/// waits on a thread of the pool.
+///
+/// Within the transaction each insert asks to wake the hosts of its name (``BusSQL/submit``: its
+/// run time is the transaction's start, so none reads as a backlog), and PostgreSQL sends one
+/// wake-up a name however many ask.
+package final class SubcommandPoster: Sendable {
+    private enum Work: Sendable {
+        case submit(BusSubmission, Callback<PGError?>)
+        case cancel(UUID)
+    }
+
+    private struct State {
+        var queue: [Work] = []
+        var stopped = false
+    }
+
+    /// The most statements one transaction takes; the rest wait for the next.
+    static let batchLimit = 256
+
+    private let state = Mutex(State())
+    private let wake = WakeSignal()
+    private let url: String
+
+    /// Starts the poster's thread for the bus at `url`; it connects when first given work.
+    package init(url: String) {
+        self.url = url
+        DetachedThread.start { [self] in self.loop() }
+    }
+
+    /// Inserts `submission` on the bus, then calls `done` (on the poster's thread) with `nil`, or
+    /// with why it could not.
+    package func submit(_ submission: BusSubmission, then done: @escaping @Sendable (PGError?) -> Void) {
+        enqueue(.submit(submission, Callback(done)))
+    }
+
+    /// Asks the bus to cancel command `id` (best effort: a bus out of reach leaves it to run).
+    package func cancel(_ id: UUID) {
+        enqueue(.cancel(id))
+    }
+
+    /// Stops the thread once what is queued is done.
+    package func stop() {
+        state.withLock { $0.stopped = true }
+        wake.signal()
+    }
+
+    private func enqueue(_ work: Work) {
+        state.withLock { $0.queue.append(work) }
+        wake.signal()
+    }
+
+    private func loop() {
+        let session = PGSession(url: url)
+        while true {
+            let (batch, stopped) = state.withLock { state -> ([Work], Bool) in
+                let taken = Array(state.queue.prefix(Self.batchLimit))
+                state.queue.removeFirst(taken.count)
+                return (taken, state.stopped)
+            }
+            if batch.isEmpty {
+                if stopped { return }
+                wake.wait(upTo: .seconds(1))
+                wake.clear()
+                continue
+            }
+            run(batch, on: session)
+        }
+    }
+
+    /// Runs `batch` in one transaction; if that fails, each on its own, so one bad submission
+    /// fails alone and each hears its own error.
+    private func run(_ batch: [Work], on session: PGSession) {
+        do throws(PGError) {
+            try session.run { connection throws(PGError) in
+                try connection.execute("BEGIN")
+                do throws(PGError) {
+                    for work in batch { try perform(work, on: connection) }
+                    try connection.execute("COMMIT")
+                } catch {
+                    if connection.isHealthy { _ = try? connection.execute("ROLLBACK") }
+                    throw error
+                }
+            }
+        } catch {
+            for work in batch {
+                do throws(PGError) {
+                    try session.run { connection throws(PGError) in try perform(work, on: connection) }
+                } catch {
+                    if case .submit(_, let done) = work { done(error) }
+                    continue
+                }
+                if case .submit(_, let done) = work { done(nil) }
+            }
+            return
+        }
+        for case .submit(_, let done) in batch { done(nil) }
+    }
+
+    private func perform(_ work: Work, on connection: PGConnection) throws(PGError) {
+        switch work {
+        case .submit(let submission, _): try submission.submit(on: connection)
+        case .cancel(let id): try connection.execute(BusSQL.cancel, [.uuid(id)])
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import CommandBus
+@testable import CommandBusPostgres
+import Foundation
+import Synchronization
+import Testing
+
+extension SharedBusTests {
+    /// A command put on the bus wakes the hosts of its name (`cmdbus_new`) unless commands of the
+    /// name have waited past ``BusSQL/backlogAge``. It used to skip the wake-up whenever one was
+    /// merely ready: when that one's claim committed just before this insert did, the host's next
+    /// claim missed it and the host slept until its poll (1 in 50 subcommands of a long run of
+    /// `greet-all`s waited a second so).
+    @Test(.timeLimit(.minutes(2)))
+    func aNewCommandWakesTheHostsUnlessABacklogWaits() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try PGConnection(url: database.url)
+        try BusSchema.migrate(connection)
+        let listener = try PGConnection(url: database.url)
+        try listener.execute("LISTEN cmdbus_new")
+        func post(_ name: String) throws {
+            var submission = BusSubmission(name: name, payload: Data("{}".utf8))
+            submission.failIfUnhandled = false
+            try submission.submit(on: connection)
+        }
+        func wakeUps() throws -> [String] {
+            try listener.notifications(waitingUpTo: .milliseconds(500)).filter { $0.channel == "cmdbus_new" }.map(\.payload)
+        }
+        try post("wake.me")
+        #expect(try wakeUps() == ["wake.me"], "the first of its name")
+        try post("wake.me")
+        #expect(try wakeUps() == ["wake.me"], "the first is ready, and its claim may be committing now")
+        try connection.execute("UPDATE cmdbus.commands SET run_at = now() - interval '1 second' WHERE name = 'wake.me'")
+        try post("wake.me")
+        #expect(try wakeUps() == [], "two have waited a second: the hosts are busy, and each claims again as it finishes one")
+        try post("other.name")
+        #expect(try wakeUps() == ["other.name"], "another name's backlog is not this one's")
+    }
+
+    /// A host's subcommands go on the bus from the poster's thread, those that wait together in
+    /// one transaction, each name waking its hosts once; a poster that cannot reach the bus says
+    /// so to each one, and a subcommand the bus could not keep is refused before it is queued.
+    @Test(.timeLimit(.minutes(2)))
+    func subcommandsArePostedTogetherAndEachHearsHowItWent() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try PGConnection(url: database.url)
+        try BusSchema.migrate(connection)
+        let listener = try PGConnection(url: database.url)
+        try listener.execute("LISTEN cmdbus_new")
+        let root = CommandEnvelope(commandName: "tree")
+        let poster = SubcommandPoster(url: database.url)
+        defer { poster.stop() }
+        let outcomes = Mutex<[String]>([])
+        for index in 0..<300 {
+            var child = CommandEnvelope(commandName: index.isMultiple(of: 2) ? "even" : "odd", parent: root)
+            child.metadata["index"] = String(index)
+            var submission = BusSubmission(child: child, payload: Data(#"{"index":\#(index)}"#.utf8))
+            submission.failIfUnhandled = false
+            poster.submit(submission) { error in outcomes.withLock { $0.append(error?.message ?? "ok") } }
+        }
+        #expect(await waitUntil(.seconds(30)) { outcomes.withLock { $0.count } == 300 })
+        #expect(outcomes.withLock { $0 } == Array(repeating: "ok", count: 300))
+        let rows = try connection.execute("SELECT count(*) AS n, count(DISTINCT parent_id) AS parents FROM cmdbus.commands WHERE correlation_id = $1", [.uuid(root.id)])
+        #expect(rows[row: 0].integer("n") == 300 && rows[row: 0].integer("parents") == 1)
+        var names: [String] = []
+        while case let more = try listener.notifications(waitingUpTo: .milliseconds(500)), !more.isEmpty { names += more.map(\.payload) }
+        // One wake-up a name a transaction: at least one each, far fewer than 300.
+        #expect(Set(names) == ["even", "odd"] && names.count <= 2 * (300 / SubcommandPoster.batchLimit + 2), "\(names.count) wake-ups")
+
+        let unreachable = SubcommandPoster(url: "postgresql:///postgres?host=/nonexistent-cmdbus-socket-dir&user=postgres&connect_timeout=2")
+        defer { unreachable.stop() }
+        let failure = Mutex<String?>(nil)
+        unreachable.submit(BusSubmission(child: CommandEnvelope(commandName: "lost", parent: root), payload: Data("{}".utf8))) { error in
+            failure.withLock { $0 = error?.message ?? "ok" }
+        }
+        #expect(await waitUntil(.seconds(30)) { failure.withLock { $0 } != nil })
+        #expect(failure.withLock { $0 }?.contains("nonexistent-cmdbus-socket-dir") == true, "\(failure.withLock { $0 } ?? "")")
+    }
+}
