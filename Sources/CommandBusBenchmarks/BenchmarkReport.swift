@@ -9,6 +9,11 @@ struct BenchmarkReport {
         FileHandle.standardError.write(Data("  measured \(key)\n".utf8))
     }
 
+    /// The figure recorded under `key` (NaN if none is).
+    func value(_ key: String) -> Double {
+        figures.last { $0.key == key }?.value ?? .nan
+    }
+
     /// One JSON object with every figure.
     var json: String {
         let body = figures.map { "  \"\($0.key)\": \(Self.format($0.value))" }.joined(separator: ",\n")

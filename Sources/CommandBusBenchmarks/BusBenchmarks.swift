@@ -14,6 +14,10 @@ enum BusBenchmarks {
             let perSecond = try await drain(hosts: hosts, cluster: cluster)
             report.record(hosts == 3 ? "bus_drain_per_s" : "bus_drain_\(hosts)_host\(hosts == 1 ? "" : "s")_per_s", perSecond)
         }
+        let trees = try await trees(cluster: cluster)
+        report.record("bus_trees_per_s", trees)
+        // Six commands a tree, against what two hosts drain of commands alone.
+        report.record("bus_tree_commands_vs_drain_ratio", trees * 6 / report.value("bus_drain_2_hosts_per_s"))
         report.record("bus_submit_per_s", try await submit(cluster: cluster))
         let (wakeup, send, besideScheduled) = try await latencies(cluster: cluster)
         report.record("bus_wakeup_p50_ms", wakeup)
@@ -32,11 +36,14 @@ enum BusBenchmarks {
         return (url, { _ = try? admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") })
     }
 
-    /// Host processes with the C echo plugin (a no-op command: it answers with its payload).
-    static func startHosts(_ count: Int, url: String, work: Scratch) throws -> [Process] {
-        let plugins = work.path + "/plugins"
+    /// Host processes with the C echo plugin (a no-op command: it answers with its payload), or
+    /// the plugins named.
+    static func startHosts(_ count: Int, url: String, work: Scratch, plugins products: [String] = ["libCEcho.so"]) throws -> [Process] {
+        let plugins = work.path + "/plugins-" + products.joined(separator: "-")
         try FileManager.default.createDirectory(atPath: plugins, withIntermediateDirectories: true)
-        if !FileManager.default.fileExists(atPath: plugins + "/libCEcho.so") { try work.copy(product: "libCEcho.so", as: "plugins/libCEcho.so") }
+        for product in products where !FileManager.default.fileExists(atPath: plugins + "/" + product) {
+            try work.copy(product: product, as: "plugins-" + products.joined(separator: "-") + "/" + product)
+        }
         return try (0..<count).map { _ in
             let host = Process()
             host.executableURL = PluginBenchmarks.productDirectory.appendingPathComponent("cmdbus")
@@ -68,12 +75,45 @@ enum BusBenchmarks {
         let started = ContinuousClock.now
         let hosts = try startHosts(count, url: url, work: work)
         defer { stop(hosts) }
+        try await waitForEnds(of: total, on: connection, since: started)
+        return Double(total) / seconds(ContinuousClock.now - started)
+    }
+
+    /// Waits until `total` commands (of `name`, or of any) have ended, all succeeded, or 600 s
+    /// have passed since `started`.
+    private static func waitForEnds(of total: Int, named name: String? = nil, on connection: PGConnection, since started: ContinuousClock.Instant) async throws {
         while true {
-            let done = try connection.execute("SELECT count(*)::int8 AS done FROM cmdbus.commands WHERE finalized_at IS NOT NULL")
-            if (done[row: 0].integer("done") ?? 0) >= total { break }
+            let done = try connection.execute("""
+                SELECT count(*)::int8 AS done, count(*) FILTER (WHERE state <> 'succeeded')::int8 AS failed
+                FROM cmdbus.commands WHERE finalized_at IS NOT NULL AND ($1::text IS NULL OR name = $1)
+                """, [name.map(PGValue.text)])
+            if (done[row: 0].integer("failed") ?? 0) > 0 { throw BenchmarkFailure("a command of the benchmark failed") }
+            if (done[row: 0].integer("done") ?? 0) >= total { return }
             try await Task.sleep(for: .milliseconds(5))
-            if ContinuousClock.now - started > .seconds(600) { throw BenchmarkFailure("the drain of \(total) commands did not finish") }
+            if ContinuousClock.now - started > .seconds(600) { throw BenchmarkFailure("\(total) commands did not end within 600 s") }
         }
+    }
+
+    /// 2,000 trees of work, inserted beforehand: a `greet-all` of five names on one host, whose
+    /// five `greet`s run one after another on a second host (each through PostgreSQL and back),
+    /// from the hosts' start to the last tree's end, in trees a second.
+    static func trees(cluster: String) async throws -> Double {
+        let (url, drop) = try database(cluster)
+        defer { drop() }
+        let work = try Scratch("bus-trees")
+        defer { work.remove() }
+        let total = 2_000
+        let connection = try PGConnection(url: url)
+        try connection.execute("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
+            SELECT u, 'greet-all', convert_to('{"names":["a","b","c","d","e"]}', 'UTF8'), u, 'pending'
+            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, \(total))) s
+            """)
+        let started = ContinuousClock.now
+        let hosts = try startHosts(1, url: url, work: work, plugins: ["libGreetAll.so"])
+            + startHosts(1, url: url, work: work, plugins: ["libGreeter.so"])
+        defer { stop(hosts) }
+        try await waitForEnds(of: total, named: "greet-all", on: connection, since: started)
         return Double(total) / seconds(ContinuousClock.now - started)
     }
 

@@ -35,10 +35,14 @@ package final class SubcommandPoster: Sendable {
     private let state = Mutex(State())
     private let wake = WakeSignal()
     private let url: String
+    /// How long a batch is tried again while PostgreSQL is out of reach, before each of its
+    /// subcommands fails as unable to reach the bus.
+    private let retryWindow: Duration
 
     /// Starts the poster's thread for the bus at `url`; it connects when first given work.
-    package init(url: String) {
+    package init(url: String, retryingFor retryWindow: Duration = .seconds(30)) {
         self.url = url
+        self.retryWindow = retryWindow
         DetachedThread.start { [self] in self.loop() }
     }
 
@@ -82,33 +86,40 @@ package final class SubcommandPoster: Sendable {
         }
     }
 
-    /// Runs `batch` in one transaction; if that fails, each on its own, so one bad submission
-    /// fails alone and each hears its own error.
+    /// Runs `batch` in one transaction, again while PostgreSQL is out of reach for up to
+    /// ``retryWindow`` (a restart takes seconds, and a tree of work need not fail for it: an insert
+    /// made twice is made once, by its id); if it fails otherwise, each on its own, so one bad
+    /// submission fails alone and each hears its own error.
     private func run(_ batch: [Work], on session: PGSession) {
-        do throws(PGError) {
-            try session.run { connection throws(PGError) in
-                try connection.execute("BEGIN")
-                do throws(PGError) {
-                    for work in batch { try perform(work, on: connection) }
-                    try connection.execute("COMMIT")
-                } catch {
-                    if connection.isHealthy { _ = try? connection.execute("ROLLBACK") }
-                    throw error
+        let deadline = ContinuousClock.now + retryWindow
+        while true {
+            do throws(PGError) {
+                try session.run { connection throws(PGError) in
+                    try connection.execute("BEGIN")
+                    do throws(PGError) {
+                        for work in batch { try perform(work, on: connection) }
+                        try connection.execute("COMMIT")
+                    } catch {
+                        if connection.isHealthy { _ = try? connection.execute("ROLLBACK") }
+                        throw error
+                    }
                 }
+                for case .submit(_, let done) in batch { done(nil) }
+                return
+            } catch where error.isConnectionProblem && ContinuousClock.now < deadline && !state.withLock({ $0.stopped }) {
+                session.backOff()
+            } catch {
+                break
             }
-        } catch {
-            for work in batch {
-                do throws(PGError) {
-                    try session.run { connection throws(PGError) in try perform(work, on: connection) }
-                } catch {
-                    if case .submit(_, let done) = work { done(error) }
-                    continue
-                }
-                if case .submit(_, let done) = work { done(nil) }
-            }
-            return
         }
-        for case .submit(_, let done) in batch { done(nil) }
+        for work in batch {
+            do throws(PGError) {
+                try session.run { connection throws(PGError) in try perform(work, on: connection) }
+                if case .submit(_, let done) = work { done(nil) }
+            } catch {
+                if case .submit(_, let done) = work { done(error) }
+            }
+        }
     }
 
     private func perform(_ work: Work, on connection: PGConnection) throws(PGError) {

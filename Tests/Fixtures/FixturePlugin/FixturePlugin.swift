@@ -67,6 +67,34 @@ struct SleepViaHandler: PluginHandler {
     }
 }
 
+/// The Greeter plugin's `greet`, which this plugin sends and does not handle: on the shared
+/// bus it goes to a host that does.
+struct Greet: PluginCommand {
+    typealias Result = Greeting
+    static let name = "greet"
+    var name: String
+}
+
+struct Greeting: Codable, Sendable {
+    var greeting: String
+}
+
+/// Sleeps, then sends `greet` and answers with its greeting: a subcommand sent at a moment a
+/// test chooses (while the shared bus's database is down, say).
+struct GreetLater: PluginCommand {
+    typealias Result = Greeting
+    static let name = "fixture.greet-later"
+    var milliseconds: Int
+    var name: String
+}
+
+struct GreetLaterHandler: PluginHandler {
+    func handle(_ command: GreetLater, context: PluginContext) async throws -> Greeting {
+        try await Task.sleep(for: .milliseconds(command.milliseconds))
+        return try await context.send(Greet(name: command.name))
+    }
+}
+
 /// Answers with the envelope the host gave this command, so tests can check ids cross the boundary.
 struct WhoAmI: PluginCommand {
     typealias Result = PluginEnvelope
@@ -111,6 +139,6 @@ struct AppendHandler: PluginHandler {
 @_cdecl("cmdbus_plugin_v1")
 public func cmdbusPluginV1() -> UnsafeRawPointer {
     Plugin(name: "fixture", version: "0.1.0", priority: 5, handlers: [
-        SleepHandler(), FailHandler(), SleepViaHandler(), WhoAmIHandler(), AppendHandler(),
+        SleepHandler(), FailHandler(), SleepViaHandler(), WhoAmIHandler(), AppendHandler(), GreetLaterHandler(),
     ]).export()
 }
