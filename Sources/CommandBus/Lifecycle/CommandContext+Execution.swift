@@ -78,14 +78,10 @@ extension CommandContext {
             }
             execution.outcome = outcome
             // Drop the task and watchdog: a finished task still holds its first allocation slab.
-            // Drop the children too: each holds this context as its parent, so a parent that kept
-            // them kept itself, its children and their payloads and results for good (a host running
-            // trees of subcommands grew by 4 KB a tree, without end).
             defer {
                 execution.waiters = []; execution.callbacks = []
                 if case .awaited = execution.writeAhead { execution.writeAhead = .notWritten }
                 execution.task = nil; execution.runner = nil; execution.watchdog = nil
-                execution.children = []
             }
             let abandoned = state == .cancelled || state == .timedOut
             if abandoned { execution.cancelRequested = true }
@@ -97,6 +93,12 @@ extension CommandContext {
             )
         }
         guard let ended else { return earlier ?? outcome }
+        // Drop the children: each holds this context as its parent, so a parent that kept them kept
+        // itself, its children and their payloads and results for good (a host running trees of
+        // subcommands grew by 4 KB a tree, without end). Asked of the count after the end, in a lock
+        // of its own: in the lock above it cost every command 100 instructions. A child added before
+        // the end was counted before it was added (``addChild(_:)``); one after it is not kept.
+        if childCount.load(ordering: .sequentiallyConsistent) > 0 { execution.withLock { $0.children = [] } }
         ended.watchdog?.cancel()
         ended.task?.cancel()
         ended.runner?.cancel(ifRunning: self)
@@ -208,25 +210,25 @@ extension CommandContext {
     /// Notes a subcommand sent, which this command's end waits for (or cancels). One sent after
     /// the end (from a task the handler left behind) is not kept: nothing would drop it again.
     func addChild(_ child: CommandContext) {
+        childCount.add(1, ordering: .sequentiallyConsistent)
         let cancelled = execution.withLock { execution -> Bool in
             guard !execution.lifecycle.state.isTerminal else { return execution.cancelRequested }
             execution.children.append(child)
-            execution.childrenSent += 1
             return execution.cancelRequested
         }
-        childCount.add(1, ordering: .releasing)
         if cancelled { child.cancel() }
     }
 
     /// Counts a finished child and reports the progress. The event is published under the lock
     /// that counts, so two children finishing at once report 1 then 2, never 2 then 1: published
     /// after the lock, a late "1" once came after the parent's end (a CI run under heavy load).
-    /// A parent that has ended (cancelled or timed out before its children) reports no more.
+    /// A parent that has ended (cancelled, timed out or failed before its children) reports no
+    /// more; until it ends, it holds every child it sent, so their count is the total.
     private func childDidFinish() {
         execution.withLock { execution in
             execution.childrenFinished += 1
             guard !execution.reportsProgress, !execution.lifecycle.state.isTerminal else { return }
-            let (finished, total) = (execution.childrenFinished, execution.childrenSent)
+            let (finished, total) = (execution.childrenFinished, execution.children.count)
             bus.publish(self) { .progress(completed: finished, total: total) }
         }
     }

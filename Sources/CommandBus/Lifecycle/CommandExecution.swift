@@ -17,11 +17,9 @@ struct CommandExecution: Sendable {
     var cancelRequested = false
     /// Someone awaited the result, so a failure has been seen.
     var observed = false
-    /// The subcommands sent and not yet seen to an end by this command's end, which drops them.
+    /// The subcommands sent, until this command's end drops them (each holds this one as its parent).
     var children: [CommandContext] = []
-    /// How many subcommands were sent, and how many have finished: the progress a handler that
-    /// reports none of its own shows.
-    var childrenSent = 0, childrenFinished = 0
+    var childrenFinished = 0
     /// Whether the handler reports its own progress, which then replaces the count of finished children.
     var reportsProgress = false
     var attempts = 0
