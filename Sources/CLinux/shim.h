@@ -19,3 +19,7 @@ ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *pouto
 // malloc_trim: hands the memory free at the top of the heap and in whole free pages inside
 // it back to the system; an idle server calls it after a burst of work (IdleMemoryTrim).
 #include <malloc.h>
+// pthread_setname_np (glibc 2.12), hidden for the same reason: a thread's name as `top -H`,
+// `ps -L`, `perf` and a debugger show it (at most 15 bytes).
+#include <pthread.h>
+int pthread_setname_np(pthread_t thread, const char *name);

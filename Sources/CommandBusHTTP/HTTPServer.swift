@@ -46,7 +46,7 @@ package final class HTTPServer: Sendable {
 
     /// Starts the loop on a thread of its own.
     package func start() {
-        DetachedThread.start { [self] in
+        DetachedThread.start(named: "http") { [self] in
             let loop = HTTPEventLoop(server: self)
             loop.run()
         }

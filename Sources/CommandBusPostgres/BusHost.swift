@@ -159,9 +159,9 @@ package final class BusHost: Sendable {
         guard let connection = try await join() else { return false }
         state.withLock { $0.joined = true }
         forwardEvents()
-        DetachedThread.start { [self] in claimLoop() }
-        DetachedThread.start { [self] in finishLoop() }
-        DetachedThread.start { [self] in heartbeatLoop() }
+        DetachedThread.start(named: "bus-claim") { [self] in claimLoop() }
+        DetachedThread.start(named: "bus-finish") { [self] in finishLoop() }
+        DetachedThread.start(named: "bus-heartbeat") { [self] in heartbeatLoop() }
         log(.info, "joined the bus at \(connection.redactedURL) as host \(id) (\(label)); handles \(commands.isEmpty ? "no command yet (no plugin loaded)" : commands.joined(separator: ", "))")
         return true
     }

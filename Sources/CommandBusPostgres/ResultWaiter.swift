@@ -29,7 +29,7 @@ package final class ResultWaiter: Sendable {
     /// Starts waiting on `url`.
     package init(url: String) {
         self.url = url
-        DetachedThread.start { [self] in self.loop() }
+        DetachedThread.start(named: "bus-results") { [self] in self.loop() }
     }
 
     /// Calls `onFinish` once command `id` is final; `onEvent` with each event of its correlation, in order, before that.

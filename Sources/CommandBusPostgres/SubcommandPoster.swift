@@ -43,7 +43,7 @@ package final class SubcommandPoster: Sendable {
     package init(url: String, retryingFor retryWindow: Duration = .seconds(30)) {
         self.url = url
         self.retryWindow = retryWindow
-        DetachedThread.start { [self] in self.loop() }
+        DetachedThread.start(named: "bus-subcommands") { [self] in self.loop() }
     }
 
     /// Inserts `submission` on the bus, then calls `done` (on the poster's thread) with `nil`, or

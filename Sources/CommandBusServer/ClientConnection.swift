@@ -61,7 +61,7 @@ package final class ClientConnection: Sendable {
 
     package init(descriptor: Int32) {
         self.descriptor = descriptor
-        DetachedThread.start { [self] in self.writeLoop() }
+        DetachedThread.start(named: "client-writer") { [self] in self.writeLoop() }
     }
 
     /// Counts a request that will be answered (by ``send(_:)``, ``send(line:)`` or ``sendSoon(line:)``).

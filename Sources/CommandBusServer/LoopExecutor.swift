@@ -83,8 +83,8 @@ final class LoopExecutor: TaskExecutor, Sendable {
     /// ``runQueued(as:)`` returns `false`, then returns.
     func start(driver drive: @escaping @Sendable (UInt64) -> Void) {
         driver.withLock { $0 = Callback(drive) }
-        DetachedThread.start { [self] in watch() }
-        DetachedThread.start { drive(0) }
+        DetachedThread.start(named: "loop-watch") { [self] in watch() }
+        DetachedThread.start(named: "request-loop") { drive(0) }
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
@@ -188,7 +188,7 @@ final class LoopExecutor: TaskExecutor, Sendable {
                     return (nil, true)
                 }
                 if let generation = look.takeover, let drive = driver.withLock({ $0 }) {
-                    DetachedThread.start { drive(generation) }
+                    DetachedThread.start(named: "request-loop") { drive(generation) }
                 }
                 if look.idle { break }
             }

@@ -126,7 +126,7 @@ package final class PluginWatcher: Sendable {
 
     /// Starts watching on a thread of its own.
     package func start() {
-        DetachedThread.start { [self] in
+        DetachedThread.start(named: "plugin-watch") { [self] in
             // Created between the start's failed watch and its parent's: loaded now.
             loadAwaitedDirectoriesThatExist()
             self.watch()

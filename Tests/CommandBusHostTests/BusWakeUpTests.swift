@@ -106,5 +106,10 @@ extension SharedBusTests {
         })
         let outcomes = try await database.sql("SELECT name, state, attempt, count(*) FROM cmdbus.commands GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
         #expect(outcomes == "fixture.greet-later|succeeded|1|\(count)\ngreet|succeeded|1|\(count)\n", "\(outcomes)\n\(sender.output.suffix(2000))")
+        // The host's threads of its own are named, for `top -H` and `perf`.
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(sender.pid)/task")) ?? []
+        let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/\(sender.pid)/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .newlines) })
+        #expect(names.isSuperset(of: ["bus-claim", "bus-finish", "bus-heartbeat", "bus-results", "bus-subcommands"]), "\(names.sorted())")
     }
 }
