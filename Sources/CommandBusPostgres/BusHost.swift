@@ -282,11 +282,14 @@ package final class BusHost: Sendable {
             }
             group.addTask { try? await Task.sleep(for: drain) }
             await group.next()
+            // Wake the drain waiter if it is still parked (the drain ran out), so the group can
+            // end: a group waits for every child, and a continuation does not hear cancellation.
+            // Woken only after the group, it never was, and a host whose commands outlived the
+            // drain (a parent waiting for a subcommand no live host runs) never left the bus.
+            for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.drained = [] }; return state.drained }) {
+                waiter.resume()
+            }
             group.cancelAll()
-        }
-        // Wake a drain waiter still parked, so the group can end.
-        for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.drained = [] }; return state.drained }) {
-            waiter.resume()
         }
         await flushFinishes()
         state.withLock { $0.stopped = true }

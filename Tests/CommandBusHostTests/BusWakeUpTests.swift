@@ -112,4 +112,29 @@ extension SharedBusTests {
             .map { $0.trimmingCharacters(in: .newlines) })
         #expect(names.isSuperset(of: ["bus-claim", "bus-finish", "bus-heartbeat", "bus-results", "bus-subcommands"]), "\(names.sorted())")
     }
+
+    /// A host told to stop waits `--drain` for what it runs, then hands back what is still
+    /// running and leaves, however long that would have run: the drain's waiter was woken only
+    /// after the wait it was part of, which could not end without it, so a host whose command
+    /// outlived the drain stayed until the command ended (for good, for a parent whose subcommand
+    /// no live host ran).
+    @Test(.timeLimit(.minutes(3)))
+    func aCommandThatOutlivesTheDrainIsHandedBackAtItsEnd() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "60", drain: "1")
+        defer { Task { await database.drop() } }
+        let posted = try await Self.bus(database.url, "run", "fixture.sleep", "-p", "milliseconds=120000", "--no-wait")
+        let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(await waitUntil(.seconds(30)) {
+            await Self.psqlNow(database.url, "SELECT state FROM cmdbus.commands WHERE id = '\(id)'") == "running\n"
+        })
+        let stopped = ContinuousClock.now
+        host.signal(SIGTERM)
+        #expect(await waitUntil(.seconds(60)) { !host.process.isRunning })
+        #expect(ContinuousClock.now - stopped < .seconds(30), "the host left only after \(ContinuousClock.now - stopped)")
+        #expect(host.output.contains("left the bus; handed back 1 unfinished command"), "\(host.output)")
+        #expect(try await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(id)'") == "pending\n")
+        await host.stop()
+    }
 }
