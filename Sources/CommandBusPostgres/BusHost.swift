@@ -622,7 +622,12 @@ package final class BusHost: Sendable {
                         unwritten = []
                     }
                 } catch {
-                    log(.warning, "finishing \(counted(unwritten.count, "command")): \(error.message); retrying")
+                    // What was left to write: a batch of events alone finished no command.
+                    let left = [
+                        unwritten.isEmpty ? nil : "finishing \(counted(unwritten.count, "command"))",
+                        unsentEvents.isEmpty ? nil : "sending \(counted(unsentEvents.count, "event"))",
+                    ].compactMap { $0 }.joined(separator: " and ")
+                    log(.warning, "\(left): \(error.message); retrying")
                     session.backOff()
                     if state.withLock({ $0.stopped }) && !error.isConnectionProblem { break }
                 }
