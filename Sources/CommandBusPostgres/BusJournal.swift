@@ -244,11 +244,24 @@ extension BusJournal: Journal {
     }
 
     package func record(_ id: UUID) async throws(CommandBusError) -> JournalRecord? {
-        do { return try row(id) } catch { throw journalError(error) }
+        try await offThePool { () throws(PGError) in try self.row(id) }
     }
 
     package func records(_ query: JournalQuery) async throws(CommandBusError) -> [JournalRecord] {
-        do { return try rows(query) } catch { throw journalError(error) }
+        try await offThePool { () throws(PGError) in try self.rows(query) }
+    }
+
+    /// Runs a read of the bus on a thread of its own and returns what it read: the dashboard of a
+    /// host asks from Swift's pool, whose few threads run the host's handlers and must not wait
+    /// for PostgreSQL (as a handler's subcommands no longer do, ``SubcommandPoster``).
+    private func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws(PGError) -> T) async throws(CommandBusError) -> T {
+        let outcome = await DetachedThread.value { () -> Result<T, PGError> in
+            do throws(PGError) { return .success(try body()) } catch { return .failure(error) }
+        }
+        switch outcome {
+        case .success(let value): return value
+        case .failure(let error): throw journalError(error)
+        }
     }
 
     package func unfinished() async throws(CommandBusError) -> [JournalRecord] { [] }
