@@ -39,10 +39,10 @@ enum BusBenchmarks {
     /// Host processes with the C echo plugin (a no-op command: it answers with its payload), or
     /// the plugins named.
     static func startHosts(_ count: Int, url: String, work: Scratch, plugins products: [String] = ["libCEcho.so"]) throws -> [Process] {
-        let plugins = work.path + "/plugins-" + products.joined(separator: "-")
+        let folder = "plugins-" + products.joined(separator: "-"), plugins = work.path + "/" + folder
         try FileManager.default.createDirectory(atPath: plugins, withIntermediateDirectories: true)
         for product in products where !FileManager.default.fileExists(atPath: plugins + "/" + product) {
-            try work.copy(product: product, as: "plugins-" + products.joined(separator: "-") + "/" + product)
+            try work.copy(product: product, as: folder + "/" + product)
         }
         return try (0..<count).map { _ in
             let host = Process()
@@ -68,15 +68,21 @@ enum BusBenchmarks {
         defer { work.remove() }
         let total = 50_000
         let connection = try PGConnection(url: url)
-        try connection.execute("""
-            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
-            SELECT u, 'c.echo', convert_to('{}', 'UTF8'), u, 'pending' FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, \(total))) s
-            """)
+        try insertPending(total, named: "c.echo", on: connection)
         let started = ContinuousClock.now
         let hosts = try startHosts(count, url: url, work: work)
         defer { stop(hosts) }
         try await waitForEnds(of: total, on: connection, since: started)
         return Double(total) / seconds(ContinuousClock.now - started)
+    }
+
+    /// Inserts `count` root commands of `name`, pending, with `payload`, due `dueIn` seconds from now.
+    private static func insertPending(_ count: Int, named name: String, payload: String = "{}", dueIn seconds: Int = 0, on connection: PGConnection) throws {
+        try connection.execute("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, run_at)
+            SELECT u, $2, convert_to($3, 'UTF8'), u, 'pending', now() + $4::int8 * interval '1 second'
+            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, $1::int8)) s
+            """, [.integer(Int64(count)), .text(name), .text(payload), .integer(Int64(seconds))])
     }
 
     /// Waits until `total` commands (of `name`, or of any) have ended, all succeeded, or 600 s
@@ -104,11 +110,7 @@ enum BusBenchmarks {
         defer { work.remove() }
         let total = 2_000
         let connection = try PGConnection(url: url)
-        try connection.execute("""
-            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
-            SELECT u, 'greet-all', convert_to('{"names":["a","b","c","d","e"]}', 'UTF8'), u, 'pending'
-            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, \(total))) s
-            """)
+        try insertPending(total, named: "greet-all", payload: #"{"names":["a","b","c","d","e"]}"#, on: connection)
         let started = ContinuousClock.now
         let hosts = try startHosts(1, url: url, work: work, plugins: ["libGreetAll.so"])
             + startHosts(1, url: url, work: work, plugins: ["libGreeter.so"])
@@ -176,11 +178,7 @@ enum BusBenchmarks {
             SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM started_at - created_at))::float8 * 1000 AS p50
             FROM cmdbus.commands WHERE kind = 'command'
             """)
-        try connection.execute("""
-            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, run_at)
-            SELECT u, 'c.echo', convert_to('{}', 'UTF8'), u, 'pending', now() + interval '1 hour'
-            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, 100000)) s
-            """)
+        try insertPending(100_000, named: "c.echo", dueIn: 3_600, on: connection)
         try connection.execute("ANALYZE cmdbus.commands")
         let besideScheduled = try await sendP50()
         await client.close()
