@@ -10,8 +10,7 @@ extension SharedBusTests {
     @Test(.timeLimit(.minutes(2)))
     func aBatchOfPostsKeepsIdempotencyKeysAndRetries() async throws {
         let database = try await SharedBusDatabase()
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
+        let connection = try database.migratedConnection()
         var earlier = BusSubmission(name: "fixture.whoami", payload: Data(#"{"n":0}"#.utf8), metadata: ["idempotency-key": "k2"])
         earlier.failIfUnhandled = false
         let earlierID = try earlier.submit(on: connection).id

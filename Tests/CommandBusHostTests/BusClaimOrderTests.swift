@@ -13,8 +13,7 @@ extension SharedBusTests {
     func aClaimTakesTheHighestPriorityThenTheOldestAcrossNames() async throws {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
+        let connection = try database.migratedConnection()
         let host = UUID(), other = UUID()
         try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a,b,c}', 60000)", [.uuid(host)])
         let probe = BusSubmission.probePriority
@@ -72,8 +71,7 @@ extension SharedBusTests {
     func aClaimReadsNoCommandDueLater() async throws {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
+        let connection = try database.migratedConnection()
         let host = UUID()
         try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a,b}', 60000)", [.uuid(host)])
         try connection.execute("""

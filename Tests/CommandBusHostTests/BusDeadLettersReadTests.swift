@@ -12,8 +12,7 @@ extension SharedBusTests {
     func theDeadLettersAreReadFromTheirIndex() async throws {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
+        let connection = try database.migratedConnection()
         try connection.execute("""
             INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, finalized_at, error_code)
             SELECT gen_random_uuid(), 'a', '\\x7b7d', gen_random_uuid(),

@@ -12,8 +12,7 @@ extension SharedBusTests {
     func queuesPastTheLimitOfNamesAreCountedTogether() async throws {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
+        let connection = try database.migratedConnection()
         func posts(_ name: String, count: Int = 1) -> [BusSubmission] {
             (0..<count).map { _ in
                 var submission = BusSubmission(name: name, payload: Data("{}".utf8), metadata: [:])
@@ -52,8 +51,7 @@ extension SharedBusTests {
     func commandsDueLaterAreScheduledNotPending() async throws {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
+        let connection = try database.migratedConnection()
         func post(_ name: String, delay: Duration = .zero) -> BusSubmission {
             var submission = BusSubmission(name: name, payload: Data("{}".utf8), metadata: [:])
             submission.failIfUnhandled = false

@@ -14,10 +14,8 @@ extension SharedBusTests {
     func aNewCommandWakesTheHostsUnlessABacklogWaits() async throws {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
-        let listener = try PGConnection(url: database.url)
-        try listener.execute("LISTEN cmdbus_new")
+        let connection = try database.migratedConnection()
+        let listener = try database.listening(on: "cmdbus_new")
         func post(_ name: String) throws {
             var submission = BusSubmission(name: name, payload: Data("{}".utf8))
             submission.failIfUnhandled = false
@@ -44,10 +42,8 @@ extension SharedBusTests {
     func subcommandsArePostedTogetherAndEachHearsHowItWent() async throws {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
-        let connection = try PGConnection(url: database.url)
-        try BusSchema.migrate(connection)
-        let listener = try PGConnection(url: database.url)
-        try listener.execute("LISTEN cmdbus_new")
+        let connection = try database.migratedConnection()
+        let listener = try database.listening(on: "cmdbus_new")
         let root = CommandEnvelope(commandName: "tree")
         let poster = SubcommandPoster(url: database.url)
         defer { poster.stop() }

@@ -1,3 +1,4 @@
+import CommandBusPostgres
 import CommandBusSupport
 import Foundation
 import Testing
@@ -24,6 +25,20 @@ struct SharedBusDatabase {
         let result = try await runProcess("/usr/bin/env", ["psql", url, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
         try #require(result.status == 0, "psql failed: \(result.stderr)")
         return result.stdout
+    }
+
+    /// A connection to this test's database, with the bus's schema made in it.
+    func migratedConnection() throws -> PGConnection {
+        let connection = try PGConnection(url: url)
+        try BusSchema.migrate(connection)
+        return connection
+    }
+
+    /// A connection to this test's database that listens on `channel`.
+    func listening(on channel: String) throws -> PGConnection {
+        let connection = try PGConnection(url: url)
+        try connection.execute("LISTEN \(channel)")
+        return connection
     }
 
     /// Runs SQL against this test's database.
