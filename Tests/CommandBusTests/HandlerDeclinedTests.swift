@@ -29,6 +29,20 @@ private final class Calls: Sendable {
     let count = Atomic(0)
 }
 
+/// A handler that holds each command until `gate` opens, then declines it, as an isolated
+/// plugin taken off the bus does with a command routed to it just before.
+private struct DeclinesOnceOpened: DynamicCommandHandler {
+    let commandName = "pick"
+    let arrived = AsyncStream<Void>.makeStream()
+    let gate = AsyncStream<Void>.makeStream()
+
+    func handle(payload: Data, context: CommandContext) async throws -> Data {
+        arrived.continuation.yield()
+        for await _ in gate.stream { break }
+        throw HandlerDeclined()
+    }
+}
+
 private struct TakesAll: DynamicCommandHandler {
     let commandName = "pick"
     func handle(payload: Data, context: CommandContext) async throws -> Data { json(#"{"by":"fallthrough"}"#) }
@@ -65,6 +79,21 @@ struct HandlerDeclinedTests {
         #expect(try await !bus.wouldHandle(name: "pick", payload: json(#"{"say":"no"}"#)))
         #expect(try await bus.wouldHandle(name: "pick", payload: json(#"{"say":"yes"}"#)))
         #expect(try await !bus.wouldHandle(name: "other", payload: json("{}")))
+    }
+
+    /// A handler taken off the bus after a command was routed to it, which then declines it
+    /// (an isolated plugin whose file was replaced): the command goes to the chain as it stands
+    /// now, where the replacement took its place, not to "no handler".
+    @Test func aDeclineByAHandlerNoLongerRegisteredAsksTheChainAsItIsNow() async throws {
+        let bus = CommandBus()
+        let old = DeclinesOnceOpened()
+        let registration = bus.register(old, priority: 5)
+        let sent = Task { try await bus.send(name: "pick", payload: json(#"{"say":"yes"}"#)) }
+        for await _ in old.arrived.stream { break }
+        bus.register(DecidesLate(label: "replacement"), priority: 5)
+        registration.cancel()
+        old.gate.continuation.yield()
+        #expect(try await sent.value == json(#"{"by":"replacement"}"#))
     }
 
     @Test func aDeclineBehindMiddlewareFallsThroughToo() async throws {

@@ -7,7 +7,8 @@ import Foundation
 extension CommandBus {
     /// Picks the handler for a command: the first, in priority order, whose `canHandle` says yes.
     /// - Parameter declined: The handler that declined it in `handle` (``HandlerDeclined``): only
-    ///   the handlers after it in the chain are asked.
+    ///   the handlers after it in the chain are asked, or the whole chain as it stands now if it
+    ///   was taken off the bus meanwhile (a plugin replaced while the command was on its way to it).
     /// - Throws: `noHandler` when none will; `decodingFailed` when the payload does not fit the chosen handler.
     func route(
         _ payload: CommandPayload, name: String, useFallback: Bool = true, after declined: RouteEntry? = nil
@@ -18,7 +19,7 @@ extension CommandBus {
         var start = entries.startIndex
         if let declined {
             if declined.registrationID == fallback?.registrationID { throw .noHandler(name, registered: entries.count) }
-            start = entries.firstIndex { $0.registrationID == declined.registrationID }.map { $0 + 1 } ?? entries.endIndex
+            start = entries.firstIndex { $0.registrationID == declined.registrationID }.map { $0 + 1 } ?? entries.startIndex
         }
         for entry in entries[start...] {
             let prepared = try entry.box.prepare(payload, commandName: name)

@@ -55,7 +55,10 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
     }
 
     package func handle(payload: Data, context: CommandContext) async throws -> Data {
-        let running = try await runningWorker()
+        guard let running = try await runningWorkerUnlessRetired() else {
+            // Routed here just before the plugin came off the bus, and its worker has stopped.
+            throw HandlerDeclined()
+        }
         let call = Mutex(CallState.notSent)
         let answer = CallAnswer()
         let (status, body) = await withTaskCancellationHandler { () async -> CallAnswer.Value in
@@ -76,7 +79,9 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
             }
             if let sent { worker.cancel(sent) }
         }
-        if status == Int32(CMDBUS_DECLINED.rawValue) { throw HandlerDeclined() }
+        // Declined by the plugin, or never made since the plugin was taken off the bus meanwhile:
+        // either way the bus asks the chain again (where a replacement may have taken its place).
+        if status == Int32(CMDBUS_DECLINED.rawValue) || status == IsolatedPlugin.retiredStatus { throw HandlerDeclined() }
         guard status == Int32(CMDBUS_OK.rawValue) else {
             throw PluginErrors.error(plugin: plugin, command: command.name, status: status, message: String(decoding: body, as: UTF8.self))
         }
@@ -88,6 +93,16 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
         case notSent
         case cancelledBeforeSending
         case sent(UInt64)
+    }
+
+    /// The running worker, or nil if the plugin was taken off the bus and none runs.
+    private func runningWorkerUnlessRetired() async throws(CommandBusError) -> IsolatedPlugin.RunningWorker? {
+        switch await worker.ensureRunning() {
+        case .success(let running): return running
+        case .failure where worker.isRetired: return nil
+        case .failure(let failure):
+            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: failure.reason)
+        }
     }
 
     private func runningWorker() async throws(CommandBusError) -> IsolatedPlugin.RunningWorker {

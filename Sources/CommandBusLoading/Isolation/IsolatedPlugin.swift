@@ -37,6 +37,11 @@ public final class IsolatedPlugin: Sendable {
     /// The status a call ends with when its worker died (not an ABI value).
     package static let crashedStatus: Int32 = -1_000
 
+    /// The status a call ends with when the plugin was taken off the bus (its file removed or
+    /// replaced) before the call reached its worker, which is stopping: the call was never made,
+    /// so the bus may hand the command to the handler that took the plugin's place (not an ABI value).
+    package static let retiredStatus: Int32 = -1_001
+
     /// A running worker: the socket to it and what it loaded.
     package struct RunningWorker: Sendable {
         package let pid: pid_t
@@ -71,6 +76,9 @@ public final class IsolatedPlugin: Sendable {
 
     /// The reason the plugin is quarantined, if it is.
     package var quarantine: String? { state.withLock { $0.lifecycle.quarantine } }
+
+    /// Whether the plugin was taken off the bus: no worker starts again.
+    package var isRetired: Bool { state.withLock { $0.lifecycle.isRetired } }
 
     /// Whether a worker is running now.
     package var isRunning: Bool { state.withLock { $0.lifecycle.running != nil } }
@@ -200,11 +208,18 @@ public final class IsolatedPlugin: Sendable {
     package func call(
         _ kind: WorkerFrame.Kind, on worker: RunningWorker, index: UInt32, payload: Data, context: CommandContext?, answer: CallAnswer
     ) -> UInt64 {
-        let id = state.withLock { state -> UInt64 in
+        let id = state.withLock { state -> UInt64? in
+            // A retired plugin's worker stops once idle, in this lock: a call that finds it
+            // stopped (or stopping) was never made, and the bus can route it again.
+            guard !state.lifecycle.isRetired || state.lifecycle.running?.pid == worker.pid else { return nil }
             let id = state.nextID
             state.nextID += 1
             state.pending[id] = Pending(pid: worker.pid, context: context, answer: answer.deliver)
             return id
+        }
+        guard let id else {
+            answer.deliver(Self.retiredStatus, Array("its file was removed or replaced, so its worker is stopping".utf8))
+            return 0
         }
         if !worker.channel.send(kind, id: id, status: Int32(bitPattern: index), body: payload) {
             abandon(id, reason: "its worker is gone")
@@ -255,17 +270,27 @@ public final class IsolatedPlugin: Sendable {
     /// Takes the plugin out of service (its file was removed or replaced): the running worker
     /// finishes the calls it has, for up to `grace`, and is then stopped; none starts again.
     package func retire(drainingFor grace: Duration) {
-        let idle = state.withLock { state in
+        state.withLock { state in
             state.lifecycle.retire()
             state.stopsWhenIdle = true
-            return state.pending.isEmpty
         }
-        if idle { stop() }
+        stopIfIdle()
         // Whatever is still out then (or a worker that was starting) is stopped at the end.
         Task { [self] in
             try? await Task.sleep(for: grace)
             stop()
         }
+    }
+
+    /// Stops a retired plugin's worker if no call is out. Decided in the lock ``call(_:on:index:payload:context:answer:)``
+    /// takes, so a call is either made before the worker stops or finds it stopped.
+    private func stopIfIdle() {
+        let idle = state.withLock { state -> pid_t? in
+            guard state.stopsWhenIdle, state.pending.isEmpty, let pid = state.lifecycle.running?.pid else { return nil }
+            state.lifecycle.killing(pid: pid)
+            return pid
+        }
+        if let idle { kill(idle, SIGKILL) }
     }
 
     /// Stops the worker, if one runs: calls in flight fail, and a later call starts another.
@@ -292,12 +317,9 @@ public final class IsolatedPlugin: Sendable {
         let channel = worker.channel
         switch frame.kind {
         case .complete, .canHandleAnswer:
-            let (call, nowIdle) = state.withLock { state in
-                let call = state.pending.removeValue(forKey: frame.id)
-                return (call, state.stopsWhenIdle && state.pending.isEmpty)
-            }
+            let (call, retired) = state.withLock { state in (state.pending.removeValue(forKey: frame.id), state.stopsWhenIdle) }
             call?.answer(frame.status, frame.body)
-            if nowIdle { stop() }
+            if retired { stopIfIdle() }
         case .send:
             forward(frame, channel: channel)
         case .envelope:
@@ -345,12 +367,16 @@ public final class IsolatedPlugin: Sendable {
     private func workerDied(pid: pid_t) {
         let how = ending(of: pid)
         let now = ContinuousClock.now
-        let (orphans, end) = state.withLock { state -> ([Pending], WorkerLifecycle<RunningWorker>.Ending) in
+        let (orphans, end, retired) = state.withLock { state -> ([Pending], WorkerLifecycle<RunningWorker>.Ending, Bool) in
             let orphans = state.pending.filter { $0.value.pid == pid }
             for id in orphans.keys { state.pending[id] = nil }
-            return (Array(orphans.values), state.lifecycle.ended(pid: pid, now: now, how: how))
+            return (Array(orphans.values), state.lifecycle.ended(pid: pid, now: now, how: how), state.lifecycle.isRetired)
         }
-        let reason = end == .killedOnPurpose ? "its worker was killed: a handler ran past its deadline" : "its worker \(how)"
+        let reason = switch (end, retired) {
+        case (.killedOnPurpose, true): "its file was removed or replaced, and its worker was stopped before this call ended"
+        case (.killedOnPurpose, false): "its worker was killed: a handler ran past its deadline"
+        case (.crashed, _): "its worker \(how)"
+        }
         for call in orphans { call.answer(Self.crashedStatus, Array(reason.utf8)) }
         if case .crashed(let quarantine) = end {
             log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed")
