@@ -544,9 +544,12 @@ package final class BusHost: Sendable {
         for waiter in drained { waiter.resume() }
     }
 
-    /// Whether commands of this correlation (a command claimed here, and its subcommands) run here.
-    package func runsCorrelation(_ correlation: UUID) -> Bool {
-        state.withLock { $0.correlations[correlation] != nil }
+    /// Whether a command the bus journals here is a local subcommand: sent by a command that runs
+    /// here (its tree runs here) and not itself claimed from the bus, whose claim finishes it
+    /// with its attempt, retry or hand-back (a subcommand another host sent, claimed here, has a
+    /// parent and a tree here too).
+    package func isLocalSubcommand(_ envelope: CommandEnvelope) -> Bool {
+        state.withLock { $0.correlations[envelope.correlationID] != nil && !$0.started.contains(envelope.id) }
     }
 
     /// Records a subcommand that runs here (``LocalSubcommandLedger``).

@@ -9,7 +9,8 @@ import Foundation
 /// A host bus's journal: it records on the shared bus the subcommands a plugin sends that run on
 /// this same host, as rows of their own (parent id, correlation, state, result), so they are
 /// recorded the same way as the ones that cross to another host. Everything else the bus journals
-/// (the claimed commands themselves, already rows) it leaves alone.
+/// (the claimed commands themselves, already rows, subcommands of another host's tree among them)
+/// it leaves alone.
 package final class LocalSubcommandLedger: Journal {
     private struct State {
         weak var host: BusHost?
@@ -28,7 +29,7 @@ package final class LocalSubcommandLedger: Journal {
     package func accept(_ envelope: CommandEnvelope, payload: Data) async throws(CommandBusError) {
         guard envelope.parentID != nil else { return }
         let (host, bus) = state.withLock { ($0.host, $0.bus) }
-        guard let host, let bus, host.runsCorrelation(envelope.correlationID),
+        guard let host, let bus, host.isLocalSubcommand(envelope),
               (try? bus.canHandleLocally(name: envelope.commandName, payload: payload)) == true else { return }
         state.withLock { _ = $0.recorded.insert(envelope.id) }
         host.recordLocalSubcommand(envelope, payload: payload)

@@ -1,0 +1,39 @@
+import Foundation
+import Testing
+
+extension SharedBusTests {
+    /// A subcommand that another host claimed is finished on the bus once, by that host's claim,
+    /// with its attempt, retry and hand-back. The host's ledger of local subcommands took it for
+    /// one of its own (it has a parent, and its tree runs there) and finished it too, as attempt
+    /// 1 with no retry: a retryable failure ended for good at its first attempt, and the host
+    /// logged "discarded the result" for about one subcommand in fifteen of a run of trees.
+    @Test(.timeLimit(.minutes(3)))
+    func aClaimedSubcommandIsFinishedOnceByItsClaim() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
+        let database = try await SharedBusDatabase()
+        let relay = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("relay", [])], lease: "30")
+        let failer = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "30")
+        let greeter = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"], lease: "30")
+        let sender = try await BusHostProcess(bus: database.url, plugins: ["libGreetAll.so"], lease: "30")
+        defer { Task { await relay.stop(); await failer.stop(); await greeter.stop(); await sender.stop(); await database.drop() } }
+
+        // A retryable failure is retried on the bus, up to the child's five attempts.
+        let ran = try await Self.bus(database.url, "run", "relay.fail", "{}")
+        #expect(ran.status == 1, "\(ran.stdout)\(ran.stderr)")
+        let child = try await database.sql("SELECT state, attempt, max_attempts FROM cmdbus.commands WHERE name = 'fixture.fail'")
+        #expect(child == "failed|5|5\n", "\(failer.output.suffix(2_000))")
+
+        // Two hundred trees of five: each subcommand's result is written once, by its claim.
+        try await database.sql("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
+            SELECT u, 'greet-all', convert_to('{"names": ["a", "b", "c", "d", "e"]}', 'UTF8'), u, 'pending'
+            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, 200)) s
+            """)
+        #expect(await waitUntil(.seconds(90)) {
+            await Self.psqlNow(database.url, "SELECT count(*) FROM cmdbus.commands WHERE name = 'greet-all' AND state = 'succeeded'") == "200\n"
+        })
+        let greets = try await database.sql("SELECT state, attempt, count(*) FROM cmdbus.commands WHERE name = 'greet' GROUP BY 1, 2")
+        #expect(greets == "succeeded|1|1000\n")
+        #expect(!greeter.output.contains("discarded the result"), "\(greeter.output.suffix(2_000))")
+    }
+}
