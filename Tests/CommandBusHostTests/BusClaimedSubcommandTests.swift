@@ -36,4 +36,30 @@ extension SharedBusTests {
         #expect(greets == "succeeded|1|1000\n")
         #expect(!greeter.output.contains("discarded the result"), "\(greeter.output.suffix(2_000))")
     }
+
+    /// A host that drains while it runs another host's subcommand hands it back, and another
+    /// host runs it, as it would a command of its own, and the parent goes on (a rolling restart
+    /// of the hosts). The hand-back is written before the command is cancelled here, so the
+    /// ledger's end of it, 'cancelled', was refused even before it left such commands alone.
+    @Test(.timeLimit(.minutes(3)))
+    func aClaimedSubcommandHandedBackAtADrainRunsOnAnotherHost() async throws {
+        await BusHostProcess.stopAll()  // what an earlier test left running
+        let database = try await SharedBusDatabase()
+        let relay = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("relay", [])], lease: "30")
+        let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "30", drain: "1")
+        defer { Task { await relay.stop(); await first.stop(); await database.drop() } }
+        let posted = try await Self.bus(database.url, "run", "relay.sleep", "{}", "--no-wait")
+        let parent = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(await waitUntil(.seconds(30)) {
+            await Self.psqlNow(database.url, "SELECT state FROM cmdbus.commands WHERE name = 'fixture.sleep'") == "running\n"
+        })
+        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "30")
+        defer { Task { await second.stop() } }
+        await first.stop()
+        #expect(await waitUntil(.seconds(60)) {
+            await Self.psqlNow(database.url, "SELECT state FROM cmdbus.commands WHERE id = '\(parent)'") == "succeeded\n"
+        }, "\(first.output.suffix(2_000))")
+        let child = try await database.sql("SELECT state, array_length(attempted_by, 1) FROM cmdbus.commands WHERE name = 'fixture.sleep'")
+        #expect(child == "succeeded|2\n")
+    }
 }
