@@ -156,6 +156,32 @@ struct IsolationTests {
         _ = try? await stubborn.result
     }
 
+    /// A cancelled command whose handler does not stop has its worker stopped after a grace
+    /// period: it ends cancelled, as asked, and the other calls that worker was running fail
+    /// saying why it stopped. They read "its worker was killed: a handler ran past its deadline"
+    /// (on the shared bus, a cancel of 65 running isolated `greet-all`s failed 4 so).
+    @Test(.timeLimit(.minutes(2)))
+    func aCancelledCommandThatDoesNotStopEndsCancelledAndItsNeighboursHearWhy() async throws {
+        let (bus, fixture) = try await isolatedFixtureBus()
+        defer { fixture.remove() }
+        let cancelled = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":8000,"stubborn":true}"#))
+        let neighbour = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":8000,"stubborn":true}"#))
+        try await Task.sleep(for: .milliseconds(300))
+        cancelled.cancel()
+        await #expect {
+            try await cancelled.result
+        } throws: { error in
+            (error as? CommandBusError)?.code == .cancelled
+        }
+        #expect(cancelled.state == .cancelled)
+        await #expect {
+            try await neighbour.result
+        } throws: { error in
+            let message = (error as? CommandBusError)?.message ?? "\(error)"
+            return message.hasSuffix("its worker was stopped: a cancelled command did not end within 1 second")
+        }
+    }
+
     /// A cancellation that comes before the call reaches the worker is not lost: the call is never sent.
     @Test func aCancellationBeforeTheCallIsSentIsNotLost() async throws {
         let (bus, fixture) = try await isolatedFixtureBus()

@@ -63,6 +63,8 @@ public final class IsolatedPlugin: Sendable {
         var pending: [UInt64: Pending] = [:]
         /// Retired: the worker is stopped once no call is out.
         var stopsWhenIdle = false
+        /// Why the host is stopping each worker it kills, for the calls that worker still runs.
+        var killReasons: [pid_t: String] = [:]
     }
 
     private let state = Mutex(State())
@@ -258,12 +260,16 @@ public final class IsolatedPlugin: Sendable {
     package func cancel(_ id: UInt64) {
         let (worker, pending) = state.withLock { ($0.lifecycle.running?.worker, $0.pending[id]) }
         guard let pending, let worker else { return }
-        guard worker.description.cancellable else { return killWorker(pending.pid) }
+        guard worker.description.cancellable else {
+            return killWorker(pending.pid, because: "its worker was stopped to cancel a command: the plugin has no cancel()")
+        }
         worker.channel.send(WorkerFrame(kind: .cancel, id: id))
         // A timer, not a thread asleep: the grace period spends nothing while it runs.
         Task { [self] in
             try? await Task.sleep(for: Self.cancelGrace)
-            if state.withLock({ $0.pending[id] != nil }) { killWorker(pending.pid) }
+            if state.withLock({ $0.pending[id] != nil }) {
+                killWorker(pending.pid, because: "its worker was stopped: a cancelled command did not end within \(Self.graceText)")
+            }
         }
     }
 
@@ -295,12 +301,25 @@ public final class IsolatedPlugin: Sendable {
 
     /// Stops the worker, if one runs: calls in flight fail, and a later call starts another.
     public func stop() {
-        if let pid = state.withLock({ $0.lifecycle.running?.pid }) { killWorker(pid) }
+        let reason = isRetired
+            ? "its file was removed or replaced, and its worker was stopped before this call ended"
+            : "its worker was stopped by the host"
+        if let pid = state.withLock({ $0.lifecycle.running?.pid }) { killWorker(pid, because: reason) }
     }
 
-    /// Kills a worker on purpose; new calls start another at once, and it does not count as a crash.
-    private func killWorker(_ pid: pid_t) {
-        state.withLock { $0.lifecycle.killing(pid: pid) }
+    /// ``cancelGrace`` in words: "1 second".
+    private static var graceText: String {
+        let seconds = cancelGrace.components.seconds
+        return seconds == 1 ? "1 second" : "\(seconds) seconds"
+    }
+
+    /// Kills a worker on purpose; new calls start another at once, and it does not count as a
+    /// crash. The calls it still runs fail with `reason`.
+    private func killWorker(_ pid: pid_t, because reason: String) {
+        state.withLock { state in
+            state.lifecycle.killing(pid: pid)
+            if state.killReasons[pid] == nil { state.killReasons[pid] = reason }
+        }
         kill(pid, SIGKILL)
     }
 
@@ -367,16 +386,12 @@ public final class IsolatedPlugin: Sendable {
     private func workerDied(pid: pid_t) {
         let how = ending(of: pid)
         let now = ContinuousClock.now
-        let (orphans, end, retired) = state.withLock { state -> ([Pending], WorkerLifecycle<RunningWorker>.Ending, Bool) in
+        let (orphans, end, killReason) = state.withLock { state -> ([Pending], WorkerLifecycle<RunningWorker>.Ending, String?) in
             let orphans = state.pending.filter { $0.value.pid == pid }
             for id in orphans.keys { state.pending[id] = nil }
-            return (Array(orphans.values), state.lifecycle.ended(pid: pid, now: now, how: how), state.lifecycle.isRetired)
+            return (Array(orphans.values), state.lifecycle.ended(pid: pid, now: now, how: how), state.killReasons.removeValue(forKey: pid))
         }
-        let reason = switch (end, retired) {
-        case (.killedOnPurpose, true): "its file was removed or replaced, and its worker was stopped before this call ended"
-        case (.killedOnPurpose, false): "its worker was killed: a handler ran past its deadline"
-        case (.crashed, _): "its worker \(how)"
-        }
+        let reason = end == .killedOnPurpose ? killReason ?? "its worker was stopped by the host" : "its worker \(how)"
         for call in orphans { call.answer(Self.crashedStatus, Array(reason.utf8)) }
         if case .crashed(let quarantine) = end {
             log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed")
