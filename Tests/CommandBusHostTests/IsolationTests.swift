@@ -182,6 +182,26 @@ struct IsolationTests {
         }
     }
 
+    /// A plugin taken off the bus whose worker has stopped would take nothing: asked for its full
+    /// answer (a bus host asks so before it runs a claimed command) it says no, so the rest of the
+    /// chain is asked, and a command that reaches it is declined, never failed. Asked, it failed
+    /// with "its file was removed or replaced, so its worker is not started again", and a bus host
+    /// failed the command it had claimed.
+    @Test func aRetiredPluginWhoseWorkerStoppedSaysNoAndDeclines() async throws {
+        let (bus, fixture) = try await isolatedFixtureBus()
+        defer { fixture.remove() }
+        _ = try await bus.send(name: "fixture.whoami", payload: json("{}"))
+        let worker = try #require(fixture.catalog.plugins.first?.worker)
+        worker.retire(drainingFor: .seconds(30))
+        #expect(await waitUntil(.seconds(10)) { !worker.isRunning })
+        #expect(try await !bus.wouldHandle(name: "fixture.whoami", payload: json("{}")))
+        await #expect {
+            try await bus.send(name: "fixture.whoami", payload: json("{}"))
+        } throws: { error in
+            (error as? CommandBusError)?.code == .noHandler
+        }
+    }
+
     /// A cancellation that comes before the call reaches the worker is not lost: the call is never sent.
     @Test func aCancellationBeforeTheCallIsSentIsNotLost() async throws {
         let (bus, fixture) = try await isolatedFixtureBus()

@@ -36,7 +36,9 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
     package func canHandle(payload: Data) throws -> Bool { true }
 
     package func wouldHandle(payload: Data) async throws -> Bool {
-        let running = try await runningWorker()
+        // A plugin taken off the bus whose worker has stopped would not take it: the rest of
+        // the chain is asked, where its replacement stands.
+        guard let running = try await runningWorkerUnlessRetired() else { return false }
         let answer = CallAnswer()
         let id = worker.call(.canHandle, on: running, index: command.index, payload: payload, context: nil, answer: answer)
         // A timer, not a thread waiting: a can_handle() that hangs is given up on.
@@ -47,6 +49,7 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
         let (status, body) = await worker.answer(to: answer, from: running)
         deadline.cancel()
         if status >= 0 { return status != 0 }
+        if status == IsolatedPlugin.retiredStatus { return false }
         let message = String(decoding: body, as: UTF8.self)
         throw PluginErrors.error(
             plugin: plugin, command: command.name, status: status == IsolatedPlugin.crashedStatus ? status : -status,
@@ -100,14 +103,6 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
         switch await worker.ensureRunning() {
         case .success(let running): return running
         case .failure where worker.isRetired: return nil
-        case .failure(let failure):
-            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: failure.reason)
-        }
-    }
-
-    private func runningWorker() async throws(CommandBusError) -> IsolatedPlugin.RunningWorker {
-        switch await worker.ensureRunning() {
-        case .success(let running): return running
         case .failure(let failure):
             throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: failure.reason)
         }
