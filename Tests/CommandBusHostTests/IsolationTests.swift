@@ -166,7 +166,9 @@ struct IsolationTests {
         defer { fixture.remove() }
         let cancelled = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":8000,"stubborn":true}"#))
         let neighbour = bus.post(name: "fixture.sleep", payload: json(#"{"milliseconds":8000,"stubborn":true}"#))
-        try await Task.sleep(for: .milliseconds(300))
+        // Both calls are in the worker: each handler has started, and sent its call right after.
+        #expect(await waitUntil(.seconds(30)) { cancelled.state == .running && neighbour.state == .running })
+        try await Task.sleep(for: .milliseconds(500))
         cancelled.cancel()
         await #expect {
             try await cancelled.result

@@ -206,7 +206,8 @@ public final class IsolatedPlugin: Sendable {
 
     /// Sends a call to `worker`; `answer` gets the status and body (at once, with `crashedStatus`,
     /// if the worker is gone). Wait for it with ``answer(to:from:)``.
-    /// - Returns: The call's id, to cancel it.
+    /// - Returns: The call's id, to cancel it; 0 for a call never made (the plugin retired, its
+    ///   worker stopped), which `answer` hears at once with ``retiredStatus``.
     package func call(
         _ kind: WorkerFrame.Kind, on worker: RunningWorker, index: UInt32, payload: Data, context: CommandContext?, answer: CallAnswer
     ) -> UInt64 {
