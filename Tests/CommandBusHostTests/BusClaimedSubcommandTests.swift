@@ -24,11 +24,7 @@ extension SharedBusTests {
         #expect(child == "failed|5|5\n", "\(failer.output.suffix(2_000))")
 
         // Two hundred trees of five: each subcommand's result is written once, by its claim.
-        try await database.sql("""
-            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
-            SELECT u, 'greet-all', convert_to('{"names": ["a", "b", "c", "d", "e"]}', 'UTF8'), u, 'pending'
-            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, 200)) s
-            """)
+        try await database.insertPending(200, named: "greet-all", payload: #"{"names": ["a", "b", "c", "d", "e"]}"#)
         #expect(await waitUntil(.seconds(90)) {
             await Self.psqlNow(database.url, "SELECT count(*) FROM cmdbus.commands WHERE name = 'greet-all' AND state = 'succeeded'") == "200\n"
         })

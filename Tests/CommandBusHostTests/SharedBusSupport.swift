@@ -45,6 +45,16 @@ struct SharedBusDatabase {
     @discardableResult
     func sql(_ sql: String) async throws -> String { try await Self.psql(url, sql) }
 
+    /// Puts `count` root commands of `name` on the bus, pending and due now, each with `payload`
+    /// (JSON text without a single quote), in one statement, as a burst of posts lands.
+    func insertPending(_ count: Int, named name: String, payload: String) async throws {
+        try await sql("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
+            SELECT u, '\(name)', convert_to('\(payload)', 'UTF8'), u, 'pending'
+            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, \(count))) s
+            """)
+    }
+
     /// Drops the database, best effort: a drop a test left for after its end can meet the next
     /// test restarting the cluster, and must not fail that test (``psql(_:_:)`` records an issue).
     func drop() async {

@@ -685,11 +685,7 @@ struct SharedBusTests {
         var everyHost = hosts
         defer { Task { [hosts] in for host in hosts { await host.stop() }; scratch.remove(); await database.drop() } }
         let payload = #"{"file":"\#(runs.path)","milliseconds":20}"#
-        try await database.sql("""
-            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state)
-            SELECT u, 'fixture.append', convert_to('\(payload)', 'UTF8'), u, 'pending'
-            FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, \(total))) s
-            """)
+        try await database.insertPending(total, named: "fixture.append", payload: payload)
         try await database.sql("NOTIFY cmdbus_new, 'fixture.append'")
         var victims: Set<String> = []
         var faults: [String] = []

@@ -302,10 +302,11 @@ public final class IsolatedPlugin: Sendable {
 
     /// Stops the worker, if one runs: calls in flight fail, and a later call starts another.
     public func stop() {
-        let reason = isRetired
+        let (running, retired) = state.withLock { ($0.lifecycle.running?.pid, $0.lifecycle.isRetired) }
+        guard let running else { return }
+        killWorker(running, because: retired
             ? "its file was removed or replaced, and its worker was stopped before this call ended"
-            : "its worker was stopped by the host"
-        if let pid = state.withLock({ $0.lifecycle.running?.pid }) { killWorker(pid, because: reason) }
+            : "its worker was stopped by the host")
     }
 
     /// ``cancelGrace`` in words: "1 second".
