@@ -30,10 +30,12 @@ package enum BusCancel {
     package static func cancel(_ names: [String], running: Bool, by: String, on connection: PGConnection) throws(PGError) -> [Outcome] {
         let rows = try connection.execute("""
             WITH wanted AS (SELECT DISTINCT unnest($1::text[]) AS name),
-            cancelled AS (
+            held AS (
+                \(BusSQL.lockedInIDOrder("cmdbus.commands c JOIN wanted w ON c.name = w.name WHERE c.state = 'pending' AND c.kind = 'command'"))
+            ), cancelled AS (
                 UPDATE cmdbus.commands c SET cancel_requested = true, state = 'cancelled', finalized_at = now(), error_code = 'cancelled',
                     error_message = 'command ''' || c.name || ''' was cancelled while it waited, by ' || $2 || ' (cmdbus bus cancel)'
-                FROM wanted w WHERE c.state = 'pending' AND c.kind = 'command' AND c.name = w.name
+                FROM held WHERE c.id = held.id
                 RETURNING c.id, c.name
             ), notified AS (
                 SELECT pg_notify('cmdbus_done', id::text) FROM (SELECT id FROM cancelled LIMIT $3) first
@@ -47,7 +49,10 @@ package enum BusCancel {
             let ids = try connection.execute("""
                 SELECT id FROM cmdbus.commands WHERE state = 'running' AND kind = 'command' AND name = ANY($1::text[])
                 """, [.textArray(names)]).all.compactMap { $0.uuid("id") }
-            for id in ids { try connection.execute(BusSQL.cancel, [.uuid(id)]) }
+            // A statement per 500 trees: each holds its rows only while it runs.
+            for chunk in stride(from: 0, to: ids.count, by: 500) {
+                try connection.execute(BusSQL.cancel, [.uuidArray(Array(ids[chunk..<min(chunk + 500, ids.count)]))])
+            }
         }
         return rows.all.map { row in
             Outcome(name: row.text("name") ?? "?", cancelled: Int(row.integer("cancelled") ?? 0), running: Int(row.integer("running") ?? 0))

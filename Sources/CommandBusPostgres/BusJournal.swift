@@ -225,7 +225,7 @@ package final class BusJournal: Sendable {
 
     /// ``cancel(_:)`` on a pool of its own (a client's).
     package static func cancel(_ id: UUID, on connections: PGConnectionPool) throws(PGError) -> Bool {
-        let rows = try connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(id)]) }
+        let rows = try connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuidArray([id])]) }
         return (rows.count > 0 ? rows[row: 0].integer("flagged") ?? 0 : 0) > 0
     }
 }

@@ -24,17 +24,25 @@ package enum BusRetry {
         package var json: JSONValue { .object(["command": .string(name), "retried": .integer(Int64(retried))]) }
     }
 
+    /// The commands a retry takes back: roots of a wanted name ($1, through `wanted w`) that ended
+    /// in one of the states $2, within $3 ms of now if given.
+    private static let endedRoots = """
+        cmdbus.commands c JOIN wanted w ON c.name = w.name
+        WHERE c.state = ANY($2::text[]) AND c.parent_id IS NULL AND c.kind = 'command'
+            AND ($3::int8 IS NULL OR c.finalized_at >= now() - $3::int8 * interval '1 millisecond')
+        """
+
     /// Puts back to pending the root commands of `names` that ended in one of `states`, those
     /// that ended within `within` of now if given, and wakes the hosts that handle them.
     package static func retry(_ names: [String], states: [CommandState], within: Duration?, on connection: PGConnection) throws(PGError) -> [Outcome] {
         let rows = try connection.execute("""
             WITH wanted AS (SELECT DISTINCT unnest($1::text[]) AS name),
-            again AS (
+            held AS (
+                \(BusSQL.lockedInIDOrder(endedRoots))
+            ), again AS (
                 UPDATE cmdbus.commands c SET state = 'pending', finalized_at = NULL, result = NULL, error_code = NULL, error_message = NULL,
                     attempt = 0, declined_by = '{}', cancel_requested = false, run_at = now()
-                FROM wanted w
-                WHERE c.name = w.name AND c.state = ANY($2::text[]) AND c.parent_id IS NULL AND c.kind = 'command'
-                    AND ($3::int8 IS NULL OR c.finalized_at >= now() - $3::int8 * interval '1 millisecond')
+                FROM held WHERE c.id = held.id
                 RETURNING c.name
             ), notified AS (
                 SELECT pg_notify('cmdbus_new', name) FROM (SELECT DISTINCT name FROM again) ready

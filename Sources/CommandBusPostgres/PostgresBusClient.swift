@@ -129,7 +129,7 @@ package final class PostgresBusClient: BusClient {
                 }
             }
         } onCancel: {
-            _ = try? connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuid(submission.id)]) }
+            _ = try? connections.with { connection throws(PGError) in try connection.execute(BusSQL.cancel, [.uuidArray([submission.id])]) }
         }
         if let row { return row }
         throw failure.withLock { $0 } ?? HostFailure(.serverUnreachable, "the bus at \(redactedURL) did not take '\(submission.name)'")

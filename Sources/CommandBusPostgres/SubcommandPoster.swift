@@ -19,7 +19,8 @@ import Foundation
 /// run time is the transaction's start, so none reads as a backlog), and PostgreSQL sends one
 /// wake-up a name however many ask.
 package final class SubcommandPoster: Sendable {
-    private enum Work: Sendable {
+    /// What the poster is given to do: a subcommand to insert, with whom to tell, or a command to cancel.
+    enum Work: Sendable {
         case submit(BusSubmission, Callback<PGError?>)
         case cancel(UUID)
     }
@@ -89,15 +90,19 @@ package final class SubcommandPoster: Sendable {
     /// Runs `batch` in one transaction, again while PostgreSQL is out of reach for up to
     /// ``retryWindow`` (a restart takes seconds, and a tree of work need not fail for it: an insert
     /// made twice is made once, by its id); if it fails otherwise, each on its own, so one bad
-    /// submission fails alone and each hears its own error.
-    private func run(_ batch: [Work], on session: PGSession) {
+    /// submission fails alone and each hears its own error. Its cancels come last, in one
+    /// statement: the transaction locks no row before it (its inserts are rows no one else
+    /// sees yet), and that statement locks its rows in id order, as the finishers' do.
+    func run(_ batch: [Work], on session: PGSession) {
         let deadline = ContinuousClock.now + retryWindow
         while true {
             do throws(PGError) {
                 try session.run { connection throws(PGError) in
                     try connection.execute("BEGIN")
                     do throws(PGError) {
-                        for work in batch { try perform(work, on: connection) }
+                        for case .submit(let submission, _) in batch { try submission.submit(on: connection) }
+                        let cancelled = batch.compactMap { work -> UUID? in if case .cancel(let id) = work { id } else { nil } }
+                        if !cancelled.isEmpty { try connection.execute(BusSQL.cancel, [.uuidArray(cancelled)]) }
                         try connection.execute("COMMIT")
                     } catch {
                         if connection.isHealthy { _ = try? connection.execute("ROLLBACK") }
@@ -125,7 +130,7 @@ package final class SubcommandPoster: Sendable {
     private func perform(_ work: Work, on connection: PGConnection) throws(PGError) {
         switch work {
         case .submit(let submission, _): try submission.submit(on: connection)
-        case .cancel(let id): try connection.execute(BusSQL.cancel, [.uuid(id)])
+        case .cancel(let id): try connection.execute(BusSQL.cancel, [.uuidArray([id])])
         }
     }
 }

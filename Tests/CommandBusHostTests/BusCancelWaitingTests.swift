@@ -1,4 +1,5 @@
-import CommandBusPostgres
+import CommandBus
+@testable import CommandBusPostgres
 import Foundation
 import Testing
 
@@ -79,5 +80,30 @@ extension SharedBusTests {
             let refused = try await cmdbus(["bus", "cancel"] + arguments + ["--bus", database.url])
             #expect(refused.status == 64 && refused.stderr == "cmdbus: error: \(message)\n", "\(refused.stderr)")
         }
+    }
+
+    /// A running parent asked to stop with its tree can hear of its subcommands' cancellation
+    /// before its own, and fail for it: its host ends it `failed` with their "was cancelled".
+    /// The bus records it `cancelled`, as it was asked; a command not asked to stop that fails
+    /// for a cancellation stays `failed`.
+    @Test(.timeLimit(.minutes(2)))
+    func aCommandAskedToStopThatEndsForACancellationEndsCancelled() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try database.migratedConnection()
+        let host = UUID(), asked = UUID(), notAsked = UUID()
+        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a}', 60000)", [.uuid(host)])
+        for (id, cancelRequested) in [(asked, true), (notAsked, false)] {
+            try connection.execute("""
+                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, lease_owner, started_at, cancel_requested)
+                VALUES ($1, 'a', '\\x7b7d', $1, 'running', 1, $2, now(), $3::bool)
+                """, [.uuid(id), .uuid(host), .bool(cancelRequested)])
+        }
+        let ends = JSONValue.array([asked, notAsked].map {
+            .object(["id": .string($0.uuidString), "attempt": .integer(1), "state": .string("failed"), "code": .string("cancelled"),
+                     "message": .string("command 'a' was cancelled")])
+        })
+        #expect(try connection.execute(BusSQL.complete, [.text(ends.text), .uuid(host)]).all.count == 2)
+        #expect(try await database.sql("SELECT state FROM cmdbus.commands ORDER BY cancel_requested DESC") == "cancelled\nfailed\n")
     }
 }

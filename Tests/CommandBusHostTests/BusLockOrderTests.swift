@@ -1,0 +1,109 @@
+import CommandBus
+@testable import CommandBusPostgres
+import Foundation
+import Testing
+
+extension SharedBusTests {
+    /// Every statement that changes many commands at once locks them in id order, so two of them
+    /// wanting the same rows never wait on each other: a host's finisher ending a batch and
+    /// `bus cancel --running` flagging a tree deadlocked so under load, and PostgreSQL failed one.
+    /// Each statement runs here while another transaction holds the lowest of three rows it
+    /// changes, the rows written highest first (the order a scan finds them in): waiting for the
+    /// lowest, it must hold neither of the others yet.
+    @Test(.timeLimit(.minutes(2)))
+    func statementsThatChangeManyCommandsLockThemInIDOrder() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try database.migratedConnection()
+        let host = UUID()
+        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a}', 60000)", [.uuid(host)])
+        let ids = (1...3).map { UUID(uuidString: String(format: "00000000-0000-0000-0000-%012d", $0))! }
+        let url = database.url
+
+        /// Writes the three rows, highest id first, as `state`, the lowest one's parent `parent` if given.
+        func write(_ state: String, parent: UUID? = nil) throws {
+            try connection.execute("DELETE FROM cmdbus.commands")
+            for id in ids.reversed() {
+                let isParent = parent == id
+                try connection.execute("""
+                    INSERT INTO cmdbus.commands (id, name, payload, correlation_id, parent_id, state, attempt, lease_owner, started_at, finalized_at)
+                    VALUES ($1, 'a', '\\x7b7d', $2, $3, $4, 1, CASE WHEN $4 = 'running' THEN $5::uuid END, now(),
+                        CASE WHEN $4 IN ('failed') THEN now() END)
+                    """, [.uuid(id), .uuid(parent ?? id), parent.flatMap { isParent ? nil : .uuid($0) }, .text(state), .uuid(host)])
+            }
+        }
+
+        /// Runs `statement` on a connection of its own while the lowest row is held; checks the
+        /// others are free while it waits; gives the number of rows it changed.
+        func changed(by statement: String, _ run: @escaping @Sendable (PGConnection) throws -> Int) async throws -> Int {
+            let holder = try PGConnection(url: url)
+            try holder.execute("BEGIN")
+            try holder.execute("SELECT id FROM cmdbus.commands WHERE id = $1 FOR UPDATE", [.uuid(ids[0])])
+            async let result = onAThreadOfItsOwn { try run(PGConnection(url: url)) }
+            var waiting = false
+            for _ in 0..<500 where !waiting {
+                let row = try connection.execute("""
+                    SELECT count(*)::int8 AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                    """)[row: 0]
+                waiting = row.integer("n") == 1
+                if !waiting { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(waiting, "\(statement) waits for the lowest row")
+            let probe = try PGConnection(url: url)
+            for id in ids.dropFirst() {
+                try probe.execute("BEGIN")
+                var free = true
+                do { try probe.execute("SELECT id FROM cmdbus.commands WHERE id = $1 FOR NO KEY UPDATE NOWAIT", [.uuid(id)]) } catch { free = false }
+                try probe.execute("ROLLBACK")
+                #expect(free, "\(statement) holds row \(id) while it waits for the lowest: it locks out of id order")
+            }
+            try holder.execute("ROLLBACK")
+            return try await result
+        }
+
+        try write("running")
+        let ends = JSONValue.array(ids.reversed().map { .object(["id": .string($0.uuidString), "attempt": .integer(1), "state": .string("succeeded")]) })
+        #expect(try await changed(by: "a batch of ends") {
+            try $0.execute(BusSQL.complete, [.text(ends.text), .uuid(host)]).all.count
+        } == 3)
+
+        try write("running", parent: ids[2])
+        #expect(try await changed(by: "cancelling a tree") {
+            Int(try $0.execute(BusSQL.cancel, [.uuidArray([ids[2]])])[row: 0].integer("flagged") ?? -1)
+        } == 3)
+
+        // A host's poster cancels the subcommands of its cancelled handlers a batch at a time,
+        // in one transaction: a tree after another, it held the rows of each while it waited
+        // for the next.
+        try write("running")
+        let poster = SubcommandPoster(url: url)
+        defer { poster.stop() }
+        #expect(try await changed(by: "a poster's batch of cancels") { connection in
+            poster.run(ids.reversed().map { .cancel($0) }, on: PGSession(url: url))
+            return Int(try connection.execute("SELECT count(*)::int8 AS n FROM cmdbus.commands WHERE cancel_requested")[row: 0].integer("n") ?? -1)
+        } == 3)
+
+        try write("running")
+        #expect(try await changed(by: "a drain's hand-back") {
+            Int(try $0.execute(BusSQL.handBack, [.uuid(host)])[row: 0].integer("back") ?? -1)
+        } == 3)
+
+        try write("pending")
+        #expect(try await changed(by: "bus cancel") {
+            try BusCancel.cancel(["a"], running: false, by: "test", on: $0).first?.cancelled ?? -1
+        } == 3)
+
+        try write("failed")
+        #expect(try await changed(by: "bus retry") {
+            try BusRetry.retry(["a"], states: [.failed], within: nil, on: $0).first?.retried ?? -1
+        } == 3)
+    }
+}
+
+/// Runs `body` on a thread of its own, for a call that blocks its thread (a statement waiting on
+/// a lock), and gives what it returned.
+private func onAThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
