@@ -640,7 +640,7 @@ package final class BusHost: Sendable {
     }
 
     private func write(_ work: [Finish], on connection: PGConnection) throws(PGError) {
-        var completions: [JSONValue] = []
+        var ends: [(id: UUID, fields: [String: JSONValue])] = []
         var expected: Set<UUID> = []
         // Rows of local subcommands first: a subcommand's completion may be in the same batch.
         for case .record(let envelope, let payload) in work {
@@ -659,14 +659,12 @@ package final class BusHost: Sendable {
             case .record:
                 continue
             case .complete(let id, let attempt, let state, let result, let code, let message, let retryAfter):
-                var fields: [String: JSONValue] = [
-                    "id": .string(id.uuidString), "attempt": .integer(Int64(attempt)), "state": .string(state.rawValue),
-                ]
+                var fields: [String: JSONValue] = ["attempt": .integer(Int64(attempt)), "state": .string(state.rawValue)]
                 if let result { fields["result"] = .string(result.base64EncodedString()) }
                 if let code { fields["code"] = .string(code) }
                 if let message { fields["message"] = .string(message) }
                 if let retryAfter { fields["retryAfterMs"] = .integer(retryAfter.milliseconds) }
-                completions.append(.object(fields))
+                ends.append((id, fields))
                 expected.insert(id)
             case .decline(let id, let attempt):
                 try connection.execute(BusSQL.decline, [.uuid(id), .uuid(self.id), .integer(attempt), .text(label)])
@@ -675,6 +673,7 @@ package final class BusHost: Sendable {
             }
         }
         var ended: Set<String> = []
+        let completions = BusSQL.endsInIDOrder(ends)
         for chunk in stride(from: 0, to: completions.count, by: 500) {
             let slice = Array(completions[chunk..<min(chunk + 500, completions.count)])
             let done = try connection.execute(BusSQL.complete, [.text(JSONValue.array(slice).text), .uuid(id)])

@@ -4,9 +4,10 @@ import Foundation
 import Testing
 
 extension SharedBusTests {
-    /// Every statement that changes many commands at once locks them in id order, so two of them
-    /// wanting the same rows never wait on each other: a host's finisher ending a batch and
-    /// `bus cancel --running` flagging a tree deadlocked so under load, and PostgreSQL failed one.
+    /// Every statement that changes many commands at once takes them in id order (a host's
+    /// batch of ends by being written in that order), so two of them wanting the same rows never
+    /// wait on each other: a host's finisher ending a batch and its poster cancelling trees in a
+    /// transaction deadlocked under `bus cancel --running`, and PostgreSQL failed one.
     /// Each statement runs here while another transaction holds the lowest of three rows it
     /// changes, the rows written highest first (the order a scan finds them in): waiting for the
     /// lowest, it must hold neither of the others yet.
@@ -62,7 +63,8 @@ extension SharedBusTests {
         }
 
         try write("running")
-        let ends = JSONValue.array(ids.reversed().map { .object(["id": .string($0.uuidString), "attempt": .integer(1), "state": .string("succeeded")]) })
+        // A host's batch of ends, put in id order as a host puts it.
+        let ends = JSONValue.array(BusSQL.endsInIDOrder(ids.reversed().map { ($0, ["attempt": .integer(1), "state": .string("succeeded")]) }))
         #expect(try await changed(by: "a batch of ends") {
             try $0.execute(BusSQL.complete, [.text(ends.text), .uuid(host)]).all.count
         } == 3)
@@ -98,11 +100,43 @@ extension SharedBusTests {
             try BusRetry.retry(["a"], states: [.failed], within: nil, on: $0).first?.retried ?? -1
         } == 3)
     }
+
+    /// `bus retry` of an old dead letter while a prune removes it: the prune waited for the
+    /// retry's row, then deleted it by its id, pending again, and the retried command was lost.
+    /// The prune checks again that what it deletes ended before its cutoff.
+    @Test(.timeLimit(.minutes(2)))
+    func aDeadLetterRetriedWhileAPruneRemovesItIsKept() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try database.migratedConnection()
+        let root = UUID(), child = UUID()
+        for (id, parent) in [(root, nil), (child, root)] as [(UUID, UUID?)] {
+            try connection.execute("""
+                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, parent_id, state, attempt, finalized_at, error_code)
+                VALUES ($1, 'a', '\\x7b7d', $2, $3, 'failed', 1, now() - interval '2 days', 'handlerFailed')
+                """, [.uuid(id), .uuid(root), parent.map(PGValue.uuid)])
+        }
+        let retrying = try PGConnection(url: database.url)
+        try retrying.execute("BEGIN")
+        #expect(try BusRetry.retry(["a"], states: [.failed], within: nil, on: retrying).first?.retried == 1)
+        let url = database.url
+        async let pruned = onAThreadOfItsOwn {
+            try PGConnection(url: url).execute(BusSQL.prune(counting: false), [
+                .text(String(Date().timeIntervalSince1970 - 86_400)), .textArray(["failed"]), .integer(0), .integer(1_000), .bool(false),
+            ])[row: 0].integer("removed")
+        }
+        #expect(await waitUntil(.seconds(10)) {
+            (try? await database.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")) == "1\n"
+        }, "the prune waits for the retried row")
+        try retrying.execute("COMMIT")
+        #expect(try await pruned == 1, "the child, ended two days ago; its parent sends it anew when it runs again")
+        #expect(try await database.sql("SELECT state FROM cmdbus.commands") == "pending\n")
+    }
 }
 
 /// Runs `body` on a thread of its own, for a call that blocks its thread (a statement waiting on
 /// a lock), and gives what it returned.
-private func onAThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+func onAThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread { continuation.resume(with: Result { try body() }) }.start()
     }
