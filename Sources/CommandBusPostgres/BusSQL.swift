@@ -116,6 +116,51 @@ enum BusSQL {
         WHERE (c.id = $1 OR ($7::text IS NOT NULL AND c.idempotency_key = $7)) AND NOT EXISTS (SELECT 1 FROM inserted)
         """
 
+    /// Puts many subcommands on the bus in one statement, as ``submit`` puts one: $1 ids, $2 names,
+    /// $3 every payload end to end, $4 metadata (JSON text), $5 parents, $6 correlations, $7 depths,
+    /// $8 timeouts (ms, NULL for none), $9 max attempts, $10 each payload's offset in $3, $11 its
+    /// length, $12 whether each fails at once (`noHandler`) if no live or late host handles its
+    /// name. None has a key or a delay. The hosts of a name are woken once, unless its commands
+    /// wait as a backlog (see ``submit``). An id already on the bus is left as it is. Gives how
+    /// many were inserted. A host's poster runs it for what its handlers send, where it ran
+    /// ``submit`` once per subcommand, and that one statement each was the busiest backend of a
+    /// bus running trees of work (30% of a core at 530 trees a second).
+    static let submitSubcommands = """
+        WITH input AS (
+            SELECT * FROM unnest($1::uuid[], $2::text[], $4::text[], $5::uuid[], $6::uuid[], $7::int4[], $8::int8[], $9::int4[],
+                $10::int8[], $11::int8[], $12::bool[])
+                WITH ORDINALITY AS t(id, name, metadata, parent_id, correlation_id, depth, timeout_ms, max_attempts,
+                    payload_at, payload_length, fail_if_unhandled, n)
+        ), named AS (
+            SELECT n.name, EXISTS (
+                    SELECT 1 FROM cmdbus.hosts h WHERE (\(lateHost) OR \(liveWhenDatabaseStarted)) AND n.name = ANY(h.commands)
+                ) AS handled,
+                NOT EXISTS (
+                    \(priorityLevels(of: "n.name"))
+                    SELECT 1 FROM level WHERE level.run_at <= now() - interval '\(backlogAge)'
+                ) AS wakes
+            FROM (SELECT DISTINCT name FROM input) n
+        ), inserted AS (
+            INSERT INTO cmdbus.commands AS c (id, name, payload, metadata, parent_id, correlation_id, kind, state, run_at,
+                timeout_ms, max_attempts, finalized_at, error_code, error_message, depth)
+            SELECT i.id, i.name, substring($3::bytea FROM (i.payload_at + 1)::int4 FOR i.payload_length::int4), i.metadata::jsonb,
+                i.parent_id, i.correlation_id, 'command',
+                CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN 'pending' ELSE 'failed' END, now(), i.timeout_ms, i.max_attempts,
+                CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN NULL ELSE now() END,
+                CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN NULL ELSE 'noHandler' END,
+                CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN NULL ELSE 'no handler for command ''' || i.name
+                    || ''': no live host on the bus handles it (start a ''cmdbus serve --bus'' whose plugins do)' END,
+                i.depth
+            FROM input i JOIN named m ON m.name = i.name ORDER BY i.n
+            ON CONFLICT DO NOTHING
+            RETURNING c.name, c.state
+        ), notified AS (
+            SELECT pg_notify('cmdbus_new', m.name) FROM named m
+            WHERE m.wakes AND EXISTS (SELECT 1 FROM inserted i WHERE i.name = m.name AND i.state = 'pending')
+        )
+        SELECT (SELECT count(*) FROM inserted)::int8 AS inserted, (SELECT count(*) FROM notified)::int8 AS notified
+        """
+
     /// Posts many root commands in one statement (one commit, one notification per name):
     /// $1 ids, $2 names, $3 every payload end to end, $4 metadata (JSON text), $5 idempotency keys
     /// ('' for none), $6 delays (ms), $7 timeouts (ms, NULL for none), $8 priorities, $9 max

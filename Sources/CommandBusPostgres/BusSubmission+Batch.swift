@@ -41,3 +41,42 @@ extension BusSubmission {
         }
     }
 }
+
+extension BusSubmission {
+    /// Puts subcommands on the bus in one statement per ``batchPayloadBytes`` of payload
+    /// (``BusSQL/submitSubcommands``), each as ``submit(on:)`` puts one: an id already on the bus
+    /// is left as it is, and one that must fail at once if no host handles it does.
+    /// - Throws: `statementFailed`, inserting nothing, if any submission has an ``unstorableReason``.
+    package static func submitSubcommands(_ submissions: [BusSubmission], on connection: PGConnection) throws(PGError) {
+        var start = 0
+        while start < submissions.count {
+            var end = start, bytes = 0
+            while end < submissions.count && (end == start || bytes + submissions[end].payload.count <= batchPayloadBytes) {
+                bytes += submissions[end].payload.count
+                end += 1
+            }
+            try submitSubcommandsInOneStatement(submissions[start..<end], on: connection)
+            start = end
+        }
+    }
+
+    private static func submitSubcommandsInOneStatement(_ submissions: ArraySlice<BusSubmission>, on connection: PGConnection) throws(PGError) {
+        var payloads = Data()
+        var offsets: [Int?] = [], lengths: [Int?] = []
+        for submission in submissions {
+            precondition(!submission.isProbe && submission.idempotencyKey == nil && submission.delay == .zero,
+                         "submitSubcommands takes subcommands: no probe, key or delay")
+            if let reason = submission.unstorableReason { throw PGError(.statementFailed, reason) }
+            offsets.append(payloads.count)
+            lengths.append(submission.payload.count)
+            payloads.append(submission.payload)
+        }
+        try connection.execute(BusSQL.submitSubcommands, [
+            .uuidArray(submissions.map(\.id)), .textArray(submissions.map(\.name)), .bytes(payloads),
+            .textArray(submissions.map { PGValue.metadataText($0.metadata) }), .uuidArray(submissions.map(\.parentID)),
+            .uuidArray(submissions.map(\.correlationID)), .integerArray(submissions.map(\.depth), type: 1007),
+            .integerArray(submissions.map { $0.timeout?.milliseconds }), .integerArray(submissions.map(\.maxAttempts), type: 1007),
+            .integerArray(offsets), .integerArray(lengths), .boolArray(submissions.map(\.failIfUnhandled)),
+        ])
+    }
+}

@@ -52,6 +52,10 @@ package struct PGValue: Sendable {
             }
         }, type: 1009)
     }
+    /// A `bool[]` array.
+    package static func boolArray(_ values: [Bool]) -> PGValue {
+        array(values.map { $0 ? "t" : "f" }, type: 1000)
+    }
     /// A `uuid[]` array; a `nil` element is NULL.
     package static func uuidArray(_ values: [UUID?]) -> PGValue {
         array(values.map { $0?.uuidString }, type: 2951)

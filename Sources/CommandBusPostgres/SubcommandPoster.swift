@@ -15,9 +15,8 @@ import Foundation
 /// and send the next, queued behind other commits. Here a burst costs one commit, and no handler
 /// waits on a thread of the pool.
 ///
-/// Within the transaction each insert asks to wake the hosts of its name (``BusSQL/submit``: its
-/// run time is the transaction's start, so none reads as a backlog), and PostgreSQL sends one
-/// wake-up a name however many ask.
+/// The transaction inserts them in one statement (``BusSQL/submitSubcommands``), which wakes the
+/// hosts of each name once, unless its commands wait as a backlog.
 package final class SubcommandPoster: Sendable {
     /// What the poster is given to do: a subcommand to insert, with whom to tell, or a command to cancel.
     enum Work: Sendable {
@@ -90,9 +89,10 @@ package final class SubcommandPoster: Sendable {
     /// Runs `batch` in one transaction, again while PostgreSQL is out of reach for up to
     /// ``retryWindow`` (a restart takes seconds, and a tree of work need not fail for it: an insert
     /// made twice is made once, by its id); if it fails otherwise, each on its own, so one bad
-    /// submission fails alone and each hears its own error. Its cancels come last, in one
-    /// statement: the transaction locks no row before it (its inserts are rows no one else
-    /// sees yet), and that statement locks its rows in id order, as the finishers' do.
+    /// submission fails alone and each hears its own error. Its subcommands go in one statement
+    /// (``BusSubmission/submitSubcommands(_:on:)``), and its cancels after them in one more: the
+    /// transaction locks no row before it (its inserts are rows no one else sees yet), and that
+    /// statement locks its rows in id order.
     func run(_ batch: [Work], on session: PGSession) {
         let deadline = ContinuousClock.now + retryWindow
         while true {
@@ -100,7 +100,8 @@ package final class SubcommandPoster: Sendable {
                 try session.run { connection throws(PGError) in
                     try connection.execute("BEGIN")
                     do throws(PGError) {
-                        for case .submit(let submission, _) in batch { try submission.submit(on: connection) }
+                        let submissions = batch.compactMap { work -> BusSubmission? in if case .submit(let submission, _) = work { submission } else { nil } }
+                        try BusSubmission.submitSubcommands(submissions, on: connection)
                         let cancelled = batch.compactMap { work -> UUID? in if case .cancel(let id) = work { id } else { nil } }
                         if !cancelled.isEmpty { try connection.execute(BusSQL.cancel, [.uuidArray(cancelled)]) }
                         try connection.execute("COMMIT")

@@ -35,6 +35,51 @@ extension SharedBusTests {
         #expect(try wakeUps() == ["other.name"], "another name's backlog is not this one's")
     }
 
+    /// A batch of subcommands goes on the bus in one statement, each as one `submit` puts it: its
+    /// parent, tree, depth, metadata, timeout and attempts kept; failed at once (`noHandler`) if
+    /// it must be handled now and no host handles its name, pending if it may wait; an id already
+    /// on the bus left as it is; the hosts of each name woken once, and not those of a backlog.
+    @Test(.timeLimit(.minutes(2)))
+    func aBatchOfSubcommandsGoesOnTheBusInOneStatementAsEachWouldAlone() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try database.migratedConnection()
+        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{handled,busy}', 60000)", [.uuid(UUID())])
+        try BusSubmission(name: "busy", payload: Data("{}".utf8)).submit(on: connection)
+        try connection.execute("UPDATE cmdbus.commands SET run_at = now() - interval '1 second'")
+        let listener = try database.listening(on: "cmdbus_new")
+        let root = CommandEnvelope(commandName: "tree")
+        func child(_ name: String, failIfUnhandled: Bool = true, id: UUID? = nil) -> BusSubmission {
+            var envelope = CommandEnvelope(commandName: name, parent: root)
+            envelope.metadata["who"] = name
+            var submission = BusSubmission(child: envelope, payload: Data(#"{"name":"\#(name)"}"#.utf8))
+            submission.failIfUnhandled = failIfUnhandled
+            submission.timeout = .seconds(3)
+            submission.maxAttempts = 2
+            if let id { submission.id = id }
+            return submission
+        }
+        let existing = try connection.execute("SELECT id FROM cmdbus.commands")[row: 0].uuid("id")
+        try BusSubmission.submitSubcommands([
+            child("handled"), child("handled"), child("nobody"), child("later", failIfUnhandled: false), child("busy"), child("busy", id: existing),
+        ], on: connection)
+        #expect(try await database.sql("""
+            SELECT name, state, coalesce(error_code, '-'), depth, metadata->>'who', timeout_ms, max_attempts, convert_from(payload, 'UTF8')
+            FROM cmdbus.commands WHERE parent_id = '\(root.id.uuidString)' ORDER BY name, state
+            """) == """
+            busy|pending|-|1|busy|3000|2|{"name":"busy"}
+            handled|pending|-|1|handled|3000|2|{"name":"handled"}
+            handled|pending|-|1|handled|3000|2|{"name":"handled"}
+            later|pending|-|1|later|3000|2|{"name":"later"}
+            nobody|failed|noHandler|1|nobody|3000|2|{"name":"nobody"}
+
+            """)
+        #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE correlation_id = '\(root.id.uuidString)'") == "5\n",
+                "the id already on the bus is the first 'busy', left as it was")
+        let names = try listener.notifications(waitingUpTo: .milliseconds(500)).filter { $0.channel == "cmdbus_new" }.map(\.payload)
+        #expect(names.sorted() == ["handled", "later"], "once a name; 'busy' waits as a backlog; 'nobody' failed: \(names)")
+    }
+
     /// A host's subcommands go on the bus from the poster's thread, those that wait together in
     /// one transaction, each name waking its hosts once; a poster that cannot reach the bus (and
     /// is not to wait for it) says so to each one.
