@@ -7,7 +7,7 @@ import Foundation
 #endif
 
 /// Puts a host's remote subcommands on the shared bus, and cancels them there, from a thread and
-/// a connection of its own: every subcommand waiting is inserted in one transaction.
+/// a connection of its own: every subcommand waiting is inserted in one statement.
 ///
 /// A handler's `send` used to insert its subcommand on the thread it ran on, one of the few of
 /// Swift's cooperative pool (two on a two-core machine), which then waited for PostgreSQL to
@@ -15,8 +15,8 @@ import Foundation
 /// and send the next, queued behind other commits. Here a burst costs one commit, and no handler
 /// waits on a thread of the pool.
 ///
-/// The transaction inserts them in one statement (``BusSQL/submitSubcommands``), which wakes the
-/// hosts of each name once, unless its commands wait as a backlog.
+/// That statement (``BusSQL/submitSubcommands``) wakes the hosts of each name once, unless its
+/// commands wait as a backlog.
 package final class SubcommandPoster: Sendable {
     /// What the poster is given to do: a subcommand to insert, with whom to tell, or a command to cancel.
     enum Work: Sendable {
@@ -29,7 +29,7 @@ package final class SubcommandPoster: Sendable {
         var stopped = false
     }
 
-    /// The most statements one transaction takes; the rest wait for the next.
+    /// The most subcommands and cancels one batch takes; the rest wait for the next.
     static let batchLimit = 256
 
     private let state = Mutex(State())
@@ -86,29 +86,22 @@ package final class SubcommandPoster: Sendable {
         }
     }
 
-    /// Runs `batch` in one transaction, again while PostgreSQL is out of reach for up to
-    /// ``retryWindow`` (a restart takes seconds, and a tree of work need not fail for it: an insert
-    /// made twice is made once, by its id); if it fails otherwise, each on its own, so one bad
-    /// submission fails alone and each hears its own error. Its subcommands go in one statement
-    /// (``BusSubmission/submitSubcommands(_:on:)``), and its cancels after them in one more: the
-    /// transaction locks no row before it (its inserts are rows no one else sees yet), and that
-    /// statement locks its rows in id order.
+    /// Runs `batch`: its subcommands in one statement (``BusSubmission/submitSubcommands(_:on:)``),
+    /// then its cancels in one more, which locks its rows in id order. Neither needs a transaction
+    /// around them (a `BEGIN` and a `COMMIT` were two of every three round trips the poster made):
+    /// an insert made twice is made once, by its id, and a cancel made twice flags the same rows.
+    /// So the batch is run again while PostgreSQL is out of reach for up to ``retryWindow`` (a
+    /// restart takes seconds, and a tree of work need not fail for it); if it fails otherwise,
+    /// each on its own, so one bad submission fails alone and each hears its own error.
     func run(_ batch: [Work], on session: PGSession) {
         let deadline = ContinuousClock.now + retryWindow
+        let submissions = batch.compactMap { work -> BusSubmission? in if case .submit(let submission, _) = work { submission } else { nil } }
+        let cancelled = batch.compactMap { work -> UUID? in if case .cancel(let id) = work { id } else { nil } }
         while true {
             do throws(PGError) {
                 try session.run { connection throws(PGError) in
-                    try connection.execute("BEGIN")
-                    do throws(PGError) {
-                        let submissions = batch.compactMap { work -> BusSubmission? in if case .submit(let submission, _) = work { submission } else { nil } }
-                        try BusSubmission.submitSubcommands(submissions, on: connection)
-                        let cancelled = batch.compactMap { work -> UUID? in if case .cancel(let id) = work { id } else { nil } }
-                        if !cancelled.isEmpty { try connection.execute(BusSQL.cancel, [.uuidArray(cancelled)]) }
-                        try connection.execute("COMMIT")
-                    } catch {
-                        if connection.isHealthy { _ = try? connection.execute("ROLLBACK") }
-                        throw error
-                    }
+                    try BusSubmission.submitSubcommands(submissions, on: connection)
+                    if !cancelled.isEmpty { try connection.execute(BusSQL.cancel, [.uuidArray(cancelled)]) }
                 }
                 for case .submit(_, let done) in batch { done(nil) }
                 return

@@ -74,9 +74,9 @@ extension SharedBusTests {
             Int(try $0.execute(BusSQL.cancel, [.uuidArray([ids[2]])])[row: 0].integer("flagged") ?? -1)
         } == 3)
 
-        // A host's poster cancels the subcommands of its cancelled handlers a batch at a time,
-        // in one transaction: a tree after another, it held the rows of each while it waited
-        // for the next.
+        // A host's poster cancels the subcommands of its cancelled handlers a batch at a time:
+        // a tree after another in one transaction, it held the rows of each while it waited for
+        // the next.
         try write("running")
         let poster = SubcommandPoster(url: url)
         defer { poster.stop() }

@@ -81,7 +81,7 @@ extension SharedBusTests {
     }
 
     /// A host's subcommands go on the bus from the poster's thread, those that wait together in
-    /// one transaction, each name waking its hosts once; a poster that cannot reach the bus (and
+    /// one statement, each name waking its hosts once; a poster that cannot reach the bus (and
     /// is not to wait for it) says so to each one.
     @Test(.timeLimit(.minutes(2)))
     func subcommandsArePostedTogetherAndEachHearsHowItWent() async throws {
