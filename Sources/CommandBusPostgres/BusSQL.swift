@@ -43,10 +43,11 @@ enum BusSQL {
     /// Locks the commands `c` of `rows` (a FROM list and WHERE clause naming them) in id order,
     /// giving their ids: a CTE for a statement that changes many commands, which then changes
     /// only these. Every such statement locks so, and two of them that want some of the same rows
-    /// then take them in the same order: one waits for the other, where a host's finisher writing
-    /// a batch of ends and `bus cancel --running` flagging a tree each held a row the other
-    /// wanted, and PostgreSQL broke the deadlock by failing one (retried, but seen three times in
-    /// ten cancels of 3,000 running trees). `FOR NO KEY UPDATE` is the lock an UPDATE takes.
+    /// then take them in the same order: one waits for the other. Under `bus cancel --running` a
+    /// host's finisher writing a batch of ends and a host's poster cancelling trees each held a
+    /// row the other wanted, and PostgreSQL broke the deadlock by failing one (retried; 3 to 8
+    /// times in a run of ten such cancels of 3,000 running trees). `FOR NO KEY UPDATE` is the
+    /// lock an UPDATE takes.
     ///
     /// The statement then changes each row by its id alone (`FROM held WHERE c.id = held.id`),
     /// with what it needs of the rest (`giving`, columns after `c.id`) taken from here: a row
