@@ -336,7 +336,10 @@ enum BusSQL {
             SELECT c.id FROM unnest($1::text[], $5::int8[]) AS n(name, room)
             \(joins)
             CROSS JOIN LATERAL (
-                SELECT EXISTS (SELECT 1 FROM cmdbus.paused p WHERE p.name = n.name) OR \(probesOnly) AS probes_only
+                -- OFFSET 0 keeps this a subquery of its own, worked out once a name: pulled up into
+                -- the query, its EXISTS checks were copied to each of the five places that read
+                -- `probes_only`, and planned in each (planning the claim took 0.37 ms, 0.29 now).
+                SELECT EXISTS (SELECT 1 FROM cmdbus.paused p WHERE p.name = n.name) OR \(probesOnly) AS probes_only OFFSET 0
             ) z
             CROSS JOIN LATERAL (
                 SELECT CASE WHEN z.probes_only THEN \(BusSubmission.probePriority) ELSE -2147483648 END AS lowest,
