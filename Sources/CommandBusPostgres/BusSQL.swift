@@ -370,7 +370,7 @@ enum BusSQL {
     /// batch read in its order, each row found by id or by a hash of the host's running rows),
     /// and so takes them in id order, as the statements that lock first do
     /// (``lockedInIDOrder(_:giving:)``), without a lock of its own: that lock is a write to
-    /// each row before its UPDATE, and it cost the drain of 50,000 commands 12 to 16% of its
+    /// each row before its UPDATE, and it cost the drain of 50,000 commands 13 to 17% of its
     /// rate. Unlike theirs, the order is PostgreSQL's choice to keep; a deadlock it let through
     /// would fail the batch, which the finisher writes again.
     static func endsInIDOrder(_ ends: [(id: UUID, fields: [String: JSONValue])]) -> [JSONValue] {
