@@ -40,6 +40,17 @@ enum BusSQL {
     /// and declines require it (see ``complete``).
     static let hostStillOnBus = "EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE h.id = $2::uuid)"
 
+    /// Whether a live host, or one that may be late, handles the command name `name` (an SQL
+    /// expression): a send of a name none handles fails at once (``submit``, ``submitSubcommands``).
+    static func someHostHandles(_ name: String) -> String {
+        "EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE (\(lateHost) OR \(liveWhenDatabaseStarted)) AND \(name) = ANY(h.commands))"
+    }
+
+    /// The error message of a send of the name `name` (an SQL expression) that no host handles.
+    static func noHostHandlesMessage(_ name: String) -> String {
+        "'no handler for command ''' || \(name) || ''': no live host on the bus handles it (start a ''cmdbus serve --bus'' whose plugins do)'"
+    }
+
     /// Locks the commands `c` of `rows` (a FROM list and WHERE clause naming them) in id order,
     /// giving their ids: a CTE for a statement that changes many commands, which then changes
     /// only these. Every such statement locks so, and two of them that want some of the same rows
@@ -77,9 +88,7 @@ enum BusSQL {
     /// Submitting the same id again (a retry after a lost answer) inserts nothing.
     static let submit = """
         WITH handled AS (
-            SELECT NOT $13::bool OR EXISTS (
-                SELECT 1 FROM cmdbus.hosts h WHERE (\(lateHost) OR \(liveWhenDatabaseStarted)) AND $2 = ANY(h.commands)
-            ) AS yes
+            SELECT NOT $13::bool OR \(someHostHandles("$2")) AS yes
         ), inserted AS (
             INSERT INTO cmdbus.commands AS c (id, name, payload, metadata, parent_id, correlation_id, idempotency_key, kind,
                 priority, state, run_at, timeout_ms, max_attempts, finalized_at, error_code, error_message, depth)
@@ -88,8 +97,7 @@ enum BusSQL {
                 now() + $10::int8 * interval '1 millisecond', $11, $12::int4,
                 CASE WHEN handled.yes THEN NULL ELSE now() END,
                 CASE WHEN handled.yes THEN NULL ELSE 'noHandler' END,
-                CASE WHEN handled.yes THEN NULL ELSE 'no handler for command ''' || $2
-                    || ''': no live host on the bus handles it (start a ''cmdbus serve --bus'' whose plugins do)' END,
+                CASE WHEN handled.yes THEN NULL ELSE \(noHostHandlesMessage("$2")) END,
                 $14::int4
             FROM handled
             ON CONFLICT DO NOTHING
@@ -133,9 +141,7 @@ enum BusSQL {
                 WITH ORDINALITY AS t(id, name, metadata, parent_id, correlation_id, depth, timeout_ms, max_attempts,
                     payload_at, payload_length, fail_if_unhandled, n)
         ), named AS (
-            SELECT n.name, EXISTS (
-                    SELECT 1 FROM cmdbus.hosts h WHERE (\(lateHost) OR \(liveWhenDatabaseStarted)) AND n.name = ANY(h.commands)
-                ) AS handled,
+            SELECT n.name, \(someHostHandles("n.name")) AS handled,
                 NOT EXISTS (
                     \(priorityLevels(of: "n.name"))
                     SELECT 1 FROM level WHERE level.run_at <= now() - interval '\(backlogAge)'
@@ -149,8 +155,7 @@ enum BusSQL {
                 CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN 'pending' ELSE 'failed' END, now(), i.timeout_ms, i.max_attempts,
                 CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN NULL ELSE now() END,
                 CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN NULL ELSE 'noHandler' END,
-                CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN NULL ELSE 'no handler for command ''' || i.name
-                    || ''': no live host on the bus handles it (start a ''cmdbus serve --bus'' whose plugins do)' END,
+                CASE WHEN m.handled OR NOT i.fail_if_unhandled THEN NULL ELSE \(noHostHandlesMessage("i.name")) END,
                 i.depth
             FROM input i JOIN named m ON m.name = i.name ORDER BY i.n
             ON CONFLICT DO NOTHING
@@ -567,7 +572,7 @@ enum BusSQL {
     /// $1 names; returns those no live or late host handles, in order.
     static let namesNoHostHandles = """
         SELECT n.name FROM unnest($1::text[]) AS n(name)
-        WHERE NOT EXISTS (SELECT 1 FROM cmdbus.hosts h WHERE (\(lateHost) OR \(liveWhenDatabaseStarted)) AND n.name = ANY(h.commands))
+        WHERE NOT \(someHostHandles("n.name"))
         ORDER BY n.name
         """
 

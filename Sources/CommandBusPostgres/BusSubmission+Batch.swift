@@ -16,15 +16,8 @@ extension BusSubmission {
     /// - Throws: `statementFailed`, inserting nothing, if any submission has an ``unstorableReason``.
     package static func submitPosts(_ submissions: [BusSubmission], on connection: PGConnection) throws(PGError) -> [(id: UUID, created: Bool)] {
         guard !submissions.isEmpty else { return [] }
-        var payloads = Data()
-        var offsets: [Int?] = [], lengths: [Int?] = []
-        for submission in submissions {
-            precondition(submission.parentID == nil && !submission.isProbe && !submission.failIfUnhandled, "submitPosts takes root posts")
-            if let reason = submission.unstorableReason { throw PGError(.statementFailed, reason) }
-            offsets.append(payloads.count)
-            lengths.append(submission.payload.count)
-            payloads.append(submission.payload)
-        }
+        precondition(submissions.allSatisfy { $0.parentID == nil && !$0.isProbe && !$0.failIfUnhandled }, "submitPosts takes root posts")
+        let (payloads, offsets, lengths) = try packed(submissions)
         let rows = try connection.execute(BusSQL.submitPosts, [
             .uuidArray(submissions.map(\.id)), .textArray(submissions.map(\.name)), .bytes(payloads),
             .textArray(submissions.map { PGValue.metadataText($0.metadata) }), .textArray(submissions.map { $0.idempotencyKey ?? "" }),
@@ -61,16 +54,9 @@ extension BusSubmission {
     }
 
     private static func submitSubcommandsInOneStatement(_ submissions: ArraySlice<BusSubmission>, on connection: PGConnection) throws(PGError) {
-        var payloads = Data()
-        var offsets: [Int?] = [], lengths: [Int?] = []
-        for submission in submissions {
-            precondition(!submission.isProbe && submission.idempotencyKey == nil && submission.delay == .zero,
-                         "submitSubcommands takes subcommands: no probe, key or delay")
-            if let reason = submission.unstorableReason { throw PGError(.statementFailed, reason) }
-            offsets.append(payloads.count)
-            lengths.append(submission.payload.count)
-            payloads.append(submission.payload)
-        }
+        precondition(submissions.allSatisfy { !$0.isProbe && $0.idempotencyKey == nil && $0.delay == .zero },
+                     "submitSubcommands takes subcommands: no probe, key or delay")
+        let (payloads, offsets, lengths) = try packed(submissions)
         try connection.execute(BusSQL.submitSubcommands, [
             .uuidArray(submissions.map(\.id)), .textArray(submissions.map(\.name)), .bytes(payloads),
             .textArray(submissions.map { PGValue.metadataText($0.metadata) }), .uuidArray(submissions.map(\.parentID)),
@@ -78,5 +64,20 @@ extension BusSubmission {
             .integerArray(submissions.map { $0.timeout?.milliseconds }), .integerArray(submissions.map(\.maxAttempts), type: 1007),
             .integerArray(offsets), .integerArray(lengths), .boolArray(submissions.map(\.failIfUnhandled)),
         ])
+    }
+
+    /// The payloads of `submissions` end to end, as a batch statement takes them in one `bytea`,
+    /// with each one's offset and length in it.
+    /// - Throws: `statementFailed` with the first ``unstorableReason``, if any cannot be kept as it is.
+    private static func packed(_ submissions: some Collection<BusSubmission>) throws(PGError) -> (Data, offsets: [Int?], lengths: [Int?]) {
+        var payloads = Data()
+        var offsets: [Int?] = [], lengths: [Int?] = []
+        for submission in submissions {
+            if let reason = submission.unstorableReason { throw PGError(.statementFailed, reason) }
+            offsets.append(payloads.count)
+            lengths.append(submission.payload.count)
+            payloads.append(submission.payload)
+        }
+        return (payloads, offsets, lengths)
     }
 }

@@ -269,7 +269,8 @@ public final class IsolatedPlugin: Sendable {
         Task { [self] in
             try? await Task.sleep(for: Self.cancelGrace)
             if state.withLock({ $0.pending[id] != nil }) {
-                killWorker(pending.pid, because: "its worker was stopped: a cancelled command did not end within \(Self.graceText)")
+                let grace = counted(Int(Self.cancelGrace.components.seconds), "second")
+                killWorker(pending.pid, because: "its worker was stopped: a cancelled command did not end within \(grace)")
             }
         }
     }
@@ -307,12 +308,6 @@ public final class IsolatedPlugin: Sendable {
         killWorker(running, because: retired
             ? "its file was removed or replaced, and its worker was stopped before this call ended"
             : "its worker was stopped by the host")
-    }
-
-    /// ``cancelGrace`` in words: "1 second".
-    private static var graceText: String {
-        let seconds = cancelGrace.components.seconds
-        return seconds == 1 ? "1 second" : "\(seconds) seconds"
     }
 
     /// Kills a worker on purpose; new calls start another at once, and it does not count as a
