@@ -92,7 +92,7 @@ extension SharedBusTests {
         defer { Task { await database.drop() } }
         let connection = try database.migratedConnection()
         let host = UUID(), asked = UUID(), notAsked = UUID()
-        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a}', 60000)", [.uuid(host)])
+        try connection.insertHost(host, handling: ["a"])
         for (id, cancelRequested) in [(asked, true), (notAsked, false)] {
             try connection.execute("""
                 INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, lease_owner, started_at, cancel_requested)

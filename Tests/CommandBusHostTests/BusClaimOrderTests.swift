@@ -15,7 +15,7 @@ extension SharedBusTests {
         defer { Task { await database.drop() } }
         let connection = try database.migratedConnection()
         let host = UUID(), other = UUID()
-        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a,b,c}', 60000)", [.uuid(host)])
+        try connection.insertHost(host, handling: ["a", "b", "c"])
         let probe = BusSubmission.probePriority
         // (label, name, priority, seconds ago it was due, kind, declined by this host)
         let rows: [(String, String, Int, Int, String, Bool)] = [
@@ -73,7 +73,7 @@ extension SharedBusTests {
         defer { Task { await database.drop() } }
         let connection = try database.migratedConnection()
         let host = UUID()
-        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a,b}', 60000)", [.uuid(host)])
+        try connection.insertHost(host, handling: ["a", "b"])
         try connection.execute("""
             INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, priority, run_at)
             SELECT gen_random_uuid(), 'a', '\\x7b7d', gen_random_uuid(), 'pending', g % 2, now() + interval '1 day' + g * interval '1 second'

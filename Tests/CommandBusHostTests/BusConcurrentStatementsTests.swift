@@ -17,7 +17,7 @@ extension SharedBusTests {
         defer { Task { await database.drop() } }
         let connection = try database.migratedConnection()
         let host = UUID()
-        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{a}', 60000)", [.uuid(host)])
+        try connection.insertHost(host, handling: ["a"])
         let ids = (1...3).map { UUID(uuidString: String(format: "00000000-0000-0000-0000-%012d", $0))! }
         let url = database.url
 
@@ -41,15 +41,7 @@ extension SharedBusTests {
             try holder.execute("BEGIN")
             try holder.execute("SELECT id FROM cmdbus.commands WHERE id = $1 FOR UPDATE", [.uuid(ids[0])])
             async let result = onAThreadOfItsOwn { try run(PGConnection(url: url)) }
-            var waiting = false
-            for _ in 0..<500 where !waiting {
-                let row = try connection.execute("""
-                    SELECT count(*)::int8 AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                    """)[row: 0]
-                waiting = row.integer("n") == 1
-                if !waiting { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            #expect(waiting, "\(statement) waits for the lowest row")
+            #expect(try await oneStatementWaitsForALock(connection), "\(statement) waits for the lowest row")
             let probe = try PGConnection(url: url)
             for id in ids.dropFirst() {
                 try probe.execute("BEGIN")
@@ -125,13 +117,24 @@ extension SharedBusTests {
                 .text(String(Date().timeIntervalSince1970 - 86_400)), .textArray(["failed"]), .integer(0), .integer(1_000), .bool(false),
             ])[row: 0].integer("removed")
         }
-        #expect(await waitUntil(.seconds(10)) {
-            (try? await database.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")) == "1\n"
-        }, "the prune waits for the retried row")
+        #expect(try await oneStatementWaitsForALock(connection), "the prune waits for the retried row")
         try retrying.execute("COMMIT")
         #expect(try await pruned == 1, "the child, ended two days ago; its parent sends it anew when it runs again")
         #expect(try await database.sql("SELECT state FROM cmdbus.commands") == "pending\n")
     }
+}
+
+/// Whether, within 10 s, one statement in `connection`'s database waits for a lock (on a row
+/// another transaction holds).
+private func oneStatementWaitsForALock(_ connection: PGConnection) async throws -> Bool {
+    for _ in 0..<500 {
+        let row = try connection.execute("""
+            SELECT count(*)::int8 AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+            """)[row: 0]
+        if row.integer("n") == 1 { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return false
 }
 
 /// Runs `body` on a thread of its own, for a call that blocks its thread (a statement waiting on

@@ -44,7 +44,7 @@ extension SharedBusTests {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
         let connection = try database.migratedConnection()
-        try connection.execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, '{handled,busy}', 60000)", [.uuid(UUID())])
+        try connection.insertHost(UUID(), handling: ["handled", "busy"])
         try BusSubmission(name: "busy", payload: Data("{}".utf8)).submit(on: connection)
         try connection.execute("UPDATE cmdbus.commands SET run_at = now() - interval '1 second'")
         let listener = try database.listening(on: "cmdbus_new")

@@ -3,6 +3,14 @@ import CommandBusSupport
 import Foundation
 import Testing
 
+extension PGConnection {
+    /// Puts a live host on the bus by hand (a minute's lease, named `h`), handling `commands`,
+    /// for a test that runs the bus's statements itself.
+    func insertHost(_ id: UUID, handling commands: [String]) throws {
+        try execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, $2::text[], 60000)", [.uuid(id), .textArray(commands)])
+    }
+}
+
 /// A database of its own in the throwaway PostgreSQL cluster scripts/test.sh starts
 /// (`$CMDBUS_TEST_POSTGRES`), so each test sees an empty bus.
 struct SharedBusDatabase {
