@@ -395,18 +395,25 @@ enum BusSQL {
     /// paused host resuming would record the cancellations its own fence makes on them.
     /// A command asked to stop (`cancel_requested`) that ends with a cancellation ends
     /// `cancelled`, whatever state its host gave: a parent whose subcommands were cancelled with
-    /// it failed for their cancellation when it heard of theirs before its own.
+    /// it failed for their cancellation when it heard of theirs before its own. One asked to
+    /// stop that fails in a way worth retrying is not retried, as the local bus does not retry
+    /// a cancelled command: it ends `cancelled`, its failure in the message.
     static let complete = """
         WITH input AS (
-            SELECT * FROM jsonb_to_recordset($1::jsonb)
+            SELECT x.*, x."retryAfterMs" IS NOT NULL AS retryable FROM jsonb_to_recordset($1::jsonb)
                 AS x(id uuid, attempt int, state text, result text, code text, message text, "retryAfterMs" int8)
         ), done AS (
             UPDATE cmdbus.commands c SET
-                state = CASE WHEN i."retryAfterMs" IS NOT NULL AND c.attempt < c.max_attempts THEN 'pending'
-                    WHEN c.cancel_requested AND i.code = 'cancelled' THEN 'cancelled' ELSE i.state END,
-                run_at = CASE WHEN i."retryAfterMs" IS NOT NULL THEN now() + i."retryAfterMs" * interval '1 millisecond' ELSE c.run_at END,
-                finalized_at = CASE WHEN i."retryAfterMs" IS NOT NULL AND c.attempt < c.max_attempts THEN NULL ELSE now() END,
-                result = decode(i.result, 'base64'), error_code = i.code, error_message = i.message, lease_owner = NULL
+                state = CASE WHEN c.cancel_requested AND (i.code = 'cancelled' OR i.retryable) THEN 'cancelled'
+                    WHEN i.retryable AND c.attempt < c.max_attempts THEN 'pending' ELSE i.state END,
+                run_at = CASE WHEN i.retryable THEN now() + i."retryAfterMs" * interval '1 millisecond' ELSE c.run_at END,
+                finalized_at = CASE WHEN i.retryable AND c.attempt < c.max_attempts AND NOT c.cancel_requested THEN NULL ELSE now() END,
+                result = decode(i.result, 'base64'),
+                error_code = CASE WHEN c.cancel_requested AND i.retryable THEN 'cancelled' ELSE i.code END,
+                error_message = CASE WHEN c.cancel_requested AND i.retryable
+                    THEN 'command ''' || c.name || ''' was cancelled: asked to stop, it failed and was not retried (' || coalesce(i.message, i.code, 'no message') || ')'
+                    ELSE i.message END,
+                lease_owner = NULL
             FROM input i
             WHERE c.id = i.id AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = i.attempt
                 AND \(hostStillOnBus)
@@ -474,7 +481,8 @@ enum BusSQL {
         """
 
     /// Takes back the running commands of hosts whose lease ran out: pending again, the attempt
-    /// counted, or failed (a dead letter) once the attempts are spent. Any host may run it.
+    /// counted, or failed (a dead letter) once the attempts are spent. One asked to stop ends
+    /// `cancelled` instead of running again. Any host may run it.
     static let rescue = """
         WITH dead AS (
             DELETE FROM cmdbus.hosts h WHERE NOT (\(liveHost)) RETURNING h.id
@@ -486,10 +494,12 @@ enum BusSQL {
         ), rescued AS (
             UPDATE cmdbus.commands c SET
                 lease_owner = NULL, started_at = NULL,
-                state = CASE WHEN c.attempt >= c.max_attempts THEN 'failed' ELSE 'pending' END,
-                finalized_at = CASE WHEN c.attempt >= c.max_attempts THEN now() ELSE NULL END,
-                error_code = CASE WHEN c.attempt >= c.max_attempts THEN 'handlerFailed' ELSE c.error_code END,
-                error_message = CASE WHEN c.attempt >= c.max_attempts
+                state = CASE WHEN c.cancel_requested THEN 'cancelled' WHEN c.attempt >= c.max_attempts THEN 'failed' ELSE 'pending' END,
+                finalized_at = CASE WHEN c.cancel_requested OR c.attempt >= c.max_attempts THEN now() ELSE NULL END,
+                error_code = CASE WHEN c.cancel_requested THEN 'cancelled' WHEN c.attempt >= c.max_attempts THEN 'handlerFailed' ELSE c.error_code END,
+                error_message = CASE WHEN c.cancel_requested
+                    THEN 'command ''' || c.name || ''' was cancelled: asked to stop, its host died or lost its lease before it ended'
+                    WHEN c.attempt >= c.max_attempts
                     THEN 'command ''' || c.name || ''' failed: its host died or lost its lease on each of ' || c.attempt || ' attempts'
                     ELSE c.error_message END,
                 run_at = now()

@@ -106,4 +106,47 @@ extension SharedBusTests {
         #expect(try connection.execute(BusSQL.complete, [.text(ends.text), .uuid(host)]).all.count == 2)
         #expect(try await database.sql("SELECT state FROM cmdbus.commands ORDER BY cancel_requested DESC") == "cancelled\nfailed\n")
     }
+
+    /// A command asked to stop is not run again: one whose handler fails in a way worth
+    /// retrying ends `cancelled` (the local bus does not retry a cancelled command either), and
+    /// so does one whose host died before it ended, where the rescue would have put it back to
+    /// pending. Commands not asked to stop are retried and rescued as before.
+    @Test(.timeLimit(.minutes(2)))
+    func aCommandAskedToStopIsNotRunAgain() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try database.migratedConnection()
+        let live = UUID(), dead = UUID()
+        try connection.insertHost(live, handling: ["a"])
+        try connection.insertHost(dead, handling: ["a"])
+        try connection.execute("UPDATE cmdbus.hosts SET heartbeat_at = now() - interval '1 hour' WHERE id = $1", [.uuid(dead)])
+        func running(on host: UUID, asked: Bool) throws -> UUID {
+            let id = UUID()
+            try connection.execute("""
+                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, max_attempts, lease_owner, started_at, cancel_requested)
+                VALUES ($1, 'a', '\\x7b7d', $1, 'running', 1, 3, $2, now(), $3::bool)
+                """, [.uuid(id), .uuid(host), .bool(asked)])
+            return id
+        }
+        let failedAsked = try running(on: live, asked: true), failedNotAsked = try running(on: live, asked: false)
+        let rescuedAsked = try running(on: dead, asked: true), rescuedNotAsked = try running(on: dead, asked: false)
+        let ends = JSONValue.array([failedAsked, failedNotAsked].map {
+            .object(["id": .string($0.uuidString), "attempt": .integer(1), "state": .string("failed"), "code": .string("handlerFailed"),
+                     "message": .string("the service is down"), "retryAfterMs": .integer(1000)])
+        })
+        #expect(try connection.execute(BusSQL.complete, [.text(ends.text), .uuid(live)]).all.count == 2)
+        #expect(try connection.execute(BusSQL.rescue).count == 1)
+        let states = try await database.sql("""
+            SELECT id, state, error_code, finalized_at IS NOT NULL, error_message FROM cmdbus.commands ORDER BY id
+            """)
+        func row(_ id: UUID) -> String { states.split(separator: "\n").first { $0.hasPrefix(id.uuidString.lowercased()) }.map(String.init) ?? "" }
+        #expect(row(failedAsked).hasSuffix(
+            "|cancelled|cancelled|t|command 'a' was cancelled: asked to stop, it failed and was not retried (the service is down)"
+        ), "\(states)")
+        #expect(row(failedNotAsked).hasSuffix("|pending|handlerFailed|f|the service is down"), "\(states)")
+        #expect(row(rescuedAsked).hasSuffix(
+            "|cancelled|cancelled|t|command 'a' was cancelled: asked to stop, its host died or lost its lease before it ended"
+        ), "\(states)")
+        #expect(row(rescuedNotAsked).hasSuffix("|pending||f|"), "\(states)")
+    }
 }
