@@ -91,11 +91,20 @@ extension SharedBusTests {
         #expect(try await changed(by: "bus retry") {
             try BusRetry.retry(["a"], states: [.failed], within: nil, on: $0).first?.retried ?? -1
         } == 3)
+
+        // A prune of a tree that ended: it deleted in the order its plan found the rows.
+        try write("failed", parent: ids[2])
+        #expect(try await changed(by: "a prune") {
+            Int(try $0.execute(BusSQL.prune(counting: false), [
+                .text(String(Date().timeIntervalSince1970 + 60)), .textArray(["failed"]), .integer(0), .integer(1_000), .bool(false),
+            ])[row: 0].integer("removed") ?? -1)
+        } == 3)
     }
 
     /// `bus retry` of an old dead letter while a prune removes it: the prune waited for the
     /// retry's row, then deleted it by its id, pending again, and the retried command was lost.
-    /// The prune checks again that what it deletes ended before its cutoff.
+    /// The prune checks again that what it deletes ended before its cutoff, and keeps the
+    /// retried command's tree whole: its subcommand, ended two days ago, stays with it.
     @Test(.timeLimit(.minutes(2)))
     func aDeadLetterRetriedWhileAPruneRemovesItIsKept() async throws {
         let database = try await SharedBusDatabase()
@@ -119,8 +128,8 @@ extension SharedBusTests {
         }
         #expect(try await oneStatementWaitsForALock(connection), "the prune waits for the retried row")
         try retrying.execute("COMMIT")
-        #expect(try await pruned == 1, "the child, ended two days ago; its parent sends it anew when it runs again")
-        #expect(try await database.sql("SELECT state FROM cmdbus.commands") == "pending\n")
+        #expect(try await pruned == 0, "a tree goes whole or not at all")
+        #expect(try await database.sql("SELECT state FROM cmdbus.commands ORDER BY parent_id NULLS FIRST") == "pending\nfailed\n")
     }
 }
 
