@@ -149,4 +149,33 @@ extension SharedBusTests {
         ), "\(states)")
         #expect(row(rescuedNotAsked).hasSuffix("|pending||f|"), "\(states)")
     }
+
+    /// A command cancelled in an isolated worker whose handler does not stop has that worker
+    /// stopped after a grace period, and with it the other commands it ran. Those did nothing
+    /// wrong: the bus runs them again, their attempt counted, where they failed for good (a
+    /// cancel of 65 running isolated `greet-all`s failed 4 of their neighbours so).
+    @Test(.timeLimit(.minutes(2)))
+    func theNeighboursOfACancelledCommandInAnIsolatedWorkerRunAgain() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--isolate"])
+        defer { Task { await host.stop(); await database.drop() } }
+        func post() async throws -> String {
+            let posted = try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 3000, "stubborn": true}"#, "--no-wait")
+            #expect(posted.status == 0, "\(posted.stderr)")
+            return posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let cancelled = try await post(), neighbour = try await post()
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "2\n"
+        })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await Self.bus(database.url, "cancel", cancelled).status == 0)
+        #expect(await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE finalized_at IS NULL")) == "0\n"
+        })
+        let ended = try await database.sql("SELECT state, attempt FROM cmdbus.commands WHERE id = '\(cancelled)'")
+            + database.sql("SELECT state, attempt FROM cmdbus.commands WHERE id = '\(neighbour)'")
+        #expect(ended == "cancelled|1\nsucceeded|2\n", "\(ended)")
+    }
 }

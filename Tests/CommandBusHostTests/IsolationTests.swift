@@ -54,7 +54,7 @@ struct IsolationTests {
         } throws: { error in
             let busError = error as? CommandBusError
             return busError?.code == .handlerFailed && busError?.cause is PluginCrash && busError?.message.contains("plugin 'misbehave'") == true
-                && busError?.message.contains(how) == true
+                && busError?.message.contains(how) == true && busError?.isRetryable == false
         }
         // The worker is started again for the next command.
         #expect(try await bus.send(name: "ok.echo", payload: json(#"{"x":1}"#)) == json(#"{"x":1}"#))
@@ -159,7 +159,9 @@ struct IsolationTests {
     /// A cancelled command whose handler does not stop has its worker stopped after a grace
     /// period: it ends cancelled, as asked, and the other calls that worker was running fail
     /// saying why it stopped. They read "its worker was killed: a handler ran past its deadline"
-    /// (on the shared bus, a cancel of 65 running isolated `greet-all`s failed 4 so).
+    /// (on the shared bus, a cancel of 65 running isolated `greet-all`s failed 4 so). They did
+    /// nothing wrong, so their failure is retryable: a retry policy, or the shared bus, runs
+    /// them again, where they failed for good.
     @Test(.timeLimit(.minutes(2)))
     func aCancelledCommandThatDoesNotStopEndsCancelledAndItsNeighboursHearWhy() async throws {
         let (bus, fixture) = try await isolatedFixtureBus()
@@ -179,8 +181,9 @@ struct IsolationTests {
         await #expect {
             try await neighbour.result
         } throws: { error in
-            let message = (error as? CommandBusError)?.message ?? "\(error)"
-            return message.hasSuffix("its worker was stopped: a cancelled command did not end within 1 second")
+            let busError = error as? CommandBusError
+            return busError?.message.hasSuffix("its worker was stopped: a cancelled command did not end within 1 second") == true
+                && busError?.isRetryable == true && busError?.cause is PluginCrash
         }
     }
 

@@ -52,7 +52,8 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
         if status == IsolatedPlugin.retiredStatus { return false }
         let message = String(decoding: body, as: UTF8.self)
         throw PluginErrors.error(
-            plugin: plugin, command: command.name, status: status == IsolatedPlugin.crashedStatus ? status : -status,
+            plugin: plugin, command: command.name,
+            status: status == IsolatedPlugin.crashedStatus || status == IsolatedPlugin.stoppedForAnotherStatus ? status : -status,
             message: message.isEmpty ? "the plugin refused the payload" : message
         )
     }

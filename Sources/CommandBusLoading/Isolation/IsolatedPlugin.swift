@@ -42,6 +42,12 @@ public final class IsolatedPlugin: Sendable {
     /// so the bus may hand the command to the handler that took the plugin's place (not an ABI value).
     package static let retiredStatus: Int32 = -1_001
 
+    /// The status a call ends with when the host stopped its worker for something else: another
+    /// call cancelled (or past its deadline) that did not end, or the plugin's file replaced. The
+    /// call did nothing wrong, and may be run again (not an ABI value): its error is retryable,
+    /// so a retry policy, or the shared bus, runs it again.
+    package static let stoppedForAnotherStatus: Int32 = -1_002
+
     /// A running worker: the socket to it and what it loaded.
     package struct RunningWorker: Sendable {
         package let pid: pid_t
@@ -64,7 +70,34 @@ public final class IsolatedPlugin: Sendable {
         /// Retired: the worker is stopped once no call is out.
         var stopsWhenIdle = false
         /// Why the host is stopping each worker it kills, for the calls that worker still runs.
-        var killReasons: [pid_t: String] = [:]
+        var kills: [pid_t: Kill] = [:]
+    }
+
+    /// Why the host kills a worker, for the calls it still runs.
+    private struct Kill {
+        /// What the calls hear.
+        var reason: String
+        /// What the worker was stopped for.
+        var cause: KillCause
+
+        /// Whether call `id` was stopped for something not its own doing, and may run again.
+        func mayRunAgain(_ id: UInt64) -> Bool {
+            switch cause {
+            case .hostStopping: false
+            case .replacement: true
+            case .call(let stopped): stopped != id
+            }
+        }
+    }
+
+    /// What the host stops a worker for.
+    private enum KillCause {
+        /// The host stops (or was asked to stop the worker).
+        case hostStopping
+        /// The plugin's file was removed or replaced.
+        case replacement
+        /// A call cancelled, or past its deadline, that did not end.
+        case call(UInt64)
     }
 
     private let state = Mutex(State())
@@ -262,7 +295,7 @@ public final class IsolatedPlugin: Sendable {
         let (worker, pending) = state.withLock { ($0.lifecycle.running?.worker, $0.pending[id]) }
         guard let pending, let worker else { return }
         guard worker.description.cancellable else {
-            return killWorker(pending.pid, because: "its worker was stopped to cancel a command: the plugin has no cancel()")
+            return killWorker(pending.pid, because: "its worker was stopped to cancel a command: the plugin has no cancel()", for: .call(id))
         }
         worker.channel.send(WorkerFrame(kind: .cancel, id: id))
         // A timer, not a thread asleep: the grace period spends nothing while it runs.
@@ -270,7 +303,7 @@ public final class IsolatedPlugin: Sendable {
             try? await Task.sleep(for: Self.cancelGrace)
             if state.withLock({ $0.pending[id] != nil }) {
                 let grace = counted(Int(Self.cancelGrace.components.seconds), "second")
-                killWorker(pending.pid, because: "its worker was stopped: a cancelled command did not end within \(grace)")
+                killWorker(pending.pid, because: "its worker was stopped: a cancelled command did not end within \(grace)", for: .call(id))
             }
         }
     }
@@ -305,17 +338,20 @@ public final class IsolatedPlugin: Sendable {
     public func stop() {
         let (running, retired) = state.withLock { ($0.lifecycle.running?.pid, $0.lifecycle.isRetired) }
         guard let running else { return }
-        killWorker(running, because: retired
-            ? "its file was removed or replaced, and its worker was stopped before this call ended"
-            : "its worker was stopped by the host")
+        if retired {
+            killWorker(running, because: "its file was removed or replaced, and its worker was stopped before this call ended", for: .replacement)
+        } else {
+            killWorker(running, because: "its worker was stopped by the host", for: .hostStopping)
+        }
     }
 
     /// Kills a worker on purpose; new calls start another at once, and it does not count as a
-    /// crash. The calls it still runs fail with `reason`.
-    private func killWorker(_ pid: pid_t, because reason: String) {
+    /// crash. The calls it still runs fail with `reason`: as ones that may run again
+    /// (``stoppedForAnotherStatus``) unless it was stopped for them or because the host stops.
+    private func killWorker(_ pid: pid_t, because reason: String, for cause: KillCause) {
         state.withLock { state in
             state.lifecycle.killing(pid: pid)
-            if state.killReasons[pid] == nil { state.killReasons[pid] = reason }
+            if state.kills[pid] == nil { state.kills[pid] = Kill(reason: reason, cause: cause) }
         }
         kill(pid, SIGKILL)
     }
@@ -383,13 +419,16 @@ public final class IsolatedPlugin: Sendable {
     private func workerDied(pid: pid_t) {
         let how = ending(of: pid)
         let now = ContinuousClock.now
-        let (orphans, end, killReason) = state.withLock { state -> ([Pending], WorkerLifecycle<RunningWorker>.Ending, String?) in
+        let (orphans, end, kill) = state.withLock { state -> ([UInt64: Pending], WorkerLifecycle<RunningWorker>.Ending, Kill?) in
             let orphans = state.pending.filter { $0.value.pid == pid }
             for id in orphans.keys { state.pending[id] = nil }
-            return (Array(orphans.values), state.lifecycle.ended(pid: pid, now: now, how: how), state.killReasons.removeValue(forKey: pid))
+            return (orphans, state.lifecycle.ended(pid: pid, now: now, how: how), state.kills.removeValue(forKey: pid))
         }
-        let reason = end == .killedOnPurpose ? killReason ?? "its worker was stopped by the host" : "its worker \(how)"
-        for call in orphans { call.answer(Self.crashedStatus, Array(reason.utf8)) }
+        let onPurpose = end == .killedOnPurpose ? kill : nil
+        let reason = end == .killedOnPurpose ? kill?.reason ?? "its worker was stopped by the host" : "its worker \(how)"
+        for (id, call) in orphans {
+            call.answer(onPurpose?.mayRunAgain(id) == true ? Self.stoppedForAnotherStatus : Self.crashedStatus, Array(reason.utf8))
+        }
         if case .crashed(let quarantine) = end {
             log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed")
             if let quarantine { log(.warning, "\(FileSystem.lastComponent(path)) \(quarantine)") }

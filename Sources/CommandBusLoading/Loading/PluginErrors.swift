@@ -8,9 +8,11 @@ package enum PluginErrors {
     package static func error(plugin: LoadedPlugin, command: String, status: Int32, message: String) -> CommandBusError {
         let origin = "plugin '\(plugin.name)' (\(FileSystem.lastComponent(plugin.path)))"
         switch status {
-        case IsolatedPlugin.crashedStatus:
+        case IsolatedPlugin.crashedStatus, IsolatedPlugin.stoppedForAnotherStatus:
             let text = "command '\(command)' failed: \(origin): \(message)"
-            return CommandBusError(code: .handlerFailed, message: text, cause: PluginCrash(message: text))
+            return CommandBusError(
+                code: .handlerFailed, message: text, cause: PluginCrash(message: text), isRetryable: status == IsolatedPlugin.stoppedForAnotherStatus
+            )
         case Int32(CMDBUS_DECODING_FAILED.rawValue):
             return CommandBusError(code: .decodingFailed, message: "payload for '\(command)' does not decode in \(origin): \(message)")
         case Int32(CMDBUS_CANCELLED.rawValue):
