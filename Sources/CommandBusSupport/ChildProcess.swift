@@ -88,17 +88,17 @@ package struct ChildProcess {
         return got > 0 || (got < 0 && errno == EINTR)
     }
 
-    /// Starts `executable` with `passing` open as descriptor `target` (and `closing` closed in
-    /// the child), stdin from /dev/null; returns its pid without waiting for it.
+    /// Starts `executable` with each of `passing` open as its descriptor `as` (and `closing`
+    /// closed in the child), stdin from /dev/null; returns its pid without waiting for it.
     package static func spawn(
-        _ executable: String, _ arguments: [String], passing: Int32, as target: Int32, closing: Int32,
+        _ executable: String, _ arguments: [String], passing: [(descriptor: Int32, as: Int32)], closing: [Int32],
         extraEnvironment: [String] = []
     ) -> pid_t? {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, passing, target)
-        posix_spawn_file_actions_addclose(&actions, closing)
+        for (descriptor, target) in passing { posix_spawn_file_actions_adddup2(&actions, descriptor, target) }
+        for descriptor in closing { posix_spawn_file_actions_addclose(&actions, descriptor) }
         posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }

@@ -60,6 +60,31 @@ struct IsolationTests {
         #expect(try await bus.send(name: "ok.echo", payload: json(#"{"x":1}"#)) == json(#"{"x":1}"#))
     }
 
+    /// A call whose code crashes its worker fails for it; the worker names that call to the
+    /// host as it dies, so the other calls it was running fail as ones that may run again
+    /// (a retry policy, or the shared bus, runs them again), where all failed for good.
+    @Test(.timeLimit(.minutes(2)))
+    func aCrashFailsItsCallForGoodAndTheOthersInItsWorkerAsOnesToRunAgain() async throws {
+        let (bus, directory) = try await isolatedBus()
+        defer { directory.remove() }
+        let bystander = bus.post(name: "bad.loop", payload: json("{}"))
+        #expect(await waitUntil(.seconds(30)) { bystander.state == .running })
+        try await Task.sleep(for: .milliseconds(300))
+        await #expect {
+            try await bus.send(name: "bad.segv", payload: json("{}"))
+        } throws: { error in
+            let busError = error as? CommandBusError
+            return busError?.cause is PluginCrash && busError?.isRetryable == false && busError?.message.hasSuffix("its worker crashed with SIGSEGV") == true
+        }
+        await #expect {
+            try await bystander.result
+        } throws: { error in
+            let busError = error as? CommandBusError
+            return busError?.cause is PluginCrash && busError?.isRetryable == true
+                && busError?.message.hasSuffix("its worker crashed with SIGSEGV while running another command") == true
+        }
+    }
+
     @Test func aHandlerStillRunningAtItsDeadlineIsKilled() async throws {
         let (bus, directory) = try await isolatedBus()
         defer { directory.remove() }

@@ -9,6 +9,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Glibc
+import CLinux
 
 /// A plugin whose handlers run in a worker process (`--isolate`): a crash there fails the
 /// commands in flight with `pluginCrashed`, and the host carries on.
@@ -54,6 +55,8 @@ public final class IsolatedPlugin: Sendable {
         package let reader: WorkerReader
         package var channel: FrameChannel { reader.channel }
         package let description: PluginDescription
+        /// The pipe on which the worker names the call that crashed it (``PluginWorker/culpritDescriptor``).
+        let culprit: Int32
     }
 
     /// A call waiting for a worker, and the command it belongs to (for its subcommands and events).
@@ -190,14 +193,23 @@ public final class IsolatedPlugin: Sendable {
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &sockets) == 0 else {
             return .failure(.init("cannot make a socketpair for its worker"))
         }
-        guard let pid = ChildProcess.spawn(
-            executable, ChildProcessRole.worker(file: path, hash: hash).arguments, passing: sockets[1], as: PluginWorker.channelDescriptor,
-            closing: sockets[0], extraEnvironment: ["SWIFT_BACKTRACE=enable=no"]
-        ) else {
+        // Where a crashing worker names the call that crashed it, close-on-exec for the same
+        // reason, and never blocking: a child the plugin started may hold the worker's end.
+        var culprit: [Int32] = [0, 0]
+        guard pipe2(&culprit, O_CLOEXEC | O_NONBLOCK) == 0 else {
             close(sockets[0]); close(sockets[1])
+            return .failure(.init("cannot make a pipe for its worker"))
+        }
+        guard let pid = ChildProcess.spawn(
+            executable, ChildProcessRole.worker(file: path, hash: hash).arguments,
+            passing: [(sockets[1], PluginWorker.channelDescriptor), (culprit[1], PluginWorker.culpritDescriptor)],
+            closing: [sockets[0], culprit[0]], extraEnvironment: ["SWIFT_BACKTRACE=enable=no"]
+        ) else {
+            for descriptor in sockets + culprit { close(descriptor) }
             return .failure(.init("cannot start a worker (\(executable))"))
         }
         close(sockets[1])
+        close(culprit[1])
         var timeout = timeval(tv_sec: Int(Self.startDeadline.components.seconds), tv_usec: 0)
         setsockopt(sockets[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let channel = FrameChannel(descriptor: sockets[0])
@@ -216,15 +228,27 @@ public final class IsolatedPlugin: Sendable {
                 reason = "its worker \(ending(of: pid)) while loading"
             }
             channel.close()
+            close(culprit[0])
             return .failure(.init(reason))
         }
         guard let reader = WorkerReader(channel: channel) else {
             kill(pid, SIGKILL)
             _ = ending(of: pid)
             channel.close()
+            close(culprit[0])
             return .failure(.init("cannot make a pipe to watch its worker"))
         }
-        return .success((pid, RunningWorker(pid: pid, reader: reader, description: description)))
+        return .success((pid, RunningWorker(pid: pid, reader: reader, description: description, culprit: culprit[0])))
+    }
+
+    /// The call whose plugin code crashed `worker`, which has died, if it named one; closes
+    /// the pipe it would have named it on.
+    private func culprit(of worker: RunningWorker) -> UInt64? {
+        defer { close(worker.culprit) }
+        var id: UInt64 = 0
+        // The worker has been reaped, so what it wrote is there; the pipe does not block.
+        let got = read(worker.culprit, &id, MemoryLayout<UInt64>.size)
+        return got == MemoryLayout<UInt64>.size && id != 0 ? id : nil
     }
 
     /// How a worker process ended, for messages: "crashed with SIGSEGV", "exited with status 1".
@@ -361,7 +385,7 @@ public final class IsolatedPlugin: Sendable {
     /// The watcher thread of one worker (see ``WorkerReader``), until the worker ends.
     private func watch(_ worker: RunningWorker) {
         worker.reader.watch(callsOut: { state.withLock { !$0.pending.isEmpty } }) { frame in handle(frame, from: worker) }
-        workerDied(pid: worker.pid)
+        workerDied(worker)
     }
 
     /// One frame from a worker, on whichever thread read it: answers, subcommands, events and logs.
@@ -415,19 +439,31 @@ public final class IsolatedPlugin: Sendable {
         }
     }
 
-    /// Fails every call in flight with the way the worker ended, and counts the crash.
-    private func workerDied(pid: pid_t) {
+    /// Fails every call in flight with the way the worker ended, and counts the crash. The calls
+    /// that did nothing to end it (the host stopped it for another call, or another call's
+    /// code crashed it) fail as ones that may run again (``stoppedForAnotherStatus``).
+    private func workerDied(_ worker: RunningWorker) {
+        let pid = worker.pid
         let how = ending(of: pid)
+        let culprit = culprit(of: worker)
         let now = ContinuousClock.now
         let (orphans, end, kill) = state.withLock { state -> ([UInt64: Pending], WorkerLifecycle<RunningWorker>.Ending, Kill?) in
             let orphans = state.pending.filter { $0.value.pid == pid }
             for id in orphans.keys { state.pending[id] = nil }
             return (orphans, state.lifecycle.ended(pid: pid, now: now, how: how), state.kills.removeValue(forKey: pid))
         }
-        let onPurpose = end == .killedOnPurpose ? kill : nil
-        let reason = end == .killedOnPurpose ? kill?.reason ?? "its worker was stopped by the host" : "its worker \(how)"
         for (id, call) in orphans {
-            call.answer(onPurpose?.mayRunAgain(id) == true ? Self.stoppedForAnotherStatus : Self.crashedStatus, Array(reason.utf8))
+            switch end {
+            case .killedOnPurpose:
+                let reason = kill?.reason ?? "its worker was stopped by the host"
+                call.answer(kill?.mayRunAgain(id) == true ? Self.stoppedForAnotherStatus : Self.crashedStatus, Array(reason.utf8))
+            case .crashed:
+                if let culprit, culprit != id {
+                    call.answer(Self.stoppedForAnotherStatus, Array("its worker \(how) while running another command".utf8))
+                } else {
+                    call.answer(Self.crashedStatus, Array("its worker \(how)".utf8))
+                }
+            }
         }
         if case .crashed(let quarantine) = end {
             log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed")

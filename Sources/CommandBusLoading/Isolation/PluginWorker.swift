@@ -8,6 +8,7 @@ import Foundation
 import Synchronization
 import Dispatch
 import CLinux
+import CCrashReport
 import Glibc
 
 /// The worker side of isolated mode: `cmdbus plugins worker FILE` loads one plugin and serves
@@ -16,6 +17,9 @@ import Glibc
 package enum PluginWorker {
     /// The descriptor the host hands the worker its end of the socketpair on.
     package static let channelDescriptor: Int32 = 3
+    /// The descriptor the host hands the worker a pipe on, for the id of the call that crashes
+    /// it (written by the signal handler; ``IsolatedPlugin`` reads it once the worker died).
+    package static let culpritDescriptor: Int32 = 4
     /// The address space a worker may use, so a runaway allocation fails instead of swapping.
     package static let addressSpaceLimit: rlim_t = 4 << 30
 
@@ -28,6 +32,7 @@ package enum PluginWorker {
         setrlimit(Int32(RLIMIT_AS.rawValue), &limit)
         let channel = FrameChannel(descriptor: channelDescriptor)
         WorkerSession.channel.withLock { $0 = channel }
+        cmdbus_worker_crash_install(culpritDescriptor)
         exitWithHost()
         let plugin: LoadedPlugin
         // From a private copy: the file may be written over while the worker finishes its calls.
@@ -54,12 +59,12 @@ package enum PluginWorker {
         case .handle:
             let call = WorkerCall(id: frame.id, payload: WorkerPayload(frame.body))
             WorkerSession.register(call)
-            let index = UInt32(bitPattern: frame.status)
-            return { entry.decideAndHandle(index: index, call: call) }
+            let index = UInt32(bitPattern: frame.status), id = frame.id
+            return { running(id) { entry.decideAndHandle(index: index, call: call) } }
         case .canHandle:
             let payload = WorkerPayload(frame.body), index = UInt32(bitPattern: frame.status), id = frame.id
             return {
-                let (answer, message) = entry.canHandle(index: index, payload: payload)
+                let (answer, message) = running(id) { entry.canHandle(index: index, payload: payload) }
                 WorkerSession.send(.canHandleAnswer, id: id, status: answer, body: message)
             }
         case .cancel:
@@ -74,6 +79,14 @@ package enum PluginWorker {
         default:
             return nil
         }
+    }
+
+    /// Runs `body`, the plugin's code for call `id`, marked as such on this thread: a crash in
+    /// it names the call to the host.
+    private static func running<T>(_ id: UInt64, _ body: () -> T) -> T {
+        cmdbus_worker_crash_enter_call(id)
+        defer { cmdbus_worker_crash_leave_call() }
+        return body()
     }
 }
 
