@@ -42,8 +42,7 @@ struct LockedCopyTests {
         let bus = CommandBus()
         for command in plugin.declared { bus.register(PluginCommandHandler(plugin: plugin, command: command)) }
         #expect(try await bus.send(Greet(name: "Ada")).greeting == "two")
-        let tmp = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: tmp).filter { $0.hasPrefix("cmdbus-\(getpid())-") }
+        let leftovers = await privateCopiesLeftBehind()
         #expect(leftovers.isEmpty, "a refused copy was left behind: \(leftovers)")
     }
 

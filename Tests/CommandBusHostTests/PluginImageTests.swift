@@ -54,13 +54,8 @@ struct PluginImageTests {
 
         // Nothing is unloaded: the first image still answers on the bus that loaded it.
         #expect(try await first.bus.send(Greet(name: "Ada")).greeting == "one")
-        // The private copies are gone once open. Other tests in this process load plugins at the
-        // same time, each through a private copy of its own for a moment (a CI rehearsal caught
-        // one): a copy left behind is one that stays.
-        let tmp = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
-        let leftovers = { @Sendable in
-            ((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).filter { $0.hasPrefix("cmdbus-\(getpid())-") }
-        }
-        #expect(await waitUntil(.seconds(10)) { leftovers().isEmpty }, "\(leftovers())")
+        // The private copies are gone once open.
+        let leftovers = await privateCopiesLeftBehind()
+        #expect(leftovers.isEmpty, "\(leftovers)")
     }
 }

@@ -207,3 +207,16 @@ final class StartedProcesses<Server: AnyObject & Sendable>: Sendable {
         }
     }
 }
+
+/// This process's private copies of plugins (`cmdbus-PID-N-…` in `TMPDIR`) still there after
+/// up to 10 s. The loader removes each once it is open (or refused); other tests in this
+/// process load plugins at the same time, each through a copy of its own for a moment (CI
+/// rehearsals caught such copies twice), so only a copy that stays is one left behind.
+func privateCopiesLeftBehind() async -> [String] {
+    let tmp = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+    let copies = { @Sendable in
+        ((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).filter { $0.hasPrefix("cmdbus-\(getpid())-") }
+    }
+    _ = await waitUntil(.seconds(10)) { copies().isEmpty }
+    return copies()
+}
