@@ -167,9 +167,13 @@ enum ServeCommand {
         settings.lease = try arguments.seconds("lease") ?? settings.lease
         settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity
         let host = BusHost(
-            settings: settings, bus: session.bus, commands: session.catalog.routes.map(\.command), catalog: session.catalog.jsonWithFileHashes,
-            limits: session.catalog.concurrencyLimits, log: { level, message in log(level, message) }
+            settings: settings, bus: session.bus, commands: session.catalog.servingRoutes.map(\.command),
+            catalog: session.catalog.jsonWithFileHashes, limits: session.catalog.concurrencyLimits, log: { level, message in log(level, message) }
         )
+        /// What this host offers the bus: the commands its plugins can serve now (not a quarantined one's).
+        let offer: @Sendable (PluginCatalog) -> Void = { catalog in
+            host.offer(commands: catalog.servingRoutes.map(\.command), catalog: catalog.jsonWithFileHashes, limits: catalog.concurrencyLimits)
+        }
         ledger.attach(host, bus: session.bus)
         // Listening from before the wait for the bus, so a stop while it is away ends the wait.
         let stop = AsyncStream<Void>.makeStream()
@@ -183,6 +187,19 @@ enum ServeCommand {
         // The catalog now: the one loaded at start until the watcher (started once joined) has its own.
         let watching = Mutex<PluginWatcher?>(nil)
         let currentCatalog: @Sendable () -> PluginCatalog = { watching.withLock { $0 }?.catalog ?? session.catalog }
+        // A plugin quarantined for crashing is no longer offered, from that moment.
+        let offerWhenQuarantined: @Sendable (PluginCatalog) -> Void = { catalog in
+            catalog.whenAnyQuarantined {
+                let now = currentCatalog()
+                let withdrawn = Set(now.routes.map(\.command)).subtracting(now.servingRoutes.map(\.command)).sorted()
+                if !withdrawn.isEmpty {
+                    log(.warning, "no longer offering \(withdrawn.joined(separator: ", ")) to the bus: a plugin that handles them is quarantined; "
+                        + "their commands wait for another host, or for its file to be replaced")
+                }
+                offer(now)
+            }
+        }
+        offerWhenQuarantined(session.catalog)
         // What the dashboard reads and --keep prunes: one pool, connecting when first used.
         let busJournal = BusJournal(connectingWhenReadTo: url)
         if let dashboard {
@@ -252,7 +269,8 @@ enum ServeCommand {
         }
         // Hot loading, as a local server has it: what is loaded, replaced or removed is offered to the bus.
         let watcher = PluginWatcher(loader: session.loader, bus: session.bus, catalog: session.catalog, log: log, drain: drain) { catalog in
-            host.offer(commands: catalog.routes.map(\.command), catalog: catalog.jsonWithFileHashes, limits: catalog.concurrencyLimits)
+            offerWhenQuarantined(catalog)
+            offer(catalog)
         }
         watcher?.start()
         watching.withLock { $0 = watcher }

@@ -156,8 +156,10 @@ extension BusHost {
             do throws(CommandBusError) {
                 takes = try await bus.wouldHandleLocally(name: row.name, payload: row.payload)
             } catch {
+                // Asking failed: a retryable failure (an isolated plugin quarantined here, whose
+                // commands this host stops offering) goes back to the bus as one from running would.
                 return finish(row, .complete(id: row.id, attempt: row.attempt, state: .failed, result: nil,
-                                             code: HostFailure.Code(error).name, message: error.message, retryAfter: nil))
+                                             code: HostFailure.Code(error).name, message: error.message, retryAfter: retry(after: error, of: row)))
             }
             guard takes else { return finish(row, .decline(id: row.id, attempt: row.attempt)) }
             run(row)
@@ -183,7 +185,7 @@ extension BusHost {
                 let result = try await ticket.result
                 outcome = .complete(id: row.id, attempt: row.attempt, state: .succeeded, result: result, code: nil, message: nil, retryAfter: nil)
             } catch {
-                let retry: Duration? = error.isRetryable && row.attempt < row.maxAttempts ? Self.backoff(attempt: row.attempt) : nil
+                let retry = retry(after: error, of: row)
                 let ended = ticket.state.isTerminal ? ticket.state : .failed
                 outcome = .complete(id: row.id, attempt: row.attempt, state: ended, result: nil,
                                     code: HostFailure.Code(error).name, message: error.message, retryAfter: retry)
@@ -221,6 +223,12 @@ extension BusHost {
             return nil
         }
         if let waiting { finish(waiting.row, waiting.outcome) }
+    }
+
+    /// How long before command `row` runs again after `error`: the backoff of its attempt if the
+    /// failure is retryable and attempts are left, else nil (it ends).
+    func retry(after error: CommandBusError, of row: BusCommandRow) -> Duration? {
+        error.isRetryable && row.attempt < row.maxAttempts ? Self.backoff(attempt: row.attempt) : nil
     }
 
     /// Exponential backoff with jitter for a retryable failure: 100 ms doubling, at most 30 s.

@@ -30,7 +30,9 @@ extension BusHost {
                     ).count > 0
                 }
                 if alive {
-                    if version != published { log(.info, "the bus has this host's new commands: \(offer.commands.joined(separator: ", "))") }
+                    if version != published { log(.info, offer.commands.isEmpty
+                        ? "the bus has this host's new commands: none (it claims nothing until a plugin handles one)"
+                        : "the bus has this host's new commands: \(offer.commands.joined(separator: ", "))") }
                     published = version
                     renewed = .now
                     let wasFenced = state.withLock { state -> Bool in

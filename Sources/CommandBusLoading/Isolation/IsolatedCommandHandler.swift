@@ -105,7 +105,9 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
         case .success(let running): return running
         case .failure where worker.isRetired: return nil
         case .failure(let failure):
-            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.crashedStatus, message: failure.reason)
+            // Quarantined, or its worker would not start: nothing the command did, so it may run
+            // again (where another host serves it, or once the file is replaced).
+            throw PluginErrors.error(plugin: plugin, command: command.name, status: IsolatedPlugin.stoppedForAnotherStatus, message: failure.reason)
         }
     }
 }

@@ -74,6 +74,8 @@ public final class IsolatedPlugin: Sendable {
         var stopsWhenIdle = false
         /// Why the host is stopping each worker it kills, for the calls that worker still runs.
         var kills: [pid_t: Kill] = [:]
+        /// Told once, when the plugin is quarantined (``whenQuarantined(_:)``).
+        var onQuarantine: (@Sendable () -> Void)?
     }
 
     /// Why the host kills a worker, for the calls it still runs.
@@ -114,6 +116,23 @@ public final class IsolatedPlugin: Sendable {
 
     /// The reason the plugin is quarantined, if it is.
     package var quarantine: String? { state.withLock { $0.lifecycle.quarantine } }
+
+    /// Calls `handler` when the plugin is quarantined (at once if it is), in place of any
+    /// handler given before: a host of the shared bus stops offering its commands then.
+    package func whenQuarantined(_ handler: @escaping @Sendable () -> Void) {
+        let already = state.withLock { state -> Bool in
+            state.onQuarantine = handler
+            return state.lifecycle.quarantine != nil
+        }
+        if already { handler() }
+    }
+
+    /// The quarantine handler, if `update` (a change of the lifecycle, in the lock) quarantined the plugin.
+    private func quarantining<T>(_ state: inout State, _ update: (inout State) -> T) -> (T, (@Sendable () -> Void)?) {
+        let before = state.lifecycle.quarantine
+        let result = update(&state)
+        return (result, before == nil && state.lifecycle.quarantine != nil ? state.onQuarantine : nil)
+    }
 
     /// Whether the plugin was taken off the bus: no worker starts again.
     package var isRetired: Bool { state.withLock { $0.lifecycle.isRetired } }
@@ -168,12 +187,15 @@ public final class IsolatedPlugin: Sendable {
             DetachedThread.start { [self] in
                 let launched = launch()
                 let now = ContinuousClock.now
-                let waiters = state.withLock { state in
-                    switch launched {
-                    case .success(let (pid, worker)): state.lifecycle.started(pid: pid, worker: worker)
-                    case .failure(let failure): state.lifecycle.startFailed(failure, now: now)
+                let (waiters, quarantined) = state.withLock { state in
+                    quarantining(&state) { state in
+                        switch launched {
+                        case .success(let (pid, worker)): state.lifecycle.started(pid: pid, worker: worker)
+                        case .failure(let failure): state.lifecycle.startFailed(failure, now: now)
+                        }
                     }
                 }
+                quarantined?()
                 let result = launched.map(\.1)
                 if case .success(let (pid, worker)) = launched {
                     let restarts = restarts
@@ -282,7 +304,8 @@ public final class IsolatedPlugin: Sendable {
             return 0
         }
         if !worker.channel.send(kind, id: id, status: Int32(bitPattern: index), body: payload) {
-            abandon(id, reason: "its worker is gone")
+            // The worker died (another call crashed it) before this call reached it: it never ran.
+            abandon(id, reason: "its worker is gone", status: Self.stoppedForAnotherStatus)
         }
         return id
     }
@@ -308,9 +331,9 @@ public final class IsolatedPlugin: Sendable {
     }
 
     /// Gives up on call `id` (it took too long, or could not be sent): it ends now with
-    /// `crashedStatus` and `reason`, and a late answer is dropped.
-    package func abandon(_ id: UInt64, reason: String) {
-        state.withLock { $0.pending.removeValue(forKey: id) }?.answer(Self.crashedStatus, Array(reason.utf8))
+    /// `status` and `reason`, and a late answer is dropped.
+    package func abandon(_ id: UInt64, reason: String, status: Int32 = crashedStatus) {
+        state.withLock { $0.pending.removeValue(forKey: id) }?.answer(status, Array(reason.utf8))
     }
 
     /// Asks the worker to cancel call `id`. A plugin with no `cancel()` has its worker killed now;
@@ -447,18 +470,24 @@ public final class IsolatedPlugin: Sendable {
         let how = ending(of: pid)
         let culprit = culprit(of: worker)
         let now = ContinuousClock.now
-        let (orphans, end, kill) = state.withLock { state -> ([UInt64: Pending], WorkerLifecycle<RunningWorker>.Ending, Kill?) in
-            let orphans = state.pending.filter { $0.value.pid == pid }
-            for id in orphans.keys { state.pending[id] = nil }
-            return (orphans, state.lifecycle.ended(pid: pid, now: now, how: how), state.kills.removeValue(forKey: pid))
+        let ((orphans, end, kill), quarantined) = state.withLock { state in
+            quarantining(&state) { state -> ([UInt64: Pending], WorkerLifecycle<RunningWorker>.Ending, Kill?) in
+                let orphans = state.pending.filter { $0.value.pid == pid }
+                for id in orphans.keys { state.pending[id] = nil }
+                return (orphans, state.lifecycle.ended(pid: pid, now: now, how: how), state.kills.removeValue(forKey: pid))
+            }
         }
+        var toRunAgain = 0
         for (id, call) in orphans {
             switch end {
             case .killedOnPurpose:
                 let reason = kill?.reason ?? "its worker was stopped by the host"
-                call.answer(kill?.mayRunAgain(id) == true ? Self.stoppedForAnotherStatus : Self.crashedStatus, Array(reason.utf8))
+                let runsAgain = kill?.mayRunAgain(id) == true
+                if runsAgain { toRunAgain += 1 }
+                call.answer(runsAgain ? Self.stoppedForAnotherStatus : Self.crashedStatus, Array(reason.utf8))
             case .crashed:
                 if let culprit, culprit != id {
+                    toRunAgain += 1
                     call.answer(Self.stoppedForAnotherStatus, Array("its worker \(how) while running another command".utf8))
                 } else {
                     call.answer(Self.crashedStatus, Array("its worker \(how)".utf8))
@@ -466,8 +495,10 @@ public final class IsolatedPlugin: Sendable {
             }
         }
         if case .crashed(let quarantine) = end {
-            log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed")
+            let again = toRunAgain > 0 ? ", \(toRunAgain) of them as ones to run again" : ""
+            log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed\(again)")
             if let quarantine { log(.warning, "\(FileSystem.lastComponent(path)) \(quarantine)") }
         }
+        quarantined?()
     }
 }

@@ -51,6 +51,23 @@ public struct PluginCatalog: Sendable {
         }
     }
 
+    /// The routes this host can serve now: ``routes`` without the isolated plugins quarantined
+    /// for crashing (a route left with none goes). A host of the shared bus offers these, so it
+    /// stops claiming what only a quarantined plugin handles: those commands wait for another
+    /// host, or for the file to be replaced (loaded anew, not quarantined), instead of failing
+    /// here one after another.
+    public var servingRoutes: [Route] {
+        routes.compactMap { route in
+            let serving = route.plugins.filter { $0.worker?.quarantine == nil }
+            return serving.isEmpty ? nil : Route(command: route.command, plugins: serving)
+        }
+    }
+
+    /// Calls `handler` whenever one of these plugins is quarantined (each in its isolated worker).
+    package func whenAnyQuarantined(_ handler: @escaping @Sendable () -> Void) {
+        for plugin in plugins { plugin.worker?.whenQuarantined(handler) }
+    }
+
     /// The most of each command this host's handlers run at once, for the commands whose every
     /// handler declares a limit (`max_concurrency`): the sum of their limits, since a handler
     /// that declines passes the command on. A command with a handler that declares none has no
