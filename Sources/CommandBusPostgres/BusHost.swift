@@ -301,7 +301,9 @@ package final class BusHost: Sendable {
             let back = try connection.execute(BusSQL.handBack, [.uuid(id)])
             try connection.execute("DELETE FROM cmdbus.hosts WHERE id = $1", [.uuid(id)])
             let count = back.count > 0 ? back[row: 0].integer("back") ?? 0 : 0
-            log(.info, "left the bus; handed back \(counted(Int(count), "unfinished command"))")
+            let cancelled = back.count > 0 ? back[row: 0].integer("cancelled") ?? 0 : 0
+            let ended = cancelled > 0 ? " (and ended \(counted(Int(cancelled), "command")) asked to stop as cancelled)" : ""
+            log(.info, "left the bus; handed back \(counted(Int(count), "unfinished command"))\(ended)")
         } catch {
             log(.warning, "could not hand back this host's commands (\(error.message)); other hosts take them when its lease runs out")
         }

@@ -63,8 +63,8 @@ extension BusSQL {
         """
 
     /// $1 id, $2 host, $3 attempt, $4 host label. Hands a claimed command back because every handler
-    /// here declined; it ends `noHandler` if no other live host that handles its name is left to ask.
-    /// A command declined did not start: the start its claim stamped under its name's rate
+    /// here declined; it ends `noHandler` if no other live host that handles its name is left to ask,
+    /// and `cancelled` if it was asked to stop. A command declined did not start: the start its claim stamped under its name's rate
     /// (``claimLimited``, at the claim's time, its `started_at`) is taken off again, one of the
     /// stamps of that time, so that declines do not use up a rate no command ran under.
     static let decline = """
@@ -80,10 +80,11 @@ extension BusSQL {
             UPDATE cmdbus.commands c SET
                 declined_by = array_append(c.declined_by, $2), lease_owner = NULL, started_at = NULL,
                 attempt = c.attempt - 1,
-                state = CASE WHEN t.others THEN 'pending' ELSE 'failed' END,
-                finalized_at = CASE WHEN t.others THEN NULL ELSE now() END,
-                error_code = CASE WHEN t.others THEN NULL ELSE 'noHandler' END,
-                error_message = CASE WHEN t.others THEN NULL
+                state = CASE WHEN c.cancel_requested THEN 'cancelled' WHEN t.others THEN 'pending' ELSE 'failed' END,
+                finalized_at = CASE WHEN t.others AND NOT c.cancel_requested THEN NULL ELSE now() END,
+                error_code = CASE WHEN c.cancel_requested THEN 'cancelled' WHEN t.others THEN NULL ELSE 'noHandler' END,
+                error_message = CASE WHEN c.cancel_requested THEN 'command ''' || c.name || ''' was cancelled: asked to stop, it was declined'
+                    WHEN t.others THEN NULL
                     ELSE 'no handler for command ''' || c.name || ''' would take it now (every live host that handles it declined)' END
             FROM target t WHERE c.id = t.id
             RETURNING c.id, c.state, c.name

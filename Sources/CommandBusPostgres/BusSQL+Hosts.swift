@@ -56,28 +56,51 @@ extension BusSQL {
         SELECT (SELECT count(*) FROM rescued) AS rescued, (SELECT count(*) FROM notified) AS notified
         """
 
-    /// $1 host. Hands back everything this host holds (draining): pending again, the attempt not counted.
+    /// The changes that give a command this host holds back to the bus: pending again, its
+    /// attempt not counted, unless it was asked to stop: then it ends `cancelled` (`why` says
+    /// how it came to end there), as a host's end of one and the rescue do.
+    private static func givenBack(_ why: String) -> String {
+        """
+        lease_owner = NULL, run_at = now(),
+                state = CASE WHEN c.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+                started_at = CASE WHEN c.cancel_requested THEN c.started_at END,
+                attempt = CASE WHEN c.cancel_requested THEN c.attempt ELSE c.attempt - 1 END,
+                finalized_at = CASE WHEN c.cancel_requested THEN now() END,
+                error_code = CASE WHEN c.cancel_requested THEN 'cancelled' ELSE c.error_code END,
+                error_message = CASE WHEN c.cancel_requested
+                    THEN 'command ''' || c.name || ''' was cancelled: asked to stop, \(why)' ELSE c.error_message END
+        """
+    }
+
+    /// Tells the hosts of a command given back (`cmdbus_new`), or the waiting clients of one that
+    /// ended so (`cmdbus_done`).
+    private static let givenBackNotice = """
+        pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END, CASE WHEN state = 'pending' THEN name ELSE id::text END)
+        """
+
+    /// $1 host. Hands back everything this host holds (draining): pending again, the attempt not
+    /// counted, or `cancelled` if asked to stop. Gives how many went back and how many ended.
     static let handBack = """
         WITH held AS (
             \(lockedInIDOrder("cmdbus.commands c WHERE c.state = 'running' AND c.lease_owner = $1"))
         ), back AS (
-            UPDATE cmdbus.commands c SET state = 'pending', lease_owner = NULL, started_at = NULL, attempt = c.attempt - 1,
-                run_at = now()
+            UPDATE cmdbus.commands c SET \(givenBack("its host left the bus before it ended"))
             FROM held WHERE c.id = held.id
-            RETURNING c.name
-        ), notified AS (SELECT pg_notify('cmdbus_new', name) FROM back)
-        SELECT (SELECT count(*) FROM back) AS back, (SELECT count(*) FROM notified) AS notified
+            RETURNING c.id, c.name, c.state
+        ), notified AS (SELECT \(givenBackNotice) FROM back)
+        SELECT (SELECT count(*) FROM back WHERE state = 'pending') AS back, (SELECT count(*) FROM back WHERE state = 'cancelled') AS cancelled,
+            (SELECT count(*) FROM notified) AS notified
         """
 
     /// $1 command, $2 host, $3 attempt: one command this host still holds goes back to pending,
-    /// its attempt not counted (a host that could not renew its lease stopped it).
+    /// its attempt not counted, or ends `cancelled` if asked to stop (a host that could not
+    /// renew its lease stopped it).
     static let handBackOne = """
         WITH back AS (
-            UPDATE cmdbus.commands c SET state = 'pending', lease_owner = NULL, started_at = NULL, attempt = c.attempt - 1,
-                run_at = now()
+            UPDATE cmdbus.commands c SET \(givenBack("its host could not renew its lease before it ended"))
             WHERE c.id = $1 AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = $3::int4
-            RETURNING c.name
+            RETURNING c.id, c.name, c.state
         )
-        SELECT pg_notify('cmdbus_new', name) FROM back
+        SELECT \(givenBackNotice) FROM back
         """
 }

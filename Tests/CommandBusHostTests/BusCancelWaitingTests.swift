@@ -178,4 +178,42 @@ extension SharedBusTests {
             + database.sql("SELECT state, attempt FROM cmdbus.commands WHERE id = '\(neighbour)'")
         #expect(ended == "cancelled|1\nsucceeded|2\n", "\(ended)")
     }
+
+    /// A command asked to stop that its host gives back to the bus ends `cancelled` there
+    /// too, rather than going back to pending for the next host to end: a drain's hand-back,
+    /// one handed back by a host that could not renew its lease, and one every handler on its
+    /// host declined. One not asked to stop goes back to pending, its attempt not counted.
+    @Test(.timeLimit(.minutes(2)))
+    func aCommandAskedToStopThatIsGivenBackEndsCancelled() async throws {
+        let database = try await SharedBusDatabase()
+        defer { Task { await database.drop() } }
+        let connection = try database.migratedConnection()
+        let host = UUID(), other = UUID()
+        try connection.insertHost(host, handling: ["a"])
+        try connection.insertHost(other, handling: ["a"])
+        func running(asked: Bool) throws -> UUID {
+            let id = UUID()
+            try connection.execute("""
+                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, lease_owner, started_at, cancel_requested)
+                VALUES ($1, 'a', '\\x7b7d', $1, 'running', 1, $2, now(), $3::bool)
+                """, [.uuid(id), .uuid(host), .bool(asked)])
+            return id
+        }
+        func ended(_ id: UUID) async throws -> String {
+            try await database.sql("SELECT state, attempt, coalesce(error_message, '') FROM cmdbus.commands WHERE id = '\(id)'")
+        }
+        let declined = try running(asked: true)
+        #expect(try connection.execute(BusSQL.decline, [.uuid(declined), .uuid(host), .integer(1), .text("h")]).count == 1)
+        #expect(try await ended(declined) == "cancelled|0|command 'a' was cancelled: asked to stop, it was declined\n")
+
+        let lapsed = try running(asked: true)
+        try connection.execute(BusSQL.handBackOne, [.uuid(lapsed), .uuid(host), .integer(1)])
+        #expect(try await ended(lapsed) == "cancelled|1|command 'a' was cancelled: asked to stop, its host could not renew its lease before it ended\n")
+
+        let drained = try running(asked: true), notAsked = try running(asked: false)
+        let back = try connection.execute(BusSQL.handBack, [.uuid(host)])[row: 0]
+        #expect(back.integer("back") == 1 && back.integer("cancelled") == 1)
+        #expect(try await ended(drained) == "cancelled|1|command 'a' was cancelled: asked to stop, its host left the bus before it ended\n")
+        #expect(try await ended(notAsked) == "pending|0|\n")
+    }
 }
