@@ -93,12 +93,8 @@ extension SharedBusTests {
         let connection = try database.migratedConnection()
         let host = UUID(), asked = UUID(), notAsked = UUID()
         try connection.insertHost(host, handling: ["a"])
-        for (id, cancelRequested) in [(asked, true), (notAsked, false)] {
-            try connection.execute("""
-                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, lease_owner, started_at, cancel_requested)
-                VALUES ($1, 'a', '\\x7b7d', $1, 'running', 1, $2, now(), $3::bool)
-                """, [.uuid(id), .uuid(host), .bool(cancelRequested)])
-        }
+        try connection.insertRunning(asked, on: host, askedToStop: true)
+        try connection.insertRunning(notAsked, on: host, askedToStop: false)
         let ends = JSONValue.array([asked, notAsked].map {
             .object(["id": .string($0.uuidString), "attempt": .integer(1), "state": .string("failed"), "code": .string("cancelled"),
                      "message": .string("command 'a' was cancelled")])
@@ -121,12 +117,7 @@ extension SharedBusTests {
         try connection.insertHost(dead, handling: ["a"])
         try connection.execute("UPDATE cmdbus.hosts SET heartbeat_at = now() - interval '1 hour' WHERE id = $1", [.uuid(dead)])
         func running(on host: UUID, asked: Bool) throws -> UUID {
-            let id = UUID()
-            try connection.execute("""
-                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, max_attempts, lease_owner, started_at, cancel_requested)
-                VALUES ($1, 'a', '\\x7b7d', $1, 'running', 1, 3, $2, now(), $3::bool)
-                """, [.uuid(id), .uuid(host), .bool(asked)])
-            return id
+            try connection.insertRunning(on: host, askedToStop: asked, maxAttempts: 3)
         }
         let failedAsked = try running(on: live, asked: true), failedNotAsked = try running(on: live, asked: false)
         let rescuedAsked = try running(on: dead, asked: true), rescuedNotAsked = try running(on: dead, asked: false)
@@ -192,12 +183,7 @@ extension SharedBusTests {
         try connection.insertHost(host, handling: ["a"])
         try connection.insertHost(other, handling: ["a"])
         func running(asked: Bool) throws -> UUID {
-            let id = UUID()
-            try connection.execute("""
-                INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, lease_owner, started_at, cancel_requested)
-                VALUES ($1, 'a', '\\x7b7d', $1, 'running', 1, $2, now(), $3::bool)
-                """, [.uuid(id), .uuid(host), .bool(asked)])
-            return id
+            try connection.insertRunning(on: host, askedToStop: asked)
         }
         func ended(_ id: UUID) async throws -> String {
             try await database.sql("SELECT state, attempt, coalesce(error_message, '') FROM cmdbus.commands WHERE id = '\(id)'")

@@ -9,6 +9,17 @@ extension PGConnection {
     func insertHost(_ id: UUID, handling commands: [String]) throws {
         try execute("INSERT INTO cmdbus.hosts (id, hostname, pid, commands, lease_ms) VALUES ($1, 'h', 1, $2::text[], 60000)", [.uuid(id), .textArray(commands)])
     }
+
+    /// Puts a command of name `a` on the bus by hand, running on `host` at its first attempt of
+    /// `maxAttempts`, asked to stop if `askedToStop`; gives its id.
+    @discardableResult
+    func insertRunning(_ id: UUID = UUID(), on host: UUID, askedToStop: Bool, maxAttempts: Int = 5) throws -> UUID {
+        try execute("""
+            INSERT INTO cmdbus.commands (id, name, payload, correlation_id, state, attempt, max_attempts, lease_owner, started_at, cancel_requested)
+            VALUES ($1, 'a', '\\x7b7d', $1, 'running', 1, $2::int4, $3, now(), $4::bool)
+            """, [.uuid(id), .integer(Int64(maxAttempts)), .uuid(host), .bool(askedToStop)])
+        return id
+    }
 }
 
 /// A database of its own in the throwaway PostgreSQL cluster scripts/test.sh starts
