@@ -56,8 +56,7 @@ extension BusSQL {
                 AND \(hostStillOnBus)
             RETURNING c.id, c.state, c.name
         ), notified AS (
-            SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
-                             CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM done
+            SELECT \(pendingOrEndedNotice) FROM done
         )
         SELECT id, name, (SELECT count(*) FROM notified) AS notified FROM done
         """
@@ -95,8 +94,7 @@ extension BusSQL {
             FROM target t
             WHERE l.name = t.name AND t.kind = 'command' AND array_position(l.recent_starts, t.started_at) IS NOT NULL
         ), notified AS (
-            SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
-                             CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM changed
+            SELECT \(pendingOrEndedNotice) FROM changed
         )
         SELECT id, state, (SELECT count(*) FROM notified) AS notified FROM changed
         """

@@ -50,8 +50,7 @@ extension BusSQL {
             FROM orphaned o WHERE c.id = o.id
             RETURNING c.id, c.state, c.name
         ), notified AS (
-            SELECT pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END,
-                             CASE WHEN state = 'pending' THEN name ELSE id::text END) FROM rescued
+            SELECT \(pendingOrEndedNotice) FROM rescued
         )
         SELECT (SELECT count(*) FROM rescued) AS rescued, (SELECT count(*) FROM notified) AS notified
         """
@@ -72,12 +71,6 @@ extension BusSQL {
         """
     }
 
-    /// Tells the hosts of a command given back (`cmdbus_new`), or the waiting clients of one that
-    /// ended so (`cmdbus_done`).
-    private static let givenBackNotice = """
-        pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END, CASE WHEN state = 'pending' THEN name ELSE id::text END)
-        """
-
     /// $1 host. Hands back everything this host holds (draining): pending again, the attempt not
     /// counted, or `cancelled` if asked to stop. Gives how many went back and how many ended.
     static let handBack = """
@@ -87,7 +80,7 @@ extension BusSQL {
             UPDATE cmdbus.commands c SET \(givenBack("its host left the bus before it ended"))
             FROM held WHERE c.id = held.id
             RETURNING c.id, c.name, c.state
-        ), notified AS (SELECT \(givenBackNotice) FROM back)
+        ), notified AS (SELECT \(pendingOrEndedNotice) FROM back)
         SELECT (SELECT count(*) FROM back WHERE state = 'pending') AS back, (SELECT count(*) FROM back WHERE state = 'cancelled') AS cancelled,
             (SELECT count(*) FROM notified) AS notified
         """
@@ -101,6 +94,6 @@ extension BusSQL {
             WHERE c.id = $1 AND c.state = 'running' AND c.lease_owner = $2 AND c.attempt = $3::int4
             RETURNING c.id, c.name, c.state
         )
-        SELECT \(givenBackNotice) FROM back
+        SELECT \(pendingOrEndedNotice) FROM back
         """
 }

@@ -68,6 +68,13 @@ enum BusSQL {
         ORDER BY n.name
         """
 
+    /// For a row `state`, `name`, `id` a statement changed: tells the hosts of its name of a
+    /// command pending again (`cmdbus_new`), or the clients waiting for one that ended
+    /// (`cmdbus_done`). A host's ends, declines and hand-backs and a rescue notify so.
+    static let pendingOrEndedNotice = """
+        pg_notify(CASE WHEN state = 'pending' THEN 'cmdbus_new' ELSE 'cmdbus_done' END, CASE WHEN state = 'pending' THEN name ELSE id::text END)
+        """
+
     /// $1 id.
     static let read = "SELECT \(commandColumns) FROM cmdbus.commands c WHERE c.id = $1"
 
