@@ -134,6 +134,15 @@ enum PluginsCommand {
             + "priority \(plugin["priority"]?.text ?? "?"), commands: \(commands.joined(separator: ", "))"
     }
 
+    /// An isolated plugin's worker, from its JSON (`isolated`): quarantined and what ends it, or
+    /// running or not, and how often it was started again after a crash or a stop.
+    private static func workerLine(_ worker: [String: JSONValue]) -> String {
+        if let quarantine = worker["quarantine"]?.stringValue { return quotedLine(quarantine) }
+        let restarts = worker["restarts"]?.intValue ?? 0
+        return (worker["running"] == .bool(true) ? "isolated: its worker is running" : "isolated: no worker running; the next command starts one")
+            + (restarts > 0 ? " (\(counted(restarts, "restart")) so far)" : "")
+    }
+
     /// The catalog as text, from its JSON: the same for a local and a `--connect` listing; the
     /// shared bus's (``BusCatalog``) names its hosts, and which of them load each plugin.
     private static func catalogText(_ catalog: JSONValue) -> String {
@@ -169,9 +178,14 @@ enum PluginsCommand {
                 }
                 let file = differing.contains(plugin["name"]?.stringValue ?? "") ? "; file \(BusCatalog.fileHash(plugin))" : ""
                 lines.append("    on \(counted(copies.count, "host")): \(BusCatalog.hostList(hosts))\(file)")
+                for copy in copies {
+                    guard let quarantine = copy["isolated"]?.objectValue?["quarantine"]?.stringValue else { continue }
+                    lines.append("    on \(quotedLine(copy["host"]?.stringValue ?? "?")), \(quotedLine(quarantine))")
+                }
             } else {
                 let milliseconds = plugin["loadMilliseconds"]?.doubleValue ?? 0
                 lines.append("    loaded \(plugin["loadedAt"]?.stringValue ?? "?") in \((milliseconds * 100).rounded() / 100) ms")
+                if let worker = plugin["isolated"]?.objectValue { lines.append("    " + workerLine(worker)) }
             }
             if plugin["debugBuild"] == .bool(true) {
                 lines.append("    debug build: unoptimized, often ten times slower; rebuild it with 'swift build -c release'")

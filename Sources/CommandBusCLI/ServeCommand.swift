@@ -194,7 +194,7 @@ enum ServeCommand {
                 let withdrawn = Set(now.routes.map(\.command)).subtracting(now.servingRoutes.map(\.command)).sorted()
                 if !withdrawn.isEmpty {
                     log(.warning, "no longer offering \(withdrawn.joined(separator: ", ")) to the bus: a plugin that handles them is quarantined; "
-                        + "their commands wait for another host, or for its file to be replaced")
+                        + "their commands wait for another host, or for its file to be replaced or touched, which loads it anew")
                 }
                 offer(now)
             }

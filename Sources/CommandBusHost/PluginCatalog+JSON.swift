@@ -7,7 +7,8 @@ import Foundation
 #endif
 
 extension PluginCatalog {
-    /// One plugin as `cmdbus plugins --json` and the server's `plugins` op show it.
+    /// One plugin as `cmdbus plugins --json` and the server's `plugins` op show it; an isolated
+    /// one with its worker (`isolated`: `running`, `restarts` and, if quarantined, `quarantine`).
     package static func json(_ plugin: LoadedPlugin) -> JSONValue {
         .object([
             "path": .string(plugin.path), "name": .string(plugin.name), "version": .string(plugin.version),
@@ -16,7 +17,14 @@ extension PluginCatalog {
             "loadedAt": .string(plugin.loadedAt.timestamp), "loadMilliseconds": .number(plugin.loadMilliseconds),
             "sdkVersion": .optional(plugin.sdkVersion), "swiftVersion": .optional(plugin.swiftVersion),
             "debugBuild": .bool(plugin.isDebugBuild),
-        ])
+            "isolated": plugin.worker.map(worker) ?? .null,
+        ].filter { $0.value != .null })
+    }
+
+    private static func worker(_ worker: IsolatedPlugin) -> JSONValue {
+        .object([
+            "running": .bool(worker.isRunning), "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),
+        ].filter { $0.value != .null })
     }
 
     /// The whole catalog: directories, plugins, who handles each command and whom it shadows
@@ -43,11 +51,14 @@ extension PluginCatalog {
     /// The catalog as ``json`` gives it, each plugin with its file's SHA-256 (`sha256`) too: what
     /// a host offers the shared bus, where `cmdbus plugins --bus` tells two builds of one version
     /// apart. Hashing reads every file (about a millisecond a megabyte), so it is done only then.
+    /// An isolated plugin's worker is told by its quarantine alone: a host offers its catalog when
+    /// it changes and when a plugin is quarantined, not as a worker starts and stops.
     package var jsonWithFileHashes: JSONValue {
         guard case .object(var fields) = json, let plugins = fields["plugins"]?.arrayValue else { return json }
         fields["plugins"] = .array(plugins.map { plugin in
             guard case .object(var plugin) = plugin, let path = plugin["path"]?.stringValue else { return plugin }
             plugin["sha256"] = .optional(SHA256.ofFile(path))
+            if let worker = plugin["isolated"]?.objectValue { plugin["isolated"] = .object(worker.filter { $0.key == "quarantine" }) }
             return .object(plugin)
         })
         return .object(fields)

@@ -34,8 +34,9 @@ package enum BusCatalog {
         }
     }
 
-    /// The fields that belong to one host's copy of a plugin rather than to its build.
-    private static let perHostFields: Set<String> = ["path", "loadedAt", "loadMilliseconds"]
+    /// The fields that belong to one host's copy of a plugin rather than to its build (`isolated`:
+    /// whether its worker there is quarantined).
+    private static let perHostFields: Set<String> = ["path", "loadedAt", "loadMilliseconds", "isolated"]
 
     /// The hosts' catalogs merged, in the hosts' order.
     package static func merge(_ hosts: [Host]) -> JSONValue {

@@ -22,6 +22,10 @@ extension SharedBusTests {
         #expect(await waitUntil(.seconds(30)) { host.output.contains("no longer offering bad.abort, bad.alloc, bad.exit, bad.loop, bad.print, bad.segv, ok.echo") },
                 "\(host.output)")
         #expect(try await database.sql("SELECT state, error_code, count(*) FROM cmdbus.commands GROUP BY 1, 2") == "failed|pluginCrashed|3\n")
+        // The bus's listing says on which host, and why.
+        let listed = try await Self.bus(database.url, "plugins")
+        #expect(listed.stdout.contains(":\(host.pid), quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV); replace its file"),
+                "\(listed.stdout)")
 
         try await database.insertPending(20, named: "ok.echo", payload: #"{"x":1}"#)
         try await Task.sleep(for: .seconds(2))
@@ -35,5 +39,6 @@ extension SharedBusTests {
         #expect(await waitUntil(.seconds(60)) {
             (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands WHERE name = 'ok.echo' GROUP BY 1")) == "succeeded|20\n"
         }, "\(host.output)")
+        #expect(!(try await Self.bus(database.url, "plugins").stdout.contains("quarantined")))
     }
 }

@@ -81,6 +81,46 @@ struct PluginReplacementTests {
         await server.stop()
     }
 
+    /// An isolated plugin quarantined for crashing says so where a person looks (its calls'
+    /// errors, `cmdbus plugins`, its JSON) and what ends it; touching its file, with no new
+    /// build, loads it anew, with no crashes counted, and its commands run again.
+    @Test func aQuarantinedPluginIsListedAsSuchAndATouchOfItsFileLoadsItAnew() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        let path = try await compileFixture("misbehave", into: try work.subdirectory("plugins")).path
+        let server = try await ServerTests.Server(work: work, arguments: ["--isolate"])
+        defer { server.work.remove() }
+        func client(_ arguments: String...) async throws -> ProcessResult {
+            try await cmdbus(arguments + ["--connect", server.socket], directory: server.work.url)
+        }
+        for _ in 0..<3 { #expect(try await client("run", "bad.segv", "{}").status != 0) }
+        let quarantine = "quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV); "
+            + "replace its file with a fixed build, or touch it to try the same one again"
+        let refused = try await client("run", "ok.echo", "{}")
+        #expect(refused.status != 0 && refused.stderr.contains(quarantine), "\(refused.stderr)")
+        let listed = try await client("plugins")
+        #expect(listed.stdout.contains("\n    " + quarantine + "\n"), "\(listed.stdout)")
+        let greeter = try #require(try Self.listed("greeter", in: try await client("plugins", "--json").stdout))
+        let greeterWorker = greeter["isolated"] as? [String: Any]
+        #expect(greeterWorker?["running"] is Bool && greeterWorker?["restarts"] as? Int == 0 && greeterWorker?["quarantine"] == nil)
+        let misbehaving = try #require(try Self.listed("misbehave", in: try await client("plugins", "--json").stdout))
+        #expect((misbehaving["isolated"] as? [String: Any])?["quarantine"] as? String == quarantine)
+
+        #expect(try await runProcess("/usr/bin/touch", [path]).status == 0)
+        let log = await Self.log(of: server, containing: "the file was replaced: \(path)", count: 1)
+        #expect(log.contains("the file was replaced: \(path)"), "\(log.suffix(2_000))")
+        let echoed = try await client("run", "ok.echo", #"{"a":1}"#)
+        #expect(echoed.status == 0 && echoed.stdout == "{\"a\":1}\n", "\(echoed.stderr)")
+        let relisted = try await client("plugins")
+        #expect(!relisted.stdout.contains("quarantined") && relisted.stdout.contains("\n    isolated: its worker is running\n"), "\(relisted.stdout)")
+        await server.stop()
+    }
+
+    /// The plugin named `name` in `cmdbus plugins --json` output.
+    private static func listed(_ name: String, in output: String) throws -> [String: Any]? {
+        let plugins = try jsonObject(output)["plugins"] as? [[String: Any]]
+        return plugins?.first { $0["name"] as? String == name }
+    }
+
     /// A plugin replaced whole, again and again, while its command is sent: every send is
     /// answered by the old handler or the new one, and each replacement is loaded (the
     /// writer waits for the log to say so before the next).

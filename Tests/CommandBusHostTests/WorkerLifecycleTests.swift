@@ -85,7 +85,8 @@ struct WorkerLifecycleTests {
             _ = lifecycle.started(pid: pid, worker: "w\(pid)")
             ending = lifecycle.ended(pid: pid, now: t0 + .seconds(10 * index), how: "crashed with SIGSEGV")
         }
-        let reason = "quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV)"
+        let reason = "quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV); "
+            + "replace its file with a fixed build, or touch it to try the same one again"
         #expect(ending == .crashed(quarantine: reason))
         #expect(lifecycle.quarantine == reason)
         #expect(request(&lifecycle, at: .seconds(3600)) == "refuse \(reason)")

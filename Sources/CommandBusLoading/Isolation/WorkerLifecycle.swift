@@ -11,7 +11,7 @@ import Glibc
 ///   backingOff ◀──────── (a crash) ◀─────────────┘
 ///        │ crashLimit crashes within crashWindow
 ///        ▼
-///   quarantined (for good)
+///   quarantined (until the file is loaded anew)
 /// ```
 ///
 /// `Worker` is what a running worker is to the caller (its channel and description);
@@ -27,7 +27,7 @@ package struct WorkerLifecycle<Worker> {
         case ready(pid: pid_t, worker: Worker)
         /// It crashed; none starts again before `until`.
         case backingOff(until: ContinuousClock.Instant)
-        /// It crashed too often; it never starts again.
+        /// It crashed too often; it never starts again (a new load of the file has a new lifecycle).
         case quarantined(reason: String)
     }
 
@@ -149,10 +149,14 @@ package struct WorkerLifecycle<Worker> {
         return min(Duration.milliseconds(100) * (1 << min(crashes.count - 1, 6)), .seconds(5))
     }
 
+    /// What ends a quarantine: a server loads a plugin file anew when it changes, and a new
+    /// load starts with no crashes counted (a rescan, SIGHUP, leaves an unchanged file as it is).
+    package static var liftingAQuarantine: String { "replace its file with a fixed build, or touch it to try the same one again" }
+
     private mutating func countCrash(now: ContinuousClock.Instant, how: String) -> String? {
         crashes = crashes.filter { now - $0 < crashWindow } + [now]
         if crashes.count >= crashLimit {
-            let reason = "quarantined: its worker crashed \(crashes.count) times within \(crashWindow) (last: \(how))"
+            let reason = "quarantined: its worker crashed \(crashes.count) times within \(crashWindow) (last: \(how)); \(Self.liftingAQuarantine)"
             state = .quarantined(reason: reason)
             return reason
         }
