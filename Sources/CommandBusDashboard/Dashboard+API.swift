@@ -63,13 +63,13 @@ extension Dashboard {
             }
             return .object(fields)
         }
-        let quarantined = catalog.skipped.filter(\.isQuarantined).count
+        let files = PluginFileCounts(catalog)
         return .object([
             "uptimeSeconds": .number(uptime), "inFlight": .integer(Int64(sources.metrics.inFlight)),
             "totals": Self.totals(sources.statistics),
             "plugins": .object([
-                "loaded": .integer(Int64(catalog.plugins.count)), "quarantined": .integer(Int64(quarantined)),
-                "skipped": .integer(Int64(catalog.skipped.count - quarantined)),
+                "loaded": .integer(Int64(files.loaded)), "quarantined": .integer(Int64(files.quarantined)),
+                "skipped": .integer(Int64(files.skipped)),
             ]),
             "commands": .array(names),
             "lastEnded": .array(sources.metrics.lastEnded(Self.feedLength).map(Self.json)),

@@ -23,11 +23,14 @@ extension Dashboard {
         out.sample("cmdbus_commands_in_flight", [], Double(metrics.inFlight))
 
         let catalog = sources.catalog()
-        let quarantined = catalog.skipped.filter(\.isQuarantined).count
-        out.family("cmdbus_plugins", type: "gauge", help: "Plugin files by state: loaded, quarantined, or skipped for another reason.")
-        out.sample("cmdbus_plugins", [("state", "loaded")], Double(catalog.plugins.count))
-        out.sample("cmdbus_plugins", [("state", "quarantined")], Double(quarantined))
-        out.sample("cmdbus_plugins", [("state", "skipped")], Double(catalog.skipped.count - quarantined))
+        let files = PluginFileCounts(catalog)
+        out.family(
+            "cmdbus_plugins", type: "gauge",
+            help: "Plugin files by state: loaded, quarantined (by the probe, or an isolated one's worker for crashing), or skipped for another reason."
+        )
+        out.sample("cmdbus_plugins", [("state", "loaded")], Double(files.loaded))
+        out.sample("cmdbus_plugins", [("state", "quarantined")], Double(files.quarantined))
+        out.sample("cmdbus_plugins", [("state", "skipped")], Double(files.skipped))
         let images = SharedLibrary.imagesMapped
         out.family(
             "cmdbus_plugin_images", type: "gauge",

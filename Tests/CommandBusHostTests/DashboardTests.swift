@@ -6,7 +6,8 @@ import Testing
 /// scripts/lib/browser.py), promtool on a scrape taken under load, and hostile clients.
 @Suite(.serialized)
 struct DashboardTests {
-    /// A `cmdbus serve --http 127.0.0.1:0` in a scratch directory, with the example and fixture plugins.
+    /// A `cmdbus serve --http 127.0.0.1:0` in a scratch directory, with the example and fixture
+    /// plugins, and the C fixtures named in `fixtures` (Tests/Fixtures/BadPlugins) compiled.
     final class DashboardServer: @unchecked Sendable {
         let work: TemporaryDirectory
         let process: LaunchedProcess
@@ -14,10 +15,11 @@ struct DashboardTests {
         private(set) var url = ""
         var socket: String { work.file("cmdbus.sock").path }
 
-        init(extra: [String] = []) async throws {
+        init(extra: [String] = [], fixtures: [String] = []) async throws {
             work = try TemporaryDirectory("cmdbus-dashboard")
             let plugins = try work.subdirectory("plugins")
             try plugins.install("libGreeter.so", "libGreetAll.so", "libFixturePlugin.so")
+            for fixture in fixtures { _ = try await compileFixture(fixture, into: plugins) }
             log = work.file("serve.log")
             process = try LaunchedProcess(
                 try TestPaths.product("cmdbus").path,
@@ -143,6 +145,28 @@ struct DashboardTests {
 
     /// A page opened after commands ran lists them as just ended, newest first, where it said
     /// it was waiting for commands until the next one ended.
+    /// An isolated plugin quarantined for crashing counts as quarantined, not loaded, on the
+    /// overview and in `/metrics` (an alert on `cmdbus_plugins{state="quarantined"}` missed it,
+    /// as it counted only what the probe refused), and the plugins page lists it with why.
+    @Test func aPluginQuarantinedForCrashingIsCountedAndListedWithWhy() async throws {
+        await DashboardServer.stopAll()
+        let server = try await DashboardServer(extra: ["--isolate"], fixtures: ["misbehave"])
+        for _ in 0..<3 { #expect(try await server.run("bad.segv").status != 0) }
+        let overview = try jsonObject(try await server.http("GET", "/api/overview").body)
+        #expect(overview["plugins"] as? [String: Int] == ["loaded": 3, "quarantined": 1, "skipped": 0], "\(overview)")
+        let metrics = try await server.http("GET", "/metrics").body
+        #expect(metrics.contains("cmdbus_plugins{state=\"quarantined\"} 1\n") && metrics.contains("cmdbus_plugins{state=\"loaded\"} 3\n"), "\(metrics)")
+
+        let panel = "[...document.querySelectorAll('.panel')].find(p => p.textContent.startsWith('Quarantined and skipped')).textContent"
+        let report = try await Self.browse(
+            server.url + "/#/plugins", waitFor: "document.querySelectorAll('main table').length >= 2", shot: "plugins-quarantined.png", evals: [panel]
+        )
+        #expect(report.exceptions.isEmpty, "\(report.exceptions)")
+        let listed = report.results.first as? String ?? ""
+        #expect(listed.contains("misbehave.so") && listed.contains("its worker crashed 3 times") && listed.contains("touch it"), "\(listed)")
+        await server.stop()
+    }
+
     @Test func theOverviewShowsWhatEndedBeforeItOpened() async throws {
         await DashboardServer.stopAll()
         let server = try await DashboardServer()

@@ -448,8 +448,11 @@ extension DashboardAssets {
               h('td', {}, w ? [h('span', { class: 'badge ' + (w.quarantine ? 'failed' : w.running ? 'succeeded' : 'pending') }, w.quarantine ? 'quarantined' : w.running ? 'worker running' : 'worker idle'),
                 h('div', { class: 'muted' }, `${w.restarts} restart${w.restarts === 1 ? '' : 's'}`)] : h('span', { class: 'muted' }, 'in process')));
           });
-          const skipped = catalog.skipped.map(x => h('tr', {},
-            h('td', { class: 'mono' }, x.path), h('td', {}, x.quarantined ? badge('failed') : h('span', { class: 'badge outline' }, 'skipped')),
+          // Files the probe quarantined or the loader skipped, and loaded isolated plugins whose
+          // worker crashed too often: each with why, and what ends it.
+          const stopped = data.workers.filter(w => w.quarantine).map(w => ({ path: w.path, quarantined: true, reason: w.quarantine }));
+          const skipped = stopped.concat(catalog.skipped).map(x => h('tr', {},
+            h('td', { class: 'mono' }, x.path), h('td', {}, h('span', { class: x.quarantined ? 'badge failed' : 'badge outline' }, x.quarantined ? 'quarantined' : 'skipped')),
             h('td', { class: 'error' }, x.reason)));
           const routes = catalog.commands.map(c => h('tr', {},
             h('td', { class: 'mono' }, c.command), h('td', {}, c.plugin),

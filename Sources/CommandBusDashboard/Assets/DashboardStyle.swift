@@ -10,7 +10,9 @@ extension DashboardAssets {
           font-size: 14px; color: var(--ink); background: var(--bg);
         }
         * { box-sizing: border-box; }
-        body { margin: 0; display: flex; min-height: 100vh; }
+        /* The page's own left 210 px are the nav's colour: a page longer than the window, captured
+           whole, showed the sticky nav (one window high) ending half way down. */
+        body { margin: 0; display: flex; min-height: 100vh; background: linear-gradient(to right, var(--nav) 210px, var(--bg) 210px); }
         a { color: var(--accent); text-decoration: none; }
         a:hover { text-decoration: underline; }
         code, pre, .mono { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
@@ -109,6 +111,6 @@ extension DashboardAssets {
         .toast.error { background: var(--failed); }
         .flash { animation: flash 1.2s ease-out; }
         @keyframes flash { from { background: #e9e8ff; } to { background: transparent; } }
-        @media (max-width: 760px) { body { flex-direction: column; } .nav { width: auto; height: auto; position: static; } main { padding: 18px; } }
+        @media (max-width: 760px) { body { flex-direction: column; background: var(--bg); } .nav { width: auto; height: auto; position: static; } main { padding: 18px; } }
         """#
 }
