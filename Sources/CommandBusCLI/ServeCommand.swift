@@ -280,8 +280,10 @@ enum ServeCommand {
         }
         let leaving = Atomic<Bool>(false)
         ServiceStatus.ready {
-            leaving.load(ordering: .acquiring) ? nil
-                : "host \(host.id) of the bus at \(PGURL.redacted(url)): " + statistics.workSummary(plugins: currentCatalog().plugins.count)
+            guard !leaving.load(ordering: .acquiring) else { return nil }
+            let plugins = currentCatalog().plugins
+            return "host \(host.id) of the bus at \(PGURL.redacted(url)): "
+                + statistics.workSummary(plugins: plugins.count, quarantined: PluginCatalog.quarantined(plugins).count)
         }
         for await _ in stop.stream { break }
         leaving.store(true, ordering: .releasing)

@@ -41,6 +41,10 @@ enum StatusCommand {
         console.out("uptime \(number(status["uptimeSeconds"])) s, \(count(status["plugins"], "plugin")), \(number(status["inFlight"])) in flight, "
             + "\(number(status["completed"])) completed, \(number(status["failed"])) failed")
         if let problem = status["journalProblem"]?.stringValue { console.out("warning: \(problem)") }
+        for case .object(let plugin) in status["quarantined"]?.arrayValue ?? [] {
+            let name = quotedLine(plugin["plugin"]?.stringValue ?? "?"), path = quotedLine(plugin["path"]?.stringValue ?? "?")
+            console.out("warning: plugin '\(name)' (\(path)) \(quotedLine(plugin["reason"]?.stringValue ?? "quarantined"))")
+        }
         if case .integer(let resident)? = status["residentBytes"] {
             console.out("resident \(resident >> 20) MB, \(number(status["openDescriptors"])) of \(number(status["maxDescriptors"])) descriptors open, \(count(status["threads"], "thread"))")
         }

@@ -82,9 +82,9 @@ package final class BusStatistics: CommandObserver {
 
     /// One line of the work so far, for a service manager's status: `3 plugins, 2 in flight,
     /// 1204 succeeded, 3 failed`.
-    package func workSummary(plugins: Int) -> String {
+    package func workSummary(plugins: Int, quarantined: Int = 0) -> String {
         let (inFlight, completed, failed) = state.withLock { ($0.started.count, $0.completed, $0.failed) }
-        return "\(counted(plugins, "plugin")), \(inFlight) in flight, \(completed) succeeded, \(failed) failed"
+        return "\(counted(plugins, "plugin"))\(quarantined > 0 ? " (\(quarantined) quarantined)" : ""), \(inFlight) in flight, \(completed) succeeded, \(failed) failed"
     }
 
     /// The ids of the commands accepted and not finished.

@@ -21,6 +21,14 @@ extension PluginCatalog {
         ].filter { $0.value != .null })
     }
 
+    /// The plugins of `plugins` whose worker is quarantined, as a server's `status` lists them
+    /// (`plugin`, `path`, `reason`): loaded, but their commands fail until the file is loaded anew.
+    package static func quarantined(_ plugins: [LoadedPlugin]) -> [JSONValue] {
+        plugins.compactMap { plugin in
+            plugin.worker?.quarantine.map { .object(["plugin": .string(plugin.name), "path": .string(plugin.path), "reason": .string($0)]) }
+        }
+    }
+
     private static func worker(_ worker: IsolatedPlugin) -> JSONValue {
         .object([
             "running": .bool(worker.isRunning), "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),

@@ -120,7 +120,8 @@ package final class CommandServer: Sendable {
         // A full path: the manager's status is read away from the server's working directory.
         let path = FileSystem.realPath(socket.path) ?? socket.path
         ServiceStatus.ready { [self] in
-            draining.load(ordering: .acquiring) ? nil : "serving on \(path): " + statistics.workSummary(plugins: plugins.count)
+            draining.load(ordering: .acquiring) ? nil
+                : "serving on \(path): " + statistics.workSummary(plugins: plugins.count, quarantined: PluginCatalog.quarantined(plugins).count)
         }
     }
 
@@ -304,6 +305,8 @@ package final class CommandServer: Sendable {
                 status["threads"] = .integer(Int64(process.threads))
             }
             if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
+            let quarantined = PluginCatalog.quarantined(plugins)
+            if !quarantined.isEmpty { status["quarantined"] = .array(quarantined) }
             connection.send(Self.success(request.id, ["status": .object(status)]))
         case "plugins":
             let catalog = watcher?.catalog ?? session.catalog

@@ -82,7 +82,7 @@ struct PluginReplacementTests {
     }
 
     /// An isolated plugin quarantined for crashing says so where a person looks (its calls'
-    /// errors, `cmdbus plugins`, its JSON) and what ends it; touching its file, with no new
+    /// errors, `cmdbus plugins` and `status`, their JSON) and what ends it; touching its file, with no new
     /// build, loads it anew, with no crashes counted, and its commands run again.
     @Test func aQuarantinedPluginIsListedAsSuchAndATouchOfItsFileLoadsItAnew() async throws {
         let work = try TemporaryDirectory("cmdbus-serve")
@@ -99,6 +99,8 @@ struct PluginReplacementTests {
         #expect(refused.status != 0 && refused.stderr.contains(quarantine), "\(refused.stderr)")
         let listed = try await client("plugins")
         #expect(listed.stdout.contains("\n    " + quarantine + "\n"), "\(listed.stdout)")
+        let status = try await client("status")
+        #expect(status.stdout.contains("\nwarning: plugin 'misbehave' (\(path)) \(quarantine)\n"), "\(status.stdout)")
         let greeter = try #require(try Self.listed("greeter", in: try await client("plugins", "--json").stdout))
         let greeterWorker = greeter["isolated"] as? [String: Any]
         #expect(greeterWorker?["running"] is Bool && greeterWorker?["restarts"] as? Int == 0 && greeterWorker?["quarantine"] == nil)
@@ -112,6 +114,7 @@ struct PluginReplacementTests {
         #expect(echoed.status == 0 && echoed.stdout == "{\"a\":1}\n", "\(echoed.stderr)")
         let relisted = try await client("plugins")
         #expect(!relisted.stdout.contains("quarantined") && relisted.stdout.contains("\n    isolated: its worker is running\n"), "\(relisted.stdout)")
+        #expect(!(try await client("status").stdout.contains("quarantined")))
         await server.stop()
     }
 
