@@ -196,6 +196,30 @@ struct PluginReplacementTests {
         await server.stop()
     }
 
+    /// A command still running in a replaced plugin's old worker when the drain (`--drain 1`)
+    /// ends and stops that worker is taken by the plugin that replaced it, and succeeds, its log
+    /// saying why it ran again. It failed with "its worker was stopped before this call ended".
+    @Test func aCommandOutlastingAReplacedPluginsDrainRunsInItsReplacement() async throws {
+        let server = try await ServerTests.Server(drain: "1", arguments: ["--isolate"])
+        defer { server.work.remove() }
+        let path = server.plugins.file("libFixturePlugin.so").path
+        async let slept = cmdbus(
+            ["run", "fixture.sleep", #"{"milliseconds": 3000, "stubborn": true}"#, "--connect", server.socket], directory: server.work.url
+        )
+        // Running: its call is in the old worker's hands.
+        #expect(await waitUntil(.seconds(30)) {
+            let status = try? await cmdbus(["status", "--json", "--connect", server.socket], directory: server.work.url)
+            return status?.stdout.contains(#""state":"running""#) == true
+        })
+        try copyClosingOnExec(try TestPaths.product("libFixturePlugin.so"), to: URL(fileURLWithPath: path + ".new"))
+        #expect(rename(path + ".new", path) == 0)
+        let result = try await slept
+        #expect(result.status == 0 && result.stdout == "{\"sawCancellation\":false}\n", "\(result.stderr)")
+        let log = await Self.log(of: server, containing: "running fixture.sleep again on a new worker (1 of 2)", count: 1)
+        #expect(log.contains("its file was removed or replaced, and its worker was stopped before this call ended; running fixture.sleep again"), "\(log.suffix(2_000))")
+        await server.stop()
+    }
+
     /// An isolated plugin replaced while many of its commands are on their way to it: one
     /// routed to the old plugin just before it came off the bus, whose worker then stopped, is
     /// handed to the new one; none fails. (Before, 181 sends of one run failed with "its file

@@ -58,14 +58,37 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
         )
     }
 
+    /// How many times a command runs again here when its worker ended for another call's sake
+    /// (another command's code crashed it, or the host stopped it for another command's
+    /// cancellation or deadline) before that failure is its own, retryable, answer.
+    package static let runsAgainAfterAnotherCallsEnd = 2
+
     package func handle(payload: Data, context: CommandContext) async throws -> Data {
-        guard let running = try await runningWorkerUnlessRetired() else {
-            // Routed here just before the plugin came off the bus, and its worker has stopped.
-            throw HandlerDeclined()
+        var runsAgain = 0
+        while true {
+            let (status, body) = try await call(payload: payload, context: context)
+            // Declined by the plugin, or never made since the plugin was taken off the bus meanwhile:
+            // either way the bus asks the chain again (where a replacement may have taken its place).
+            if status == Int32(CMDBUS_DECLINED.rawValue) || status == IsolatedPlugin.retiredStatus { throw HandlerDeclined() }
+            if status == Int32(CMDBUS_OK.rawValue) { return Data(body) }
+            let message = String(decoding: body, as: UTF8.self)
+            // It did nothing to end its worker: it runs again on the next one, as it would have had
+            // it come a moment later, unless it was cancelled or ran out of time meanwhile.
+            if status == IsolatedPlugin.stoppedForAnotherStatus, runsAgain < Self.runsAgainAfterAnotherCallsEnd, !context.isCancelled, !Task.isCancelled {
+                runsAgain += 1
+                context.log(.warning, "\(message); running \(command.name) again on a new worker (\(runsAgain) of \(Self.runsAgainAfterAnotherCallsEnd))")
+                continue
+            }
+            throw PluginErrors.error(plugin: plugin, command: command.name, status: status, message: message)
         }
+    }
+
+    /// One call of the plugin's handler in its worker: the status and body it answered.
+    private func call(payload: Data, context: CommandContext) async throws -> CallAnswer.Value {
+        guard let running = try await runningWorkerUnlessRetired() else { return (IsolatedPlugin.retiredStatus, []) }
         let call = Mutex(CallState.notSent)
         let answer = CallAnswer()
-        let (status, body) = await withTaskCancellationHandler { () async -> CallAnswer.Value in
+        return await withTaskCancellationHandler { () async -> CallAnswer.Value in
             // The call is made under the lock that a cancellation takes too, so a cancellation
             // either finds the call's id or stops it being sent: it is never lost in between.
             let cancelledFirst = call.withLock { state -> Bool in
@@ -83,13 +106,6 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
             }
             if let sent { worker.cancel(sent) }
         }
-        // Declined by the plugin, or never made since the plugin was taken off the bus meanwhile:
-        // either way the bus asks the chain again (where a replacement may have taken its place).
-        if status == Int32(CMDBUS_DECLINED.rawValue) || status == IsolatedPlugin.retiredStatus { throw HandlerDeclined() }
-        guard status == Int32(CMDBUS_OK.rawValue) else {
-            throw PluginErrors.error(plugin: plugin, command: command.name, status: status, message: String(decoding: body, as: UTF8.self))
-        }
-        return Data(body)
     }
 
     /// Where a call is, for a cancellation that may come at any moment.
