@@ -36,9 +36,30 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
     package func canHandle(payload: Data) throws -> Bool { true }
 
     package func wouldHandle(payload: Data) async throws -> Bool {
-        // A plugin taken off the bus whose worker has stopped would not take it: the rest of
-        // the chain is asked, where its replacement stands.
-        guard let running = try await runningWorkerUnlessRetired() else { return false }
+        var asksAgain = 0
+        while true {
+            // A plugin taken off the bus whose worker has stopped would not take it: the rest of
+            // the chain is asked, where its replacement stands.
+            guard let running = try await runningWorkerUnlessRetired() else { return false }
+            let (status, body) = await ask(payload: payload, of: running)
+            if status >= 0 { return status != 0 }
+            if status == IsolatedPlugin.retiredStatus { return false }
+            let message = String(decoding: body, as: UTF8.self)
+            // Its worker ended for another call's sake: the next one is asked, as a command would run again.
+            if status == IsolatedPlugin.stoppedForAnotherStatus, asksAgain < Self.runsAgainAfterAnotherCallsEnd, !Task.isCancelled {
+                asksAgain += 1
+                continue
+            }
+            throw PluginErrors.error(
+                plugin: plugin, command: command.name,
+                status: status == IsolatedPlugin.crashedStatus || status == IsolatedPlugin.stoppedForAnotherStatus ? status : -status,
+                message: message.isEmpty ? "the plugin refused the payload" : message
+            )
+        }
+    }
+
+    /// One `can_handle()` call in the worker, given up on after ``canHandleDeadline``.
+    private func ask(payload: Data, of running: IsolatedPlugin.RunningWorker) async -> CallAnswer.Value {
         let answer = CallAnswer()
         let id = worker.call(.canHandle, on: running, index: command.index, payload: payload, context: nil, answer: answer)
         // A timer, not a thread waiting: a can_handle() that hangs is given up on.
@@ -46,16 +67,8 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
             try? await Task.sleep(for: Self.canHandleDeadline)
             worker.abandon(id, reason: "did not answer can_handle() within \(Self.canHandleDeadline)")
         }
-        let (status, body) = await worker.answer(to: answer, from: running)
-        deadline.cancel()
-        if status >= 0 { return status != 0 }
-        if status == IsolatedPlugin.retiredStatus { return false }
-        let message = String(decoding: body, as: UTF8.self)
-        throw PluginErrors.error(
-            plugin: plugin, command: command.name,
-            status: status == IsolatedPlugin.crashedStatus || status == IsolatedPlugin.stoppedForAnotherStatus ? status : -status,
-            message: message.isEmpty ? "the plugin refused the payload" : message
-        )
+        defer { deadline.cancel() }
+        return await worker.answer(to: answer, from: running)
     }
 
     /// How many times a command runs again here when its worker ended for another call's sake

@@ -64,6 +64,8 @@ public final class IsolatedPlugin: Sendable {
         package let pid: pid_t
         package let context: CommandContext?
         package let answer: @Sendable (Int32, [UInt8]) -> Void
+        /// False once writing the call to the worker failed: the worker was gone, and the call never ran.
+        package var reachedWorker = true
     }
 
     private struct State {
@@ -305,7 +307,11 @@ public final class IsolatedPlugin: Sendable {
         }
         if !worker.channel.send(kind, id: id, status: Int32(bitPattern: index), body: payload) {
             // The worker died (another call crashed it) before this call reached it: it never ran.
-            abandon(id, reason: "its worker is gone", status: Self.stoppedForAnotherStatus)
+            // It ends with the worker's other calls, once the host has seen the worker end (so
+            // running it again starts the next worker rather than finding this one again). A
+            // worker that closed its end of the socket and lives on is ended here.
+            state.withLock { $0.pending[id]?.reachedWorker = false }
+            kill(worker.pid, SIGKILL)
         }
         return id
     }
@@ -479,6 +485,11 @@ public final class IsolatedPlugin: Sendable {
         }
         var toRunAgain = 0
         for (id, call) in orphans {
+            if !call.reachedWorker {
+                toRunAgain += 1
+                call.answer(Self.stoppedForAnotherStatus, Array("its worker is gone".utf8))
+                continue
+            }
             switch end {
             case .killedOnPurpose:
                 let reason = kill?.reason ?? "its worker was stopped by the host"
