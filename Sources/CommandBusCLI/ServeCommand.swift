@@ -166,14 +166,8 @@ enum ServeCommand {
         var settings = BusHost.Settings(url: url)
         settings.lease = try arguments.seconds("lease") ?? settings.lease
         settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity
-        let host = BusHost(
-            settings: settings, bus: session.bus, commands: session.catalog.servingRoutes.map(\.command),
-            catalog: session.catalog.jsonWithFileHashes, limits: session.catalog.concurrencyLimits, log: { level, message in log(level, message) }
-        )
-        /// What this host offers the bus: the commands its plugins can serve now (not a quarantined one's).
-        let offer: @Sendable (PluginCatalog) -> Void = { catalog in
-            host.offer(commands: catalog.servingRoutes.map(\.command), catalog: catalog.jsonWithFileHashes, limits: catalog.concurrencyLimits)
-        }
+        let host = BusHost(settings: settings, bus: session.bus, offer: BusHost.Offer(session.catalog), log: { level, message in log(level, message) })
+        let offer: @Sendable (PluginCatalog) -> Void = { catalog in host.offer(BusHost.Offer(catalog)) }
         ledger.attach(host, bus: session.bus)
         // Listening from before the wait for the bus, so a stop while it is away ends the wait.
         let stop = AsyncStream<Void>.makeStream()
@@ -292,5 +286,13 @@ enum ServeCommand {
         currentCatalog().stopWorkers()
         fflush(nil)
         _exit(0)
+    }
+}
+
+extension BusHost.Offer {
+    /// What a host with `catalog` offers the bus: the commands its plugins can serve now (not a
+    /// quarantined one's), its catalog with each file's hash, and its handlers' limits.
+    init(_ catalog: PluginCatalog) {
+        self.init(commands: catalog.servingRoutes.map(\.command), catalog: catalog.jsonWithFileHashes, limits: catalog.concurrencyLimits)
     }
 }

@@ -94,15 +94,18 @@ package final class BusHost: Sendable {
     /// What a host offers the bus: the command names it claims, and its catalog as `bus status`
     /// and the dashboard show it; and how many of a name its handlers run at once, where they
     /// limit it (``PluginCatalog/concurrencyLimits``).
-    struct Offer {
-        var commands: [String]
-        var catalog: JSONValue
-        var limits: [String: Int]
+    package struct Offer: Equatable, Sendable {
+        /// The command names it claims.
+        package var commands: [String]
+        /// Its catalog, as ``init(commands:catalog:limits:)`` stores it.
+        package var catalog: JSONValue
+        /// How many of each name its handlers run at once, where they limit it.
+        package var limits: [String: Int]
 
         /// The catalog as the bus stores it: with the schema version this host's `cmdbus` reads
         /// (`busSchemaVersion`), so a client can tell which hosts know a newer version's rules
         /// (version 3's paused names, version 4's limits).
-        init(commands: [String], catalog: JSONValue, limits: [String: Int]) {
+        package init(commands: [String], catalog: JSONValue, limits: [String: Int] = [:]) {
             self.commands = commands
             self.limits = limits
             guard case .object(var fields) = catalog else {
@@ -141,13 +144,10 @@ package final class BusHost: Sendable {
 
     /// A host that runs, on `bus`, the `commands` its plugins handle, claiming no more of a
     /// name at once than `limits` gives for it.
-    package init(
-        settings: Settings, bus: CommandBus, commands: [String], catalog: JSONValue, limits: [String: Int] = [:],
-        log: @escaping @Sendable (LogLevel, String) -> Void
-    ) {
+    package init(settings: Settings, bus: CommandBus, offer: Offer, log: @escaping @Sendable (LogLevel, String) -> Void) {
         self.settings = settings
         self.bus = bus
-        state = Mutex(State(offer: Offer(commands: commands, catalog: catalog, limits: limits)))
+        state = Mutex(State(offer: offer))
         self.log = log
         label = Self.label(hostname: Self.hostname(), pid: Int64(getpid()))
     }
@@ -178,12 +178,9 @@ package final class BusHost: Sendable {
 
     /// Offers the bus a new set of commands (plugins were loaded, replaced or removed while the
     /// host runs): claimed from now on, and on the bus within a moment, with the heartbeat.
-    package func offer(commands: [String], catalog: JSONValue, limits: [String: Int] = [:]) {
-        let offer = Offer(commands: commands, catalog: catalog, limits: limits)
+    package func offer(_ offer: Offer) {
         let changed = state.withLock { state -> Bool in
-            guard state.offer.commands != offer.commands || state.offer.catalog != offer.catalog || state.offer.limits != offer.limits else {
-                return false
-            }
+            guard state.offer != offer else { return false }
             state.offer = offer
             state.offerVersion += 1
             state.freed = true  // the claimer looks again at once
