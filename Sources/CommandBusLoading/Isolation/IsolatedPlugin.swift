@@ -308,10 +308,15 @@ public final class IsolatedPlugin: Sendable {
         if !worker.channel.send(kind, id: id, status: Int32(bitPattern: index), body: payload) {
             // The worker died (another call crashed it) before this call reached it: it never ran.
             // It ends with the worker's other calls, once the host has seen the worker end (so
-            // running it again starts the next worker rather than finding this one again). A
-            // worker that closed its end of the socket and lives on is ended here.
-            state.withLock { $0.pending[id]?.reachedWorker = false }
-            kill(worker.pid, SIGKILL)
+            // running it again starts the next worker rather than finding this one again); at
+            // once if the host has seen that already, or is stopping the worker.
+            let endsNow = state.withLock { state -> Bool in
+                guard state.pending[id] != nil else { return false }
+                guard state.lifecycle.running?.pid == worker.pid else { return true }
+                state.pending[id]?.reachedWorker = false
+                return false
+            }
+            if endsNow { abandon(id, reason: "its worker is gone", status: Self.stoppedForAnotherStatus) }
         }
         return id
     }
