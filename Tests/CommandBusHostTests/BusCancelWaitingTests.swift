@@ -18,17 +18,19 @@ extension SharedBusTests {
         let lines = scratch.file("sleep.ndjson"), queue = scratch.file("queue.ndjson")
         try Data(String(repeating: #"{"command": "fixture.sleep", "payload": {"milliseconds": 1500}}"# + "\n", count: 40).utf8).write(to: lines)
         try Data(String(repeating: #"{"command": "fixture.sleep", "payload": {"milliseconds": 1500}}"# + "\n", count: 39).utf8).write(to: queue)
-        /// One command of 6 s running on the host (which runs one at a time), and 39 behind it:
-        /// nothing else starts before the test cancels (a host that ends one claims the next
-        /// while it writes the end, so for a moment two read as running).
-        func oneRunningAndAQueue() async throws {
-            #expect(try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 6000}"#, "--no-wait").status == 0)
+        /// One command of `seconds` running on the host (which runs one at a time), and 39 behind
+        /// it: nothing else starts before the test cancels (a host that ends one claims the next
+        /// while it writes the end, so for a moment two read as running). A CI run under load took
+        /// more than 6 s from its start to the cancel, and a command of the queue had started.
+        func oneRunningAndAQueue(seconds: Int) async throws {
+            let payload = #"{"milliseconds": \#(seconds * 1000)}"#
+            #expect(try await Self.bus(database.url, "run", "fixture.sleep", payload, "--no-wait").status == 0)
             #expect(await waitUntil(.seconds(30)) {
                 (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "1\n"
             })
             #expect(try await Self.bus(database.url, "batch", "--no-wait", queue.path).status == 0)
         }
-        try await oneRunningAndAQueue()
+        try await oneRunningAndAQueue(seconds: 15)
         #expect(try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 10}"#, "--delay", "1h", "--no-wait").status == 0)
         // A run that waits for its command, behind the queue.
         let waiting = Task { try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 10}"#) }
@@ -45,12 +47,12 @@ extension SharedBusTests {
             """, "\(cancel.stdout)")
         let ended = try await waiting.value
         #expect(ended.status == 1 && ended.stderr.contains("was cancelled while it waited, by "), "\(ended.stderr)")
-        #expect(await waitUntil(.seconds(30)) {
+        #expect(await waitUntil(.seconds(60)) {
             (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands GROUP BY 1 ORDER BY 1")) == "cancelled|41\nsucceeded|1\n"
         })
 
-        // With --running, what runs is asked to stop too.
-        try await oneRunningAndAQueue()
+        // With --running, what runs is asked to stop too (a sleep that stops when asked).
+        try await oneRunningAndAQueue(seconds: 60)
         let all = try await Self.bus(database.url, "bus", "cancel", "fixture.sleep", "--running", "--json")
         let outcome = try JSONSerialization.jsonObject(with: Data(all.stdout.utf8)) as? [String: Any]
         #expect(outcome?["cancelled"] as? Int == 39 && outcome?["running"] as? Int == 1, "\(all.stdout)")
