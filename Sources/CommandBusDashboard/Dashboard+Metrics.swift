@@ -44,6 +44,14 @@ extension Dashboard {
             guard let worker = plugin.worker else { continue }
             out.sample("cmdbus_worker_restarts_total", [("plugin", plugin.name)], Double(worker.restarts))
         }
+        out.family(
+            "cmdbus_worker_runs_again_total", type: "counter",
+            help: "Commands an isolated plugin ran again on a new worker after theirs ended for another command's sake (a crash, a cancellation), by plugin."
+        )
+        for plugin in catalog.plugins {
+            guard let worker = plugin.worker else { continue }
+            out.sample("cmdbus_worker_runs_again_total", [("plugin", plugin.name)], Double(worker.runsAgain))
+        }
 
         let journal = metrics.journal
         out.family("cmdbus_journal_commit_duration_seconds", type: "histogram", help: "How long each journal commit took, from its start to durable.")

@@ -8,7 +8,7 @@ import Foundation
 
 extension PluginCatalog {
     /// One plugin as `cmdbus plugins --json` and the server's `plugins` op show it; an isolated
-    /// one with its worker (`isolated`: `running`, `restarts` and, if quarantined, `quarantine`).
+    /// one with its worker (`isolated`: `running`, `restarts`, `runsAgain` and, if quarantined, `quarantine`).
     package static func json(_ plugin: LoadedPlugin) -> JSONValue {
         .object([
             "path": .string(plugin.path), "name": .string(plugin.name), "version": .string(plugin.version),
@@ -31,7 +31,8 @@ extension PluginCatalog {
 
     private static func worker(_ worker: IsolatedPlugin) -> JSONValue {
         .object([
-            "running": .bool(worker.isRunning), "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),
+            "running": .bool(worker.isRunning), "restarts": .integer(Int64(worker.restarts)), "runsAgain": .integer(Int64(worker.runsAgain)),
+            "quarantine": .optional(worker.quarantine),
         ].filter { $0.value != .null })
     }
 

@@ -156,6 +156,7 @@ struct DashboardTests {
         #expect(overview["plugins"] as? [String: Int] == ["loaded": 3, "quarantined": 1, "skipped": 0], "\(overview)")
         let metrics = try await server.http("GET", "/metrics").body
         #expect(metrics.contains("cmdbus_plugins{state=\"quarantined\"} 1\n") && metrics.contains("cmdbus_plugins{state=\"loaded\"} 3\n"), "\(metrics)")
+        #expect(metrics.contains("cmdbus_worker_restarts_total{plugin=\"misbehave\"} 2\n") && metrics.contains("cmdbus_worker_runs_again_total{plugin=\"misbehave\"} 0\n"))
 
         let panel = "[...document.querySelectorAll('.panel')].find(p => p.textContent.startsWith('Quarantined and skipped')).textContent"
         let report = try await Self.browse(

@@ -101,6 +101,7 @@ struct IsolationTests {
     func aCrashAmidAStreamOfCommandsFailsNoneButItsOwn() async throws {
         let (bus, directory) = try await isolatedBus()
         defer { directory.remove() }
+        let logs = bus.events(matching: .logs)
         var echoes: [CommandTicket<Data>] = []
         var crash: CommandTicket<Data>?
         for index in 0..<600 {
@@ -114,6 +115,14 @@ struct IsolationTests {
             do { _ = try await echo.result } catch { failures.append("\(error)") }
         }
         #expect(failures.isEmpty, "\(failures.count) failed: \(Set(failures))")
+        // Each run again is in its command's log, and counted (cmdbus_worker_runs_again_total).
+        bus.finishEventStreams()
+        var ranAgain = 0
+        for await event in logs {
+            if case .log(.warning, let message) = event.kind, message.contains("running ok.echo again on a new worker") { ranAgain += 1 }
+        }
+        let worker = try #require(directory.catalog.plugins.first { $0.name == "misbehave" }?.worker)
+        #expect(ranAgain > 0 && worker.runsAgain == ranAgain, "\(ranAgain) logged, \(worker.runsAgain) counted")
     }
 
     @Test func aHandlerStillRunningAtItsDeadlineIsKilled() async throws {

@@ -89,6 +89,7 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
             // it come a moment later, unless it was cancelled or ran out of time meanwhile.
             if status == IsolatedPlugin.stoppedForAnotherStatus, runsAgain < Self.runsAgainAfterAnotherCallsEnd, !context.isCancelled, !Task.isCancelled {
                 runsAgain += 1
+                worker.countRunAgain()
                 context.log(.warning, "\(message); running \(command.name) again on a new worker (\(runsAgain) of \(Self.runsAgainAfterAnotherCallsEnd))")
                 continue
             }

@@ -108,6 +108,7 @@ public final class IsolatedPlugin: Sendable {
     }
 
     private let state = Mutex(State())
+    private let timesRunAgain = Atomic<Int>(0)
 
     package init(path: String, executable: String, log: PluginLog, hash: String? = nil) {
         self.log = log
@@ -144,6 +145,13 @@ public final class IsolatedPlugin: Sendable {
 
     /// How many times a worker was started again after the first (after a crash, a timeout or a stop).
     package var restarts: Int { state.withLock { max(0, $0.lifecycle.starts - 1) } }
+
+    /// How many times a command ran again on a new worker after its worker ended for another
+    /// command's sake (``IsolatedCommandHandler``).
+    package var runsAgain: Int { timesRunAgain.load(ordering: .relaxed) }
+
+    /// Counts one command run again (``runsAgain``).
+    package func countRunAgain() { timesRunAgain.add(1, ordering: .relaxed) }
 
     // MARK: Starting
 
