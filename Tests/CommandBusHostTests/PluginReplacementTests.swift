@@ -199,12 +199,14 @@ struct PluginReplacementTests {
     /// A command still running in a replaced plugin's old worker when the drain (`--drain 1`)
     /// ends and stops that worker is taken by the plugin that replaced it, and succeeds, its log
     /// saying why it ran again. It failed with "its worker was stopped before this call ended".
+    /// (It runs 10 s, so the drain surely ends first: a CI run under load replaced the file more
+    /// than 2 s after a 3 s command had started, and it ended in the old worker.)
     @Test func aCommandOutlastingAReplacedPluginsDrainRunsInItsReplacement() async throws {
         let server = try await ServerTests.Server(drain: "1", arguments: ["--isolate"])
         defer { server.work.remove() }
         let path = server.plugins.file("libFixturePlugin.so").path
         async let slept = cmdbus(
-            ["run", "fixture.sleep", #"{"milliseconds": 3000, "stubborn": true}"#, "--connect", server.socket], directory: server.work.url
+            ["run", "fixture.sleep", #"{"milliseconds": 10000, "stubborn": true}"#, "--connect", server.socket], directory: server.work.url
         )
         // Running: its call is in the old worker's hands.
         #expect(await waitUntil(.seconds(30)) {
