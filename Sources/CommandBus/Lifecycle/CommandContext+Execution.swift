@@ -77,6 +77,7 @@ extension CommandContext {
                 return nil
             }
             execution.outcome = outcome
+            execution.settled = parent == nil
             // Drop the task and watchdog: a finished task still holds its first allocation slab.
             defer {
                 execution.waiters = []; execution.callbacks = []
@@ -112,14 +113,24 @@ extension CommandContext {
         bus.commandDidFinish(self, outcome: outcome, state: state)
         // So does the parent's progress: counted after the waiters woke, the parent (woken by its
         // last child's result) could end, and say so, before that child's "3 of 3" (a CI run).
-        parent?.childDidFinish()
+        // Until it is counted, the outcome is not taken (``CommandExecution/settled``), and those
+        // who came for it meanwhile are woken below.
+        var late: (waiters: [UnsafeContinuation<Outcome, Never>], callbacks: [@Sendable (Outcome) -> Void]) = ([], [])
+        if let parent {
+            parent.childDidFinish()
+            late = execution.withLock { execution in
+                execution.settled = true
+                defer { execution.waiters = []; execution.callbacks = [] }
+                return (execution.waiters, execution.callbacks)
+            }
+        }
         // Ended before its write-ahead was written (the journal refused it, it was cancelled first,
         // or no handler would take it).
         if case .awaited(let callbacks) = ended.writeAhead {
             for callback in callbacks { callback(outcome.map { _ in () }) }
         }
-        for waiter in ended.waiters { waiter.resume(returning: outcome) }
-        for callback in ended.callbacks { callback(outcome) }
+        for waiter in ended.waiters + late.waiters { waiter.resume(returning: outcome) }
+        for callback in ended.callbacks + late.callbacks { callback(outcome) }
         return outcome
     }
 
@@ -166,7 +177,7 @@ extension CommandContext {
     func whenFinished(_ body: @escaping @Sendable (Outcome) -> Void) {
         let done = execution.withLock { execution -> Outcome? in
             execution.observed = true
-            if let outcome = execution.outcome { return outcome }
+            if execution.settled, let outcome = execution.outcome { return outcome }
             execution.callbacks.append(body)
             return nil
         }
@@ -177,11 +188,11 @@ extension CommandContext {
     nonisolated(nonsending) func outcome(markingObserved: Bool = true) async -> Outcome {
         if let done = execution.withLock({ execution -> Outcome? in
             if markingObserved { execution.observed = true }
-            return execution.outcome
+            return execution.settled ? execution.outcome : nil
         }) { return done }
         return await withUnsafeContinuation { continuation in
             let done = execution.withLock { execution -> Outcome? in
-                if let outcome = execution.outcome { return outcome }
+                if execution.settled, let outcome = execution.outcome { return outcome }
                 execution.waiters.append(continuation)
                 return nil
             }

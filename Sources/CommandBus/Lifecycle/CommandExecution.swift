@@ -4,6 +4,10 @@ struct CommandExecution: Sendable {
 
     var lifecycle = CommandLifecycle()
     var outcome: Outcome?
+    /// Whether those who wait may take ``outcome``: at once for a root command; for a subcommand,
+    /// once its parent has counted it (and published its progress), so the parent cannot end
+    /// before that, and skip it, as it did when it took the outcome the moment it was set.
+    var settled = false
     var waiters: [UnsafeContinuation<Outcome, Never>] = []
     /// Callers told of the end without a task waiting (``CommandTicket/whenFinished(_:)``).
     var callbacks: [@Sendable (Outcome) -> Void] = []
