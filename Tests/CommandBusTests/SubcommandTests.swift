@@ -29,7 +29,9 @@ struct SubcommandTests {
         #expect(children.allSatisfy { $0.parentID == ticket.id && $0.correlationID == ticket.id })
     }
 
-    @Test func progressIsReportedAsChildrenFinish() async throws {
+    /// A bus whose `GreetAll` posts a `Greet` for each name, all of them, then awaits each in
+    /// turn: its children run at once.
+    private static func busWhoseParentsPostEveryChildFirst() -> CommandBus {
         let bus = CommandBus()
         bus.register(GreetHandler())
         bus.register(ClosureHandler<GreetAll> { command, context in
@@ -38,6 +40,11 @@ struct SubcommandTests {
             for ticket in tickets { out.append(try await ticket.result.greeting) }
             return out
         })
+        return bus
+    }
+
+    @Test func progressIsReportedAsChildrenFinish() async throws {
+        let bus = Self.busWhoseParentsPostEveryChildFirst()
         let events = bus.events()
         let ticket = bus.post(GreetAll(names: ["a", "b", "c"]))
         #expect(try await ticket.result.count == 3)
@@ -99,14 +106,7 @@ struct SubcommandTests {
     /// moment it was set ended before counting that child, and so never said "3 of 3" (a CI
     /// rehearsal saw [1, 2] and then `succeeded`). It takes it once the child is counted.
     @Test func aParentOfChildrenRunningAtOnceReportsEveryOneBeforeItsEnd() async throws {
-        let bus = CommandBus()
-        bus.register(GreetHandler())
-        bus.register(ClosureHandler<GreetAll> { command, context in
-            let tickets = command.names.map { context.post(Greet(name: $0)) }
-            var out: [String] = []
-            for ticket in tickets { out.append(try await ticket.result.greeting) }
-            return out
-        })
+        let bus = Self.busWhoseParentsPostEveryChildFirst()
         let events = bus.events(bufferingPolicy: .unbounded)
         var roots: Set<UUID> = []
         for _ in 0..<100 {
