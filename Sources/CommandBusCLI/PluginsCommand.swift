@@ -18,7 +18,7 @@ enum PluginsCommand {
         Usage: cmdbus plugins [--json] [--plugins DIR ...]
                cmdbus plugins check <file> [--json]
                cmdbus plugins lock [--plugins DIR ...]
-               cmdbus plugins forget <file>
+               cmdbus plugins forget <file> [--connect SOCKET]
 
         Lists each plugin with its file, name, version, ABI, commands and load time;
         which plugin handles each command and which ones it shadows; and every file
@@ -30,7 +30,9 @@ enum PluginsCommand {
         New plugin files are first loaded in a child process (the probe); a file that
         crashes or hangs it is quarantined and not tried again until it changes. The
         verdicts are cached in $CMDBUS_REGISTRY (default ~/.cache/cmdbus/registry.json).
-        'forget' drops a file's cached verdict, so it is probed again.
+        'forget' drops a file's cached verdict, so it is probed again. With --connect,
+        the server forgets it too and loads the file again now, changed or not: a
+        quarantined isolated plugin gets a new worker, its crashes forgotten.
 
         'lock' writes plugins.lock in each plugin directory: the SHA-256 of every plugin
         that loads now. From then on only those files, unchanged, load from there.
@@ -48,9 +50,19 @@ enum PluginsCommand {
 
     private static let verbs: [String: Verb] = ["check": Verb(run: check), "lock": Verb(run: lock), "forget": Verb(run: forget)]
 
-    /// `cmdbus plugins forget FILE`: drops a file's cached probe verdict.
+    /// `cmdbus plugins forget FILE`: drops a file's cached probe verdict; with `--connect`, the
+    /// server drops it and loads the file again now, lifting a quarantine.
     private static func forget(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.count == 1 else { throw .usage("'cmdbus plugins forget' takes one file") }
+        let connection = try ConnectionOptions(arguments)
+        if connection.socket != nil || connection.bus != nil {
+            let client = try await BusClientFactory.client(connection: connection, plugins: PluginOptions(), journal: noJournal, console: console)
+            // The server's working directory is not this one.
+            let path = operands[0].hasPrefix("/") ? operands[0] : FileSystem.join(FileManager.default.currentDirectoryPath, operands[0])
+            let answer = try await client.loadPluginAgain(path)
+            let plugin = answer.objectValue?["plugin"]?.objectValue ?? [:]
+            return console.out(arguments.has("json") ? answer.text : "loaded again: \(pluginLine(plugin))")
+        }
         var registry = PluginRegistry(path: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment))
         guard registry.forget(operands[0]) else {
             throw HostFailure(.entryNotFound, "\(registry.path) has no entry for \(operands[0])")
@@ -78,7 +90,7 @@ enum PluginsCommand {
         let directories = Set(fields["directories"]?.arrayValue?.compactMap(\.stringValue) ?? [])
         let missing = (fields["skipped"]?.arrayValue ?? []).compactMap(\.objectValue).compactMap { skipped -> String? in
             guard let path = skipped["path"]?.stringValue, directories.contains(path),
-                  skipped["reason"]?.stringValue == "plugin directory does not exist" else { return nil }
+                  skipped["reason"]?.stringValue == PluginLoader.missingDirectory else { return nil }
             return path
         }
         if let first = missing.first {

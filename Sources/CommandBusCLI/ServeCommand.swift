@@ -123,6 +123,7 @@ enum ServeCommand {
             sources.requestLoop = { server.requestLoopCounts }
             sources.socketServer = { server.bounds }
             sources.cancel = { id in server.cancel(id) }
+            sources.loadPluginAgain = { path in await server.loadPluginAgain(path) }
             sources.notReadyReason = { server.notReadyReason }
             if let journal = session.journal {
                 sources.discard = { id throws(CommandBusError) in try await journal.discard(id) }
@@ -201,6 +202,7 @@ enum ServeCommand {
                 bus: session.bus, journal: busJournal, catalog: currentCatalog, statistics: statistics, metrics: metrics
             )
             sources.busHost = { host.leaseCounts }
+            sources.loadPluginAgain = { path in await PluginWatcher.loadAgain(path, with: watching.withLock { $0 }) }
             sources.cancel = { id throws(CommandBusError) in
                 do throws(PGError) { return try busJournal.cancel(id) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
             }

@@ -32,11 +32,12 @@ extension Dashboard {
         case ("POST", "periodic", 3): return await periodic(parts[1], parts[2])
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
+        case ("POST", "plugins", 2) where parts[1] == "forget": return await loadPluginAgain(request)
         case ("GET", "hosts", 1): return Self.ok(await sharedBusStatus?.current() ?? .object(["shared": .bool(false)]))
         case ("GET", "events", 1):
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
         case (let method, _, _) where method != "GET" && method != "POST":
-            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard, cancel, pause, resume, limit and run")
+            return Self.problem(405, "\(method) is not supported on /api/; use GET, or POST for retry, discard, cancel, pause, resume, limit, run and forget")
         default:
             return Self.problem(404, "no API at \(request.path); see the README's Dashboard API")
         }
@@ -191,10 +192,22 @@ extension Dashboard {
                 "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),
             ])
         }
-        return .object(["catalog": catalog.json, "workers": .array(workers)])
+        return .object(["catalog": catalog.json, "workers": .array(workers), "loadsAgain": .bool(sources.loadPluginAgain != nil)])
     }
 
     // MARK: Changing
+
+    /// `POST /api/plugins/forget?path=FILE`: the file loaded again, as `cmdbus plugins forget FILE --connect` has it.
+    private func loadPluginAgain(_ request: HTTPRequest) async -> HTTPResponse {
+        guard let loadPluginAgain = sources.loadPluginAgain else { return Self.problem(409, "this host does not load plugin files again") }
+        guard let path = request.parameter("path"), !path.isEmpty else {
+            return Self.problem(400, "name the plugin file by its path, as the plugins page lists it: ?path=plugins/libx.so")
+        }
+        switch await loadPluginAgain(path) {
+        case .success(let plugin): return Self.ok(.object(["path": .string(plugin.path), "plugin": PluginCatalog.json(plugin)]))
+        case .failure(let skipped): return Self.problem(422, "\(skipped.path): \(skipped.reason)")
+        }
+    }
 
     private func retry(_ text: String) async -> HTTPResponse {
         guard let journal = sources.journal else { return Self.noJournal }

@@ -40,6 +40,9 @@ package struct DashboardSources: Sendable {
     package var discard: (@Sendable (UUID) async throws(CommandBusError) -> Void)?
     /// Cancels a command in flight, returning whether one was; `nil` where the host cannot.
     package var cancel: (@Sendable (UUID) async throws(CommandBusError) -> Bool)?
+    /// Loads a plugin file again, changed or not, lifting its quarantine (the plugins page's "Try
+    /// again"); `nil` where the host cannot.
+    package var loadPluginAgain: (@Sendable (String) async -> Result<LoadedPlugin, SkippedPluginFile>)?
     /// The plugins loaded now (a server's hot loading changes them).
     package var catalog: @Sendable () -> PluginCatalog
     package var statistics: BusStatistics

@@ -49,6 +49,11 @@ package protocol BusClient: Sendable {
     func namesNoHostHandles(_ names: Set<String>) async -> [String]
     /// Of `names`, those paused on the shared bus (`cmdbus bus pause`), whose posts wait for a resume (none by default).
     func namesPaused(_ names: Set<String>) async -> [String]
+    /// Has the host forget what it concluded about a plugin file and load it again now, changed
+    /// or not: a file the probe quarantined is probed again, and an isolated plugin quarantined
+    /// for crashing gets a new worker with no crashes counted. Returns `{"path": FILE,
+    /// "plugin": {...}}` (``PluginCatalog/json(_:)``), or throws why the file did not load.
+    func loadPluginAgain(_ path: String) async throws(HostFailure) -> JSONValue
     /// Waits until everything written is durable and lets go of the bus.
     func close() async
 }
@@ -61,6 +66,12 @@ extension BusClient {
 
     /// Of `names`, those paused: only the shared bus pauses names, so none here.
     package func namesPaused(_ names: Set<String>) async -> [String] { [] }
+
+    /// Only a running server holds plugins to load again; a bus in this process loads every
+    /// file anew each run (`cmdbus plugins forget FILE` drops its cached verdict).
+    package func loadPluginAgain(_ path: String) async throws(HostFailure) -> JSONValue {
+        throw HostFailure(.usage, "only a running server loads a plugin file again; name it with --connect SOCKET, or leave --connect out to drop the file's cached probe verdict here")
+    }
 }
 
 /// One command to run: its name, JSON payload, envelope metadata and deadline.

@@ -401,6 +401,13 @@ package final class PostgresBusClient: BusClient {
     }
 
     /// The bus's hosts, queues, pauses, limits and periodic commands (``BusStatus``), as `bus status --json` shows them.
+    /// Each host of the shared bus keeps its own quarantines, on its own machine: there is no
+    /// one file to load again.
+    package func loadPluginAgain(_ path: String) async throws(HostFailure) -> JSONValue {
+        throw HostFailure(.usage, "each host of the shared bus loads and quarantines its own plugin files: on the host, touch \(quoted(path)), "
+            + "or press Try again on its dashboard's plugins page (cmdbus serve --bus URL --http ADDR)")
+    }
+
     package func status() async throws(HostFailure) -> JSONValue {
         try withConnection { connection throws(PGError) in try BusStatus.read(on: connection) }
     }

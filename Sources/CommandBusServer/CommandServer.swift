@@ -311,6 +311,18 @@ package final class CommandServer: Sendable {
         case "plugins":
             let catalog = watcher?.catalog ?? session.catalog
             connection.send(Self.success(request.id, ["plugins": .array(catalog.plugins.map(PluginCatalog.json)), "catalog": catalog.json]))
+        case "forget":
+            guard let path = request.path, path.hasPrefix("/") else {
+                return connection.send(Self.failure(request.id, code: "usage", "forget needs \"path\", a plugin file's absolute path, as 'cmdbus plugins' lists it"))
+            }
+            Task { [self] in
+                switch await loadPluginAgain(path) {
+                case .success(let plugin):
+                    connection.send(Self.success(request.id, ["path": .string(plugin.path), "plugin": PluginCatalog.json(plugin)]))
+                case .failure(let skipped):
+                    connection.send(Self.failure(request.id, code: HostFailure.Code.pluginFailed.name, "\(skipped.path): \(skipped.reason)"))
+                }
+            }
         case "subscribe":
             let filter: EventFilter
             if let id = request.commandId { filter = .command(id) }
@@ -340,6 +352,12 @@ package final class CommandServer: Sendable {
         default:
             connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are \(ServerRequest.ops.joined(separator: ", "))"))
         }
+    }
+
+    /// Loads a plugin file again, changed or not, lifting its quarantine (``PluginWatcher/loadAgain(_:)``):
+    /// a client's `forget`, the dashboard's "Try again".
+    package func loadPluginAgain(_ path: String) async -> Result<LoadedPlugin, SkippedPluginFile> {
+        await PluginWatcher.loadAgain(path, with: watcher)
     }
 
     /// Cancels a command a client sent or posted, or one recovered at start, that has not ended;

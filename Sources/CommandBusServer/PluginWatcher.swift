@@ -37,9 +37,15 @@ package final class PluginWatcher: Sendable {
     private let drain: Duration
     /// What is loaded, by file path.
     private let loaded = Mutex<[String: LoadedFile]>([:])
+    /// The files skipped and not loaded since, by path (and a plugin directory missing at
+    /// start, by its path, until it appears): those of the start, and those a later event or
+    /// ``loadAgain(_:)`` could not load.
+    private let skipped: Mutex<[String: SkippedPluginFile]>
+    /// What the watching thread is asked to do between events (``rescanSoon()``, ``loadAgain(_:)``).
+    private let requests = Mutex(Requests())
     private let descriptor: Int32
-    /// Written to ask the watching thread to read the directories again (``rescanSoon()``).
-    private let rescanRequests: Int32
+    /// Written to wake the watching thread for its ``requests``.
+    private let requestsWritten: Int32
     private let watches: Mutex<Watches>
     /// The catalog loaded at start: its directories and skipped files.
     private let initial: PluginCatalog
@@ -53,12 +59,18 @@ package final class PluginWatcher: Sendable {
         /// For a plugin directory that did not exist at start, its parent, until it appears:
         /// the awaited directories' paths by name, by the parent's watch.
         var awaited: [Int32: [String: String]] = [:]
-        /// The plugin directories that appeared after the start.
-        var appeared: Set<String> = []
         /// For a plugin directory whose path is a symbolic link, its parent: the linked
         /// directories' paths by the link's name, by the parent's watch, so a deploy that points
         /// the link at a new release (`ln -sfn`, or `mv -T` of a new link) is seen.
         var links: [Int32: [String: String]] = [:]
+    }
+
+    /// What the watching thread is asked to do between events.
+    private struct Requests {
+        /// Read the plugin directories again.
+        var rescan = false
+        /// Load these files again, changed or not, and tell each caller how it went.
+        var loadsAgain: [(path: String, reply: @Sendable (Result<LoadedPlugin, SkippedPluginFile>) -> Void)] = []
     }
 
     /// What a plugin directory is watched for: its files' events, and its own removal or move.
@@ -93,9 +105,10 @@ package final class PluginWatcher: Sendable {
         self.log = log
         self.drain = drain
         self.descriptor = descriptor
-        rescanRequests = eventfd(0, Int32(EFD_CLOEXEC))
+        requestsWritten = eventfd(0, Int32(EFD_CLOEXEC))
         self.watches = Mutex(watches)
         self.initial = catalog
+        skipped = Mutex(Dictionary(catalog.skipped.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first }))
         self.onChange = onChange
         for directory in awaited { log(.info, "plugin directory \(directory) does not exist yet; its plugins load once it is created") }
         loaded.withLock { table in
@@ -110,18 +123,46 @@ package final class PluginWatcher: Sendable {
     /// The plugins loaded now, initial and hot-loaded.
     package var plugins: [LoadedPlugin] { loaded.withLock { $0.values.map(\.plugin) }.sorted { $0.path < $1.path } }
 
-    /// The catalog now: the plugins loaded at start and since, and the files skipped at start
-    /// (but a missing directory that has appeared since).
+    /// The catalog now: the plugins loaded at start and since, and the files skipped and not
+    /// loaded since (at start, or at a later event); a missing directory is listed until it appears.
     package var catalog: PluginCatalog {
-        let appeared = watches.withLock { $0.appeared }
-        return PluginCatalog(directories: initial.directories, plugins: plugins, skipped: initial.skipped.filter { !appeared.contains($0.path) })
+        let skipped = skipped.withLock { Array($0.values) }.sorted { $0.path < $1.path }
+        return PluginCatalog(directories: initial.directories, plugins: plugins, skipped: skipped)
     }
 
     /// Asks the watching thread to read the plugin directories again, as after lost events (a
     /// `kill -HUP`): it does so between events, so no file is loaded twice at once.
     package func rescanSoon() {
+        requests.withLock { $0.rescan = true }
+        wakeWatchingThread()
+    }
+
+    /// Loads a plugin file of the watched directories again, changed or not, as if it had just
+    /// been copied in (`cmdbus plugins forget FILE --connect`, the dashboard's "Try again"):
+    /// its cached probe verdict is dropped first, so a file the probe quarantined is probed
+    /// again, and an isolated plugin quarantined for crashing gets a new worker with no
+    /// crashes counted. A loaded plugin is replaced as a new build would replace it.
+    ///
+    /// The watching thread does it between events, so no file is loaded twice at once.
+    /// - Returns: The plugin loaded, or why the file was not.
+    package func loadAgain(_ path: String) async -> Result<LoadedPlugin, SkippedPluginFile> {
+        await withCheckedContinuation { continuation in
+            requests.withLock { $0.loadsAgain.append((path, { continuation.resume(returning: $0) })) }
+            wakeWatchingThread()
+        }
+    }
+
+    /// ``loadAgain(_:)`` of `watcher`, or why a host without one (no inotify) cannot.
+    package static func loadAgain(_ path: String, with watcher: PluginWatcher?) async -> Result<LoadedPlugin, SkippedPluginFile> {
+        guard let watcher else {
+            return .failure(SkippedPluginFile(path: path, reason: "this host does not watch its plugin directories (inotify is unavailable), so it loads no file again; restart it to load the file"))
+        }
+        return await watcher.loadAgain(path)
+    }
+
+    private func wakeWatchingThread() {
         var one: UInt64 = 1
-        _ = write(rescanRequests, &one, 8)
+        _ = write(requestsWritten, &one, 8)
     }
 
     /// Starts watching on a thread of its own.
@@ -160,13 +201,18 @@ package final class PluginWatcher: Sendable {
 
     private func watch() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var ready = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: rescanRequests, events: Int16(POLLIN), revents: 0)]
+        var ready = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: requestsWritten, events: Int16(POLLIN), revents: 0)]
         while true {
             guard poll(&ready, 2, -1) >= 0 || errno == EINTR else { return }
             if ready[1].revents != 0 {
-                var requests: UInt64 = 0
-                _ = read(rescanRequests, &requests, 8)
-                rescan(announcing: "SIGHUP: reading the plugin directories again", level: .info)
+                var count: UInt64 = 0
+                _ = read(requestsWritten, &count, 8)
+                let asked = requests.withLock { requests in
+                    defer { requests = Requests() }
+                    return requests
+                }
+                if asked.rescan { rescan(announcing: "SIGHUP: reading the plugin directories again", level: .info) }
+                for request in asked.loadsAgain { request.reply(loadAgainNow(request.path)) }
             }
             guard ready[0].revents != 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
@@ -219,9 +265,9 @@ package final class PluginWatcher: Sendable {
         watches.withLock { watches in
             watches.directories[watch] = directory
             watches.awaited[parent]?[name] = nil
-            watches.appeared.insert(directory)
             Self.watchLink(of: directory, descriptor: descriptor, in: &watches)
         }
+        skipped.withLock { _ = $0.removeValue(forKey: directory) }
         log(.info, "plugin directory \(directory) was created; loading its plugins")
         // Files copied in before the watch began are loaded here; later ones by their events.
         loadAll(in: directory)
@@ -254,10 +300,8 @@ package final class PluginWatcher: Sendable {
             }
         }
         for (path, entry) in removed { retire(entry, path: path, reason: "its directory was removed") }
-        let parent = watches.withLock { watches in
-            watches.appeared.remove(directory)
-            return Self.watchForCreation(of: directory, descriptor: descriptor, in: &watches)
-        }
+        let parent = watches.withLock { Self.watchForCreation(of: directory, descriptor: descriptor, in: &$0) }
+        skipped.withLock { $0[directory] = SkippedPluginFile(path: directory, reason: PluginLoader.missingDirectory) }
         log(.warning, "plugin directory \(directory) was removed or moved away"
             + (removed.isEmpty ? "" : "; \(counted(removed.count, "plugin")) taken off the bus")
             + (parent == nil ? "; its parent cannot be watched, so it is not loaded again until a restart" : "; its plugins load again once it is created"))
@@ -290,6 +334,23 @@ package final class PluginWatcher: Sendable {
         loadAll(in: directory)
     }
 
+    /// ``loadAgain(_:)``, on the watching thread.
+    private func loadAgainNow(_ path: String) -> Result<LoadedPlugin, SkippedPluginFile> {
+        let wanted = FileSystem.realPath(path)
+        let directories = watches.withLock { Array($0.directories.values) }.sorted()
+        for directory in directories {
+            let files = (try? PluginLoader.candidates(in: directory)) ?? []
+            guard let file = files.first(where: { $0 == path || (wanted != nil && FileSystem.realPath($0) == wanted) }) else { continue }
+            let forgotten = loader.forgetVerdict(file)
+            log(.info, "loading \(file) again, as asked" + (forgotten ? "; its cached probe verdict is forgotten" : ""))
+            return load(file, in: directory, evenIfUnchanged: true)
+        }
+        let reason = FileSystem.kind(of: path) == .missing
+            ? "there is no such file; give the path of a plugin file, as 'cmdbus plugins' lists it"
+            : "it is not a plugin file (.so) in this host's plugin directories (\(directories.joined(separator: ", "))); give the path of one, as 'cmdbus plugins' lists it"
+        return .failure(SkippedPluginFile(path: path, reason: reason))
+    }
+
     /// Loads (or, if changed, replaces) each plugin file in `directory`.
     private func loadAll(in directory: String) {
         for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
@@ -297,27 +358,36 @@ package final class PluginWatcher: Sendable {
 
     /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's
     /// handlers come off once the new one's are on, or stay if the new one cannot be loaded.
-    private func load(_ path: String, in directory: String) {
+    /// A loaded file that has not changed stays as it is, unless `evenIfUnchanged`.
+    /// - Returns: The plugin loaded now, or the one that stays, or why the file was skipped.
+    @discardableResult
+    private func load(_ path: String, in directory: String, evenIfUnchanged: Bool = false) -> Result<LoadedPlugin, SkippedPluginFile> {
         let status = FileSystem.status(of: path)
         let previous = loaded.withLock { $0[path] }
-        if let previous, let status, previous.status == status {
+        if let previous, let status, previous.status == status, !evenIfUnchanged {
             log(.debug, "\(path) is unchanged since it was loaded; \(previous.plugin.name) stays loaded")
-            return
+            return .success(previous.plugin)
         }
         switch loader.loadFile(path, in: directory, into: bus) {
         case .success(let new):
             self.loaded.withLock { $0[path] = LoadedFile(plugin: new.plugin, registrations: new.registrations, status: status) }
+            skipped.withLock { _ = $0.removeValue(forKey: path) }
             log(.info, "loaded \(path): \(new.plugin.name) \(new.plugin.version), commands \(new.plugin.commands.joined(separator: ", "))")
             if let previous { retire(previous, path: path, reason: "the file was replaced") }
             onChange(self.catalog)
+            return .success(new.plugin)
         case .failure(let skipped) where previous != nil:
             log(.warning, "skipped the replacement of \(path): \(skipped.reason); the plugin loaded before keeps its commands")
+            return .failure(skipped)
         case .failure(let skipped):
             log(.warning, "skipped \(path): \(skipped.reason)")
+            self.skipped.withLock { $0[path] = skipped }
+            return .failure(skipped)
         }
     }
 
     private func unload(_ path: String, reason: String) {
+        skipped.withLock { _ = $0.removeValue(forKey: path) }
         guard let entry = loaded.withLock({ $0.removeValue(forKey: path) }) else { return }
         retire(entry, path: path, reason: reason)
         onChange(catalog)

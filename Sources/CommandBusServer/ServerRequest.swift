@@ -9,7 +9,7 @@ import Foundation
 /// One request line of the server's protocol, its fields read and their types checked.
 struct ServerRequest {
     /// The ops the server answers, in the order its messages list them.
-    static let ops = ["send", "post", "can", "cancel", "status", "plugins", "subscribe"]
+    static let ops = ["send", "post", "can", "cancel", "status", "plugins", "forget", "subscribe"]
 
     let id: JSONValue?
     let op: String
@@ -21,6 +21,8 @@ struct ServerRequest {
     let timeout: Double?
     let commandId: UUID?
     let correlationId: UUID?
+    /// For `forget`: the plugin file to load again.
+    let path: String?
     let cancelOnDisconnect: Bool?
     /// For `send`: stream the command tree's events before the response.
     let events: Bool?
@@ -63,7 +65,7 @@ struct ServerRequest {
         }
         var id: JSONValue?, op: String?, command: String?, payload: JSONValue?, metadata: [String: String]?
         var traceparent: String?, timeout: Double?, commandId: UUID?, correlationId: UUID?
-        var cancelOnDisconnect: Bool?, events: Bool?, acknowledge: Acknowledgement?
+        var cancelOnDisconnect: Bool?, events: Bool?, acknowledge: Acknowledgement?, path: String?
         for (key, value) in members where value != .null {
             switch key {
             case "id": id = value
@@ -96,6 +98,7 @@ struct ServerRequest {
                     throw refusal("request field \(quoted(key)) must be a command id (the UUID a send or post answered with), not \(Self.described(value))")
                 }
                 if key == "commandId" { commandId = uuid } else { correlationId = uuid }
+            case "path": guard let text = value.stringValue else { throw wrong(key, "a string (a plugin file's path)", value) }; path = text
             case "cancelOnDisconnect": guard case .bool(let flag) = value else { throw wrong(key, "true or false", value) }; cancelOnDisconnect = flag
             case "events": guard case .bool(let flag) = value else { throw wrong(key, "true or false", value) }; events = flag
             case "ack":
@@ -118,6 +121,7 @@ struct ServerRequest {
         self.timeout = timeout
         self.commandId = commandId
         self.correlationId = correlationId
+        self.path = path
         self.cancelOnDisconnect = cancelOnDisconnect
         self.events = events
         self.acknowledge = acknowledge

@@ -156,6 +156,13 @@ package struct SocketBusClient: BusClient {
         return status
     }
 
+    package func loadPluginAgain(_ path: String) async throws(HostFailure) -> JSONValue {
+        // A probe may take its whole timeout (10 s unless `--probe-timeout`), and a load after it.
+        let response = try await request(["op": .string("forget"), "path": .string(path)], answerWithin: nil)
+        guard response["ok"] == .bool(true), let plugin = response["plugin"] else { throw Self.failure(response, command: nil) }
+        return .object(["path": response["path"] ?? .string(path), "plugin": plugin])
+    }
+
     package func close() async {}
 
     /// Sends one request (an `id` is added) and returns the response's fields; event lines that

@@ -41,4 +41,33 @@ extension SharedBusTests {
         }, "\(host.output)")
         #expect(!(try await Self.bus(database.url, "plugins").stdout.contains("quarantined")))
     }
+
+    /// A bus host has no socket: its dashboard's "Try again" (`POST /api/plugins/forget`) loads
+    /// a quarantined file again, unchanged, and the host offers its commands again, so what
+    /// waited for them runs. `cmdbus plugins forget --bus` says where to do it instead.
+    @Test(.timeLimit(.minutes(3)))
+    func aBusHostsDashboardTriesAQuarantinedPluginAgain() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("misbehave", [])], extra: ["--isolate", "--http", "127.0.0.1:0"])
+        defer { Task { await host.stop(); await database.drop() } }
+        for _ in 0..<3 {
+            #expect(try await Self.bus(database.url, "run", "bad.segv", "{}").status != 0)
+        }
+        #expect(await waitUntil(.seconds(30)) { host.output.contains("no longer offering bad.abort") }, "\(host.output)")
+        try await database.insertPending(5, named: "ok.echo", payload: #"{"x":1}"#)
+        let file = host.work.file("plugins").appendingPathComponent("misbehave.so").path
+        let refused = try await Self.bus(database.url, "plugins", "forget", file)
+        #expect(refused.status == 64 && refused.stderr.contains("each host of the shared bus loads and quarantines its own plugin files: on the host, touch"), "\(refused.stderr)")
+
+        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
+        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let token = try #require(try await DashboardTests.http("GET", url + "/").body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let tried = try await DashboardTests.http("POST", url + "/api/plugins/forget?path=" + file, headers: ["X-Cmdbus-Token": token])
+        #expect(tried.status == 200 && tried.body.contains(#""name":"misbehave""#), "\(tried.body)")
+        #expect(await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands WHERE name = 'ok.echo' GROUP BY 1")) == "succeeded|5\n"
+        }, "\(host.output)")
+        #expect(!(try await Self.bus(database.url, "plugins").stdout.contains("quarantined")))
+    }
 }

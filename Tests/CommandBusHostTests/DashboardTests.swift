@@ -165,6 +165,29 @@ struct DashboardTests {
         #expect(report.exceptions.isEmpty, "\(report.exceptions)")
         let listed = report.results.first as? String ?? ""
         #expect(listed.contains("misbehave.so") && listed.contains("its worker crashed 3 times") && listed.contains("touch it"), "\(listed)")
+
+        // "Try again" loads the file anew, unchanged, through the page's own POST (and its token).
+        let tryAgain = """
+            (async () => {
+              [...document.querySelectorAll('button')].find(b => b.textContent === 'Try again').click();
+              for (let i = 0; i < 300; i++) {
+                await new Promise(r => setTimeout(r, 100));
+                const toast = document.getElementById('toast');
+                if (!toast.hidden) return toast.className + ': ' + toast.textContent;
+              }
+              return 'no toast';
+            })()
+            """
+        let clicked = try await Self.browse(server.url + "/#/plugins", waitFor: "document.querySelector('main button')", shot: "plugins-tried-again.png", evals: [tryAgain])
+        #expect(clicked.results.first as? String == "toast: Loaded misbehave 1 again", "\(clicked.results) \(clicked.exceptions)")
+        let after = try jsonObject(try await server.http("GET", "/api/overview").body)
+        #expect(after["plugins"] as? [String: Int] == ["loaded": 4, "quarantined": 0, "skipped": 0], "\(after)")
+        #expect(try await server.run("ok.echo").status == 0)
+        #expect(try await server.http("POST", "/api/plugins/forget?path=/etc/hostname").status == 403, "a POST without the page's token is refused")
+        let page = try await server.http("GET", "/")
+        let token = try #require(page.body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let stranger = try await server.http("POST", "/api/plugins/forget?path=/etc/hostname", headers: ["X-Cmdbus-Token": token])
+        #expect(stranger.status == 422 && stranger.body.contains("/etc/hostname: it is not a plugin file (.so) in this host's plugin directories"), "\(stranger.body)")
         await server.stop()
     }
 

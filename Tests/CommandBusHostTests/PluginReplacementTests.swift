@@ -100,7 +100,7 @@ struct PluginReplacementTests {
         let listed = try await client("plugins")
         #expect(listed.stdout.contains("\n    " + quarantine + "\n"), "\(listed.stdout)")
         let status = try await client("status")
-        #expect(status.stdout.contains("\nwarning: plugin 'misbehave' (\(path)) \(quarantine)\n"), "\(status.stdout)")
+        #expect(status.stdout.contains("\nwarning: plugin 'misbehave' (\(path)) \(quarantine) ('cmdbus plugins forget FILE --connect' tries it again now, unchanged)\n"), "\(status.stdout)")
         let greeter = try #require(try Self.listed("greeter", in: try await client("plugins", "--json").stdout))
         let greeterWorker = greeter["isolated"] as? [String: Any]
         #expect(greeterWorker?["running"] is Bool && greeterWorker?["restarts"] as? Int == 0 && greeterWorker?["quarantine"] == nil)
@@ -115,6 +115,57 @@ struct PluginReplacementTests {
         let relisted = try await client("plugins")
         #expect(!relisted.stdout.contains("quarantined") && relisted.stdout.contains("\n    isolated: its worker is running\n"), "\(relisted.stdout)")
         #expect(!(try await client("status").stdout.contains("quarantined")))
+        await server.stop()
+    }
+
+    /// `cmdbus plugins forget FILE --connect` has a server load a file again with no change to
+    /// it: an isolated plugin quarantined for crashing gets a new worker, and a file the probe
+    /// quarantined is probed again, and loads once what broke it is gone (and leaves the list of
+    /// skipped files). A file that is not one of the server's plugin files is refused, named.
+    @Test func forgetOnAServerLoadsAQuarantinedFileAgainWithoutAChangeToIt() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        let plugins = try work.subdirectory("plugins")
+        let misbehave = try await compileFixture("misbehave", into: plugins).path
+        let flag = work.file("crash-now").path
+        #expect(FileManager.default.createFile(atPath: flag, contents: nil))
+        let steady = try await compileFixture("crash_entry", into: plugins, as: "steady.so", defines: ["CRASH_WHILE_FILE_EXISTS=\"\(flag)\""]).path
+        let server = try await ServerTests.Server(work: work, arguments: ["--isolate"])
+        defer { server.work.remove() }
+        func client(_ arguments: String...) async throws -> ProcessResult {
+            try await cmdbus(arguments + ["--connect", server.socket], directory: server.work.url)
+        }
+        func modified(_ path: String) throws -> Date? { try FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date }
+
+        for _ in 0..<3 { #expect(try await client("run", "bad.segv", "{}").status != 0) }
+        #expect(try await client("run", "ok.echo", "{}").stderr.contains("quarantined"))
+        let unchanged = try modified(misbehave)
+        let forgot = try await client("plugins", "forget", "plugins/misbehave.so")
+        #expect(forgot.status == 0 && forgot.stdout.hasPrefix("loaded again: misbehave 1 (\(misbehave)): "), "\(forgot.stdout) \(forgot.stderr)")
+        let echoed = try await client("run", "ok.echo", #"{"a":1}"#)
+        #expect(echoed.status == 0 && echoed.stdout == "{\"a\":1}\n", "\(echoed.stderr)")
+        #expect(!(try await client("plugins").stdout.contains("quarantined: its worker crashed")))
+        #expect(try modified(misbehave) == unchanged)
+
+        func skipped() async throws -> [[String: Any]] {
+            try jsonObject(try await client("plugins", "--json").stdout)["skipped"] as? [[String: Any]] ?? []
+        }
+        let quarantine = try #require(try await skipped().first { $0["path"] as? String == steady })
+        #expect(quarantine["quarantined"] as? Bool == true)
+        #expect((quarantine["reason"] as? String)?.hasSuffix("run 'cmdbus plugins forget FILE' to probe the same one again (with --connect, a running server loads it at once)") == true)
+        let stillCrashing = try await client("plugins", "forget", steady)
+        #expect(stillCrashing.status == 1 && stillCrashing.stderr.contains("\(steady): quarantined: crashed with SIGSEGV while loading (in the probe)"), "\(stillCrashing.stderr)")
+        try FileManager.default.removeItem(atPath: flag)
+        let loaded = try await client("plugins", "forget", steady, "--json")
+        #expect(loaded.status == 0, "\(loaded.stderr)")
+        #expect((try jsonObject(loaded.stdout)["plugin"] as? [String: Any])?["name"] as? String == "steady")
+        let steadyEcho = try await client("run", "steady.echo", #"{"b":2}"#)
+        #expect(steadyEcho.status == 0 && steadyEcho.stdout == "{\"b\":2}\n", "\(steadyEcho.stderr)")
+        #expect(try await skipped().isEmpty)
+
+        let stranger = try await client("plugins", "forget", "/etc/hostname")
+        #expect(stranger.status == 1 && stranger.stderr.contains("/etc/hostname: it is not a plugin file (.so) in this host's plugin directories"), "\(stranger.stderr)")
+        let missing = try await client("plugins", "forget", "plugins/nothing.so")
+        #expect(missing.status == 1 && missing.stderr.contains("nothing.so: there is no such file"), "\(missing.stderr)")
         await server.stop()
     }
 
@@ -501,9 +552,13 @@ struct PluginReplacementTests {
         let moved = await Self.log(of: server, containing: gone, count: 1)
         #expect(moved.contains(gone + "; 1 plugin taken off the bus; its plugins load again once it is created"), "\(moved.suffix(2_000))")
         #expect(try await server.client(echo) == "noHandler\n")
+        // The listing says it is missing, as one missing at start; and so does not list it once it is back.
+        let listing = "print([x['reason'] for x in ask(connect()[1], {'id': 1, 'op': 'plugins'})['catalog']['skipped'] if x['path'] == sys.argv[2]])"
+        #expect(try await server.client(listing, directory.path) == "['plugin directory does not exist']\n")
         #expect(rename(work.file("more.old").path, directory.path) == 0)
         _ = await Self.log(of: server, containing: loaded, count: 1)
         #expect(try await server.client(echo) == "{\"x\": 1}\n")
+        #expect(try await server.client(listing, directory.path) == "[]\n")
 
         // Removed with its files, then made again.
         try FileManager.default.removeItem(atPath: directory.path)

@@ -434,6 +434,14 @@ extension DashboardAssets {
         }
 
         // ---- Plugins ----
+        // Loads a quarantined file again, unchanged: a new worker, or a new probe.
+        async function loadAgain(path) {
+          try {
+            const body = await post('plugins/forget?path=' + encodeURIComponent(path));
+            toast('Loaded ' + body.plugin.name + ' ' + body.plugin.version + ' again');
+          } catch (e) { toast(e.message, true); }
+          setTimeout(route, 400);
+        }
         async function plugins() {
           const data = await api('plugins');
           const catalog = data.catalog;
@@ -451,16 +459,19 @@ extension DashboardAssets {
           // Files the probe quarantined or the loader skipped, and loaded isolated plugins whose
           // worker crashed too often: each with why, and what ends it.
           const stopped = data.workers.filter(w => w.quarantine).map(w => ({ path: w.path, quarantined: true, reason: w.quarantine }));
+          // A quarantined file can be tried again as it is, as 'cmdbus plugins forget FILE --connect' does.
+          const tryAgain = x => x.quarantined && data.loadsAgain
+            ? h('div', { class: 'actions' }, h('button', { onclick: () => loadAgain(x.path) }, 'Try again')) : null;
           const skipped = stopped.concat(catalog.skipped).map(x => h('tr', {},
             h('td', { class: 'mono' }, x.path), h('td', {}, h('span', { class: x.quarantined ? 'badge failed' : 'badge outline' }, x.quarantined ? 'quarantined' : 'skipped')),
-            h('td', { class: 'error' }, x.reason)));
+            h('td', { class: 'error' }, x.reason), h('td', {}, tryAgain(x))));
           const routes = catalog.commands.map(c => h('tr', {},
             h('td', { class: 'mono' }, c.command), h('td', {}, c.plugin),
             h('td', { class: 'muted' }, c.maxConcurrency ? (c.maxConcurrency === 1 ? 'one at a time' : `at most ${num(c.maxConcurrency)}`) : 'no limit'),
             h('td', { class: 'muted' }, c.shadowed.map(x => x.plugin).join(', ') || '–')));
           page('Plugins', 'Loaded from ' + catalog.directories.join(', '),
             panel('Loaded', table(['Plugin', 'Version', 'ABI', 'SDK', { text: 'Priority', cls: 'num' }, 'Commands', 'Isolation'], loaded, 'No plugins loaded. Drop a .so file into the plugin directory.')),
-            panel('Quarantined and skipped', table(['File', 'State', 'Reason'], skipped, 'Every file loaded.')),
+            panel('Quarantined and skipped', table(['File', 'State', 'Reason', ''], skipped, 'Every file loaded.')),
             panel('Who handles what', table(['Command', 'Plugin', 'At once', 'Shadows'], routes, 'No commands.')));
           view.onTick = null;
         }

@@ -134,6 +134,14 @@ public struct PluginLoader: Sendable {
         return trust.usesAllowlist ? try PluginAllowlist.load(directory: directory) : nil
     }
 
+    /// Forgets what the registry knows of `file` (its probe verdict and cached descriptor), if
+    /// this loader keeps one, so the next load probes and opens it anew; returns whether it knew anything.
+    package func forgetVerdict(_ file: String) -> Bool {
+        guard var registry = openRegistry(), registry.forget(file) else { return false }
+        registry.save()
+        return true
+    }
+
     /// The registry, if this loader probes or defers loading.
     private func openRegistry() -> PluginRegistry? {
         probe != nil || defersLoading ? PluginRegistry(path: resolvedRegistryPath) : nil
@@ -213,11 +221,14 @@ public struct PluginLoader: Sendable {
         SkippedPluginFile(path: file, reason: failure.reason, isQuarantined: failure.reason.hasPrefix("quarantined:"))
     }
 
+    /// Why a plugin directory is skipped when it is not there (`cmdbus plugins` calls that an error).
+    package static let missingDirectory = "plugin directory does not exist"
+
     /// The plugin files in `directory`: every entry whose name ends in `.so`, sorted by name.
     package static func candidates(in directory: String) throws(PluginLoadFailure) -> [String] {
         switch FileSystem.kind(of: directory) {
         case .directory: break
-        case .missing, .danglingSymlink: throw .init("plugin directory does not exist")
+        case .missing, .danglingSymlink: throw .init(missingDirectory)
         default: throw .init("plugin directory is not a directory")
         }
         guard let names = FileSystem.entries(of: directory) else { throw .init("plugin directory cannot be read") }

@@ -20,6 +20,10 @@ public struct PluginProbe: Sendable {
         self.deadline = deadline
     }
 
+    /// What a quarantine's reason ends with: how to lift it.
+    static let whatEndsAQuarantine = "; replace the file with a fixed build, or run 'cmdbus plugins forget FILE' to probe the same one again "
+        + "(with --connect, a running server loads it at once)"
+
     /// The verdict on one file: nil if it may load; otherwise the reason, and whether it is quarantined.
     package func verdict(for path: String) -> (reason: String, quarantined: Bool)? {
         // Swift's crash backtracer would spend the deadline symbolicating the crash we only need to see.
@@ -31,13 +35,13 @@ public struct PluginProbe: Sendable {
         let seconds = Double(deadline.components.seconds) + Double(deadline.components.attoseconds) / 1e18
         switch ending {
         case .killedAtDeadline:
-            return ("quarantined: hung for more than \(seconds) s while loading (in the probe)", true)
+            return ("quarantined: hung for more than \(seconds) s while loading (in the probe)" + Self.whatEndsAQuarantine, true)
         case .signaled(let signal):
-            return ("quarantined: crashed with \(ChildProcess.signalName(signal)) while loading (in the probe)", true)
+            return ("quarantined: crashed with \(ChildProcess.signalName(signal)) while loading (in the probe)" + Self.whatEndsAQuarantine, true)
         case .exited(let status):
             let text = String(decoding: output, as: UTF8.self).split(whereSeparator: \.isNewline).last.map(String.init) ?? ""
             guard status == 0, case .object(let fields)? = JSONValue.parse(text), case .bool(let ok)? = fields["ok"] else {
-                return ("quarantined: ended the probe with exit status \(status) while loading, without an answer", true)
+                return ("quarantined: ended the probe with exit status \(status) while loading, without an answer" + Self.whatEndsAQuarantine, true)
             }
             if ok { return nil }
             if case .string(let reason)? = fields["reason"] { return (reason, false) }
