@@ -31,8 +31,9 @@ enum ServeCommand {
         one JSON object per line, answering with lines that carry the request's id:
           {"id": 1, "op": "send", "command": "greet", "payload": {"name": "Ada"}}
           {"id": 1, "ok": true, "commandId": "...", "result": {"greeting": "Hello, Ada!"}}
-        Ops: send, post, can, cancel (commandId), status, plugins, subscribe (commandId or
-        correlationId). SIGTERM or SIGINT drains and stops; a second signal stops at once.
+        Ops: send, post, can, cancel (commandId), status, plugins, forget (path: load a
+        plugin file again), subscribe (commandId or correlationId). SIGTERM or SIGINT
+        drains and stops; a second signal stops at once.
         Exits 69 if another server already listens on the socket.
 
         With --http [ADDR:]PORT it also serves a web dashboard (overview, commands and their

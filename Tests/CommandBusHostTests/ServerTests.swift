@@ -101,7 +101,7 @@ struct ServerTests {
             {"greeting": "Hello, Ada!"}
             False
             usage
-            unknown op 'bogus'; ops are send, post, can, cancel, status, plugins, subscribe
+            unknown op 'bogus'; ops are send, post, can, cancel, status, plugins, forget, subscribe
             noHandler
             usage
             payloadTooLarge
@@ -131,6 +131,7 @@ struct ServerTests {
                 '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": 0, "id": 5}',
                 '{"op": "send", "command": "greet", "payload": {"name": "\\\\ud800"}, "id": 6}',
                 json.dumps({"op": "post", "command": "x" * 100000, "id": 7}),
+                '{"op": "forget", "path": 1, "id": 8}', '{"op": "forget", "path": "libx.so", "id": 9}',
             ]:
                 reply = ask(f, request)
                 print(reply["ok"], reply["error"]["code"], json.dumps(reply["id"]), reply["error"]["message"])
@@ -145,8 +146,8 @@ struct ServerTests {
             False usage null request is not a JSON object; send one object per line, such as {"id": 1, "op": "status"}
             False usage null request is not JSON (unexpected 'o' at line 1, column 2); send one object per line, such as {"id": 1, "op": "status"}
             False usage null request field 'op' must be a string, not a number; fix the field or leave it out
-            False usage 9 request has no 'op'; give one of send, post, can, cancel, status, plugins, subscribe
-            False usage 1 request has no 'op'; give one of send, post, can, cancel, status, plugins, subscribe
+            False usage 9 request has no 'op'; give one of send, post, can, cancel, status, plugins, forget, subscribe
+            False usage 1 request has no 'op'; give one of send, post, can, cancel, status, plugins, forget, subscribe
             False usage "a" request field 'command' must be a string (the command's name), not a number; fix the field or leave it out
             False usage null request field 'timeout' must be a number of seconds, not a string; fix the field or leave it out
             False usage null request field 'metadata' must hold strings, but 'a' is a number; quote the value
@@ -163,6 +164,8 @@ struct ServerTests {
             False usage 5 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
             False usage null request is not JSON (\\ud800 at line 1, column 57 is half a surrogate pair (as in \\uD83D\\uDE00), which encodes no character); send one object per line, such as {"id": 1, "op": "status"}
             False usage 7 request field 'command' is 100000 bytes long; a command's name is at most 255
+            False usage 8 request field 'path' must be a string (a plugin file's path), not a number; fix the field or leave it out
+            False usage 9 forget needs "path", a plugin file's absolute path, as 'cmdbus plugins' lists it
             7
             cancel needs "commandId"
             True
