@@ -4,10 +4,13 @@
  *   bad.loop   never returns        bad.alloc  tries to allocate 10 GiB
  *   bad.print  writes to stdout, then answers   bad.exit   calls exit(3)
  *   ok.echo    answers with its payload
+ * can_handle() takes everything; asked about ok.echo with {"slow": "PATH"}, it first appends a
+ * line to PATH and takes 2 s, so a test can crash the worker while it is being asked.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cmdbus.h"
 
 static const cmdbus_host_api *host;
@@ -52,12 +55,26 @@ static void handle(void *state, uint32_t index, cmdbus_bytes payload, cmdbus_cal
     }
 }
 
+static int32_t can_handle(void *state, uint32_t index, cmdbus_bytes payload, cmdbus_call *call) {
+    (void)state; (void)call;
+    static const char key[] = "{\"slow\":\"";
+    if (index != 5 || payload.length <= sizeof key || memcmp(payload.data, key, sizeof key - 1) != 0) return 1;
+    char path[512];
+    size_t length = 0;
+    for (size_t at = sizeof key - 1; at < payload.length && payload.data[at] != '"' && length < sizeof path - 1; at++) path[length++] = (char)payload.data[at];
+    path[length] = 0;
+    FILE *asked = fopen(path, "a");
+    if (asked) { fputs("asked\n", asked); fclose(asked); }
+    sleep(2);
+    return 1;
+}
+
 static const cmdbus_command_descriptor commands[] = {
     { "bad.segv", 0 }, { "bad.abort", 0 }, { "bad.loop", 0 }, { "bad.alloc", 0 }, { "bad.print", 0 }, { "ok.echo", 0 }, { "bad.exit", 0 },
 };
 static const cmdbus_plugin_descriptor descriptor = {
     .magic = CMDBUS_PLUGIN_MAGIC, .abi_major = CMDBUS_ABI_VERSION_MAJOR, .abi_minor = CMDBUS_ABI_VERSION_MINOR,
     .struct_size = sizeof(cmdbus_plugin_descriptor), .name = "misbehave", .version = "1",
-    .command_count = sizeof(commands) / sizeof(commands[0]), .commands = commands, .init = start, .handle = handle,
+    .command_count = sizeof(commands) / sizeof(commands[0]), .commands = commands, .init = start, .can_handle = can_handle, .handle = handle,
 };
 __attribute__((visibility("default"))) const cmdbus_plugin_descriptor *cmdbus_plugin_v1(void) { return &descriptor; }
