@@ -186,10 +186,25 @@ package final class PGConnection: @unchecked Sendable {
     }
 
     private static func message(of connection: OpaquePointer, _ pq: LibPQ) -> String {
-        let text = pq.errorMessage(connection).map { String(cString: $0) } ?? "unknown error"
-        return text.split(whereSeparator: \.isNewline).map { line in
+        oneLine(pq.errorMessage(connection).map { String(cString: $0) } ?? "unknown error")
+    }
+
+    /// libpq's message on one line, for a log line that goes on after it: its lines joined with
+    /// "; ", but a line that goes on a sentence (it starts in lower case) with a space, and
+    /// without the last line's full stop. "server closed the connection unexpectedly\n\tThis
+    /// probably means the server terminated abnormally\n\tbefore or while processing the
+    /// request.\n" was "…abnormally; before or while processing the request."
+    package static func oneLine(_ text: String) -> String {
+        let lines = text.split(whereSeparator: \.isNewline).map { line in
             String(line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
-        }.filter { !$0.isEmpty }.joined(separator: "; ")
+        }.filter { !$0.isEmpty }
+        var joined = ""
+        for line in lines {
+            if !joined.isEmpty { joined += line.first?.isLowercase == true ? " " : "; " }
+            joined += line
+        }
+        if joined.hasSuffix("."), !joined.hasSuffix("..") { joined.removeLast() }
+        return joined.isEmpty ? "unknown error" : joined
     }
 
     /// Lays the parameters out as libpq wants them: text for strings and numbers, binary for bytes.

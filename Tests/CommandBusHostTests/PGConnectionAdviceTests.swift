@@ -23,6 +23,16 @@ struct PGConnectionAdviceTests {
         #expect(PGConnectionAdvice.advice(for: message)?.contains(advice) == true, "\(message)")
     }
 
+    /// libpq's message, made one line for a log line that goes on after it: sentences apart,
+    /// a sentence libpq broke across lines whole, and no full stop before what follows.
+    @Test func libpqsMessageBecomesOneLineOfSentences() {
+        #expect(PGConnection.oneLine("server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request.\n")
+            == "server closed the connection unexpectedly; This probably means the server terminated abnormally before or while processing the request")
+        #expect(PGConnection.oneLine("connection to server on socket \"/tmp/pg/.s.PGSQL.5432\" failed: No such file or directory\n\tIs the server running locally and accepting connections on that socket?\n")
+            == "connection to server on socket \"/tmp/pg/.s.PGSQL.5432\" failed: No such file or directory; Is the server running locally and accepting connections on that socket?")
+        #expect(PGConnection.oneLine("\n \n") == "unknown error")
+    }
+
     /// libpq's own hint is enough; an unknown message gets nothing rather than a guess.
     @Test(arguments: [
         #"connection to server at "127.0.0.1", port 1 failed: Connection refused; Is the server running on that host and accepting TCP/IP connections?"#,
