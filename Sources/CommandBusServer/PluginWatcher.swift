@@ -71,6 +71,8 @@ package final class PluginWatcher: Sendable {
         var rescan = false
         /// Load these files again, changed or not, and tell each caller how it went.
         var loadsAgain: [(path: String, reply: @Sendable (Result<LoadedPlugin, SkippedPluginFile>) -> Void)] = []
+        /// Why the watching thread stopped, if it did: nothing is done any more.
+        var ended: String?
     }
 
     /// What a plugin directory is watched for: its files' events, and its own removal or move.
@@ -89,6 +91,12 @@ package final class PluginWatcher: Sendable {
     ) {
         let descriptor = inotify_init1(Int32(IN_CLOEXEC))
         guard descriptor >= 0 else { return nil }
+        // Requests wake the watching thread through it: without one, none would be answered.
+        let requestsWritten = eventfd(0, Int32(EFD_CLOEXEC))
+        guard requestsWritten >= 0 else {
+            close(descriptor)
+            return nil
+        }
         var watches = Watches()
         var awaited: [String] = []
         for directory in loader.directories {
@@ -105,7 +113,7 @@ package final class PluginWatcher: Sendable {
         self.log = log
         self.drain = drain
         self.descriptor = descriptor
-        requestsWritten = eventfd(0, Int32(EFD_CLOEXEC))
+        self.requestsWritten = requestsWritten
         self.watches = Mutex(watches)
         self.initial = catalog
         skipped = Mutex(Dictionary(catalog.skipped.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first }))
@@ -147,7 +155,11 @@ package final class PluginWatcher: Sendable {
     /// - Returns: The plugin loaded, or why the file was not.
     package func loadAgain(_ path: String) async -> Result<LoadedPlugin, SkippedPluginFile> {
         await withCheckedContinuation { continuation in
-            requests.withLock { $0.loadsAgain.append((path, { continuation.resume(returning: $0) })) }
+            let ended = requests.withLock { requests -> String? in
+                if requests.ended == nil { requests.loadsAgain.append((path, { continuation.resume(returning: $0) })) }
+                return requests.ended
+            }
+            if let ended { return continuation.resume(returning: .failure(SkippedPluginFile(path: path, reason: ended))) }
             wakeWatchingThread()
         }
     }
@@ -155,7 +167,7 @@ package final class PluginWatcher: Sendable {
     /// ``loadAgain(_:)`` of `watcher`, or why a host without one (no inotify) cannot.
     package static func loadAgain(_ path: String, with watcher: PluginWatcher?) async -> Result<LoadedPlugin, SkippedPluginFile> {
         guard let watcher else {
-            return .failure(SkippedPluginFile(path: path, reason: "this host does not watch its plugin directories (inotify is unavailable), so it loads no file again; restart it to load the file"))
+            return .failure(SkippedPluginFile(path: path, reason: "this host does not watch its plugin directories (inotify is unavailable, or it has not joined the bus yet), so it loads no file again now; restart it to load the file"))
         }
         return await watcher.loadAgain(path)
     }
@@ -199,7 +211,21 @@ package final class PluginWatcher: Sendable {
         watches.links[parent, default: [:]][FileSystem.lastComponent(directory)] = directory
     }
 
+    /// Watches until reading the events fails, then says so, and answers what is asked from then on.
     private func watch() {
+        watchUntilAReadFails()
+        let reason = "this host stopped watching its plugin directories (reading their events failed: \(String(cString: strerror(errno)))); "
+            + "restart it to load plugin files again"
+        log(.error, reason)
+        let waiting = requests.withLock { requests in
+            requests.ended = reason
+            defer { requests.loadsAgain = [] }
+            return requests.loadsAgain
+        }
+        for request in waiting { request.reply(.failure(SkippedPluginFile(path: request.path, reason: reason))) }
+    }
+
+    private func watchUntilAReadFails() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var ready = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: requestsWritten, events: Int16(POLLIN), revents: 0)]
         while true {
