@@ -309,6 +309,7 @@ package final class PluginWatcher: Sendable {
         for (watch, directory) in directories where FileSystem.kind(of: directory) != .directory { vanished(watch) }
         let removed = loaded.withLock { Array($0.keys) }.filter { FileSystem.status(of: $0) == nil }
         for path in removed.sorted() { unload(path, reason: "the file was removed") }
+        for directory in directories.values { dropSkippedFilesGone(from: directory) }
         for directory in watches.withLock({ $0.directories.values }).sorted() {
             loadAll(in: directory)
         }
@@ -327,6 +328,7 @@ package final class PluginWatcher: Sendable {
         }
         for (path, entry) in removed { retire(entry, path: path, reason: "its directory was removed") }
         let parent = watches.withLock { Self.watchForCreation(of: directory, descriptor: descriptor, in: &$0) }
+        dropSkippedFilesGone(from: directory)
         skipped.withLock { $0[directory] = SkippedPluginFile(path: directory, reason: PluginLoader.missingDirectory) }
         log(.warning, "plugin directory \(directory) was removed or moved away"
             + (removed.isEmpty ? "" : "; \(counted(removed.count, "plugin")) taken off the bus")
@@ -357,6 +359,7 @@ package final class PluginWatcher: Sendable {
         log(.info, "plugin directory \(directory) is a symbolic link made anew; reading the directory it leads to now")
         let gone = loaded.withLock { Array($0.keys) }.filter { FileSystem.join(directory, FileSystem.lastComponent($0)) == $0 && FileSystem.status(of: $0) == nil }
         for path in gone.sorted() { unload(path, reason: "the file is not in the directory the link leads to now") }
+        dropSkippedFilesGone(from: directory)
         loadAll(in: directory)
     }
 
@@ -375,6 +378,16 @@ package final class PluginWatcher: Sendable {
             ? "there is no such file; give the path of a plugin file, as 'cmdbus plugins' lists it"
             : "it is not a plugin file (.so) in this host's plugin directories (\(directories.joined(separator: ", "))); give the path of one, as 'cmdbus plugins' lists it"
         return .failure(SkippedPluginFile(path: path, reason: reason))
+    }
+
+    /// Takes the files of `directory` that are gone off the skipped list (a removed directory's
+    /// files, those not in the directory a link leads to now).
+    private func dropSkippedFilesGone(from directory: String) {
+        skipped.withLock { table in
+            for path in table.keys where FileSystem.join(directory, FileSystem.lastComponent(path)) == path && FileSystem.status(of: path) == nil {
+                table[path] = nil
+            }
+        }
     }
 
     /// Loads (or, if changed, replaces) each plugin file in `directory`.
