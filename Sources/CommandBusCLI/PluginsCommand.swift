@@ -18,7 +18,7 @@ enum PluginsCommand {
         Usage: cmdbus plugins [--json] [--plugins DIR ...]
                cmdbus plugins check <file> [--json]
                cmdbus plugins lock [--plugins DIR ...]
-               cmdbus plugins forget <file> [--connect SOCKET]
+               cmdbus plugins forget <file> [--connect SOCKET | --bus URL]
 
         Lists each plugin with its file, name, version, ABI, commands and load time;
         which plugin handles each command and which ones it shadows; and every file
@@ -32,7 +32,8 @@ enum PluginsCommand {
         verdicts are cached in $CMDBUS_REGISTRY (default ~/.cache/cmdbus/registry.json).
         'forget' drops a file's cached verdict, so it is probed again. With --connect,
         the server forgets it too and loads the file again now, changed or not: a
-        quarantined isolated plugin gets a new worker, its crashes forgotten.
+        quarantined isolated plugin gets a new worker, its crashes forgotten. With
+        --bus, every live host with a file of that name does so, and says how it went.
 
         'lock' writes plugins.lock in each plugin directory: the SHA-256 of every plugin
         that loads now. From then on only those files, unchanged, load from there.
@@ -51,7 +52,8 @@ enum PluginsCommand {
     private static let verbs: [String: Verb] = ["check": Verb(run: check), "lock": Verb(run: lock), "forget": Verb(run: forget)]
 
     /// `cmdbus plugins forget FILE`: drops a file's cached probe verdict; with `--connect`, the
-    /// server drops it and loads the file again now, lifting a quarantine.
+    /// server drops it and loads the file again now, lifting a quarantine; with `--bus`, every
+    /// live host with a file of that name does.
     private static func forget(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
         guard operands.count == 1 else { throw .usage("'cmdbus plugins forget' takes one file") }
         let connection = try ConnectionOptions(arguments)
@@ -60,15 +62,36 @@ enum PluginsCommand {
             // The server's working directory is not this one.
             let path = operands[0].hasPrefix("/") ? operands[0] : FileSystem.join(FileManager.default.currentDirectoryPath, operands[0])
             let answer = try await client.loadPluginAgain(path)
-            let plugin = answer.objectValue?["plugin"]?.objectValue ?? [:]
-            return console.out(arguments.has("json") ? answer.text : "loaded again: \(pluginLine(plugin))")
+            if arguments.has("json") { console.out(answer.text) }
+            guard let hosts = answer.objectValue?["hosts"]?.arrayValue?.compactMap(\.objectValue) else {
+                if !arguments.has("json") { console.out("loaded again: \(pluginLine(answer.objectValue?["plugin"]?.objectValue ?? [:]))") }
+                return
+            }
+            // The shared bus: each host that has the file answers for itself.
+            let failed = hosts.filter { $0["ok"] != .bool(true) }
+            if !arguments.has("json") {
+                for host in hosts {
+                    let label = quotedLine(host["label"]?.stringValue ?? "?")
+                    if host["ok"] == .bool(true) {
+                        console.out("loaded again on \(label): \(pluginLine(host["plugin"]?.objectValue ?? [:]))")
+                    } else {
+                        console.err("cmdbus: warning: \(label) did not load it again: \(quotedLine(host["message"]?.stringValue ?? "?"))")
+                    }
+                }
+            }
+            if !failed.isEmpty {
+                throw HostFailure(.pluginFailed, "\(failed.count) of \(counted(hosts.count, "host")) with a file named \(quoted(answer.objectValue?["file"]?.stringValue ?? "?")) did not load it again; "
+                    + "each host's log says why ('cmdbus plugins --bus' shows what each one loads)")
+            }
+            return
         }
         var registry = PluginRegistry(path: PluginRegistry.defaultPath(environment: ProcessInfo.processInfo.environment))
         guard registry.forget(operands[0]) else {
             throw HostFailure(.entryNotFound, "\(registry.path) has no entry for \(operands[0])")
         }
         registry.save()
-        console.out("forgot \(operands[0]); it will be probed again")
+        let file = quotedLine(operands[0])
+        console.out("forgot \(file); it is probed again the next time a host loads it (a running server loads it now with 'cmdbus plugins forget \(file) --connect')")
     }
 
     /// `cmdbus plugins`: the catalog, through whichever bus the options name.

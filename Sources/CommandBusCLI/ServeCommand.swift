@@ -271,6 +271,17 @@ enum ServeCommand {
         }
         watcher?.start()
         watching.withLock { $0 = watcher }
+        // `cmdbus plugins forget FILE --bus URL`: each host with a file of that name loads it again.
+        host.whenAskedToLoadAgain { name in
+            let catalog = currentCatalog()
+            guard let path = (catalog.plugins.map(\.path) + catalog.skipped.map(\.path)).first(where: { FileSystem.lastComponent($0) == name }) else {
+                return nil
+            }
+            switch await PluginWatcher.loadAgain(path, with: watcher) {
+            case .success(let plugin): return .object(["ok": .bool(true), "plugin": PluginCatalog.json(plugin)])
+            case .failure(let skipped): return .object(["ok": .bool(false), "message": .string("\(skipped.path): \(skipped.reason)")])
+            }
+        }
         signals.onHangUp(CommandServer.reload(watcher, log: log))
         if let keep {
             JournalRetention.start(keeping: keep, log: log) { cutoff in try busJournal.prune(endedBefore: cutoff, takingTurns: true) }

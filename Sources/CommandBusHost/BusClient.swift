@@ -52,7 +52,9 @@ package protocol BusClient: Sendable {
     /// Has the host forget what it concluded about a plugin file and load it again now, changed
     /// or not: a file the probe quarantined is probed again, and an isolated plugin quarantined
     /// for crashing gets a new worker with no crashes counted. Returns `{"path": FILE,
-    /// "plugin": {...}}` (``PluginCatalog/json(_:)``), or throws why the file did not load.
+    /// "plugin": {...}}` (``PluginCatalog/json(_:)``), or throws why the file did not load; the
+    /// shared bus, whose hosts each have their own files, `{"file", "hosts": [...]}`, each host's
+    /// answer.
     func loadPluginAgain(_ path: String) async throws(HostFailure) -> JSONValue
     /// Waits until everything written is durable and lets go of the bus.
     func close() async

@@ -14,7 +14,7 @@ import Foundation
 extension BusHost {
     func claimLoop() {
         let session = PGSession(
-            url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit", "cmdbus_periodic"], linkTimeout: settings.lease
+            url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit", "cmdbus_periodic", Self.loadAgainChannel], linkTimeout: settings.lease
         )
         var dirty = true
         var lastClaim = ContinuousClock.now
@@ -67,6 +67,7 @@ extension BusHost {
                     case "cmdbus_new": if commands.contains(notification.payload) { dirty = true }
                     case "cmdbus_cancel": if let id = UUID(uuidString: notification.payload) { cancelLocally(id) }
                     case "cmdbus_limit", "cmdbus_periodic": settingsRead = nil
+                    case Self.loadAgainChannel: loadAgain(notification.payload)
                     default: break
                     }
                 }

@@ -140,6 +140,8 @@ package final class BusHost: Sendable {
     let heartbeatWake = WakeSignal()
     /// Set by ``stopWaiting()``.
     let waitAbandoned = Atomic<Bool>(false)
+    /// Loads a plugin file of this host's again at a client's request (``whenAskedToLoadAgain(_:)``).
+    let loadAgainHandler = Mutex<(@Sendable (String) async -> JSONValue?)?>(nil)
     let label: String
 
     /// A host that runs, on `bus`, the `commands` its plugins handle, claiming no more of a

@@ -15,6 +15,8 @@ package final class PostgresBusClient: BusClient {
     private let waiter: ResultWaiter
     /// The URL without its password.
     package let redactedURL: String
+    /// The URL, for a session of its own (``loadPluginAgain(_:)`` listens for the hosts' answers).
+    private let url: String
 
     /// Connects to the bus at `url` and makes sure its schema is there and not newer than this binary.
     ///
@@ -24,6 +26,7 @@ package final class PostgresBusClient: BusClient {
     /// - Parameter waiting: Told once, with the reason, if it has to wait.
     package init(url: String, waiting: ((String) -> Void)? = nil) throws(HostFailure) {
         redactedURL = PGURL.redacted(url)
+        self.url = url
         connections = PGConnectionPool(url: url)
         try Self.retrying(on: connections, for: .seconds(10), when: \.isServerAway, waiting: waiting) { connection throws(PGError) in
             try BusSchema.migrate(connection)
@@ -401,12 +404,65 @@ package final class PostgresBusClient: BusClient {
     }
 
     /// The bus's hosts, queues, pauses, limits and periodic commands (``BusStatus``), as `bus status --json` shows them.
-    /// Each host of the shared bus keeps its own quarantines, on its own machine: there is no
-    /// one file to load again.
+    /// Asks every live host with a plugin file of this name (`path`'s last part: each host has
+    /// its own directories) to load it again, changed or not, lifting its quarantine there, and
+    /// waits up to ``loadAgainAnswerTime`` for their answers (``BusHost/loadAgainChannel``).
+    /// Returns `{"file", "hosts": [{"label", "host", "ok", "plugin" or "message"}]}`, a host
+    /// that did not answer in time listed as not `ok`.
     package func loadPluginAgain(_ path: String) async throws(HostFailure) -> JSONValue {
-        throw HostFailure(.usage, "each host of the shared bus loads and quarantines its own plugin files: on the host, touch \(quoted(path)), "
-            + "or press Try again on its dashboard's plugins page (cmdbus serve --bus URL --http ADDR)")
+        let file = FileSystem.lastComponent(path)
+        let rows = try withConnection { connection throws(PGError) in
+            try connection.execute("""
+                SELECT h.id, h.hostname, h.pid::int8 AS pid, h.catalog::text AS catalog
+                FROM cmdbus.hosts h WHERE \(BusSQL.liveHost) ORDER BY h.started_at
+                """)
+        }
+        let hosts = rows.all.map(BusCatalog.Host.init(row:)).filter { host in
+            let files = ["plugins", "skipped"].flatMap { host.catalog[$0]?.arrayValue ?? [] }.compactMap { $0.objectValue?["path"]?.stringValue }
+            return files.contains { FileSystem.lastComponent($0) == file }
+        }
+        guard !hosts.isEmpty else {
+            throw HostFailure(.entryNotFound, "no live host of the bus has a plugin file named \(quoted(file)); 'cmdbus plugins --bus' lists each host's files")
+        }
+        let answers: Result<[String: JSONValue], PGError> = await DetachedThread.value { [url] in
+            let session = PGSession(url: url, listening: [BusHost.loadedAgainChannel])
+            defer { session.close() }
+            var answers: [String: JSONValue] = [:]
+            let expected = Set(hosts.map(\.id)), deadline = ContinuousClock.now + Self.loadAgainAnswerTime
+            do throws(PGError) {
+                // Listening first (the session's first use), then asking: no answer comes before the wait.
+                _ = try session.run { connection throws(PGError) in
+                    try connection.execute("SELECT pg_notify($1, $2)", [.text(BusHost.loadAgainChannel), .text(file)])
+                }
+                while answers.count < expected.count, ContinuousClock.now < deadline {
+                    for notification in try session.notifications(waitingUpTo: deadline - .now) {
+                        guard let answer = JSONValue.parse(notification.payload)?.objectValue, answer["file"]?.stringValue == file,
+                              let host = answer["host"]?.stringValue, expected.contains(host) else { continue }
+                        answers[host] = .object(answer)
+                    }
+                }
+                return .success(answers)
+            } catch {
+                return .failure(error)
+            }
+        }
+        let answered: [String: JSONValue]
+        switch answers {
+        case .success(let all): answered = all
+        case .failure(let error): throw Self.failure(error)
+        }
+        let seconds = Int(Self.loadAgainAnswerTime.components.seconds)
+        return .object(["file": .string(file), "hosts": .array(hosts.map { host in
+            answered[host.id] ?? .object([
+                "host": .string(host.id), "label": .string(host.label), "file": .string(file), "ok": .bool(false),
+                "message": .string("no answer within \(seconds) s (a host of a cmdbus older than this one does not answer); its log says what it did"),
+            ])
+        })])
     }
+
+    /// How long `loadPluginAgain` waits for the hosts: a load may probe the file first (10 s
+    /// unless a host's `--probe-timeout`) and start an isolated plugin's worker.
+    static let loadAgainAnswerTime: Duration = .seconds(30)
 
     package func status() async throws(HostFailure) -> JSONValue {
         try withConnection { connection throws(PGError) in try BusStatus.read(on: connection) }

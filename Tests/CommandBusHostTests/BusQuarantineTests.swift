@@ -44,7 +44,7 @@ extension SharedBusTests {
 
     /// A bus host has no socket: its dashboard's "Try again" (`POST /api/plugins/forget`) loads
     /// a quarantined file again, unchanged, and the host offers its commands again, so what
-    /// waited for them runs. `cmdbus plugins forget --bus` says where to do it instead.
+    /// waited for them runs.
     @Test(.timeLimit(.minutes(3)))
     func aBusHostsDashboardTriesAQuarantinedPluginAgain() async throws {
         await BusHostProcess.stopAll()
@@ -57,8 +57,6 @@ extension SharedBusTests {
         #expect(await waitUntil(.seconds(30)) { host.output.contains("no longer offering bad.abort") }, "\(host.output)")
         try await database.insertPending(5, named: "ok.echo", payload: #"{"x":1}"#)
         let file = host.work.file("plugins").appendingPathComponent("misbehave.so").path
-        let refused = try await Self.bus(database.url, "plugins", "forget", file)
-        #expect(refused.status == 64 && refused.stderr.contains("each host of the shared bus loads and quarantines its own plugin files: on the host, touch"), "\(refused.stderr)")
 
         let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
         let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
@@ -69,5 +67,45 @@ extension SharedBusTests {
             (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands WHERE name = 'ok.echo' GROUP BY 1")) == "succeeded|5\n"
         }, "\(host.output)")
         #expect(!(try await Self.bus(database.url, "plugins").stdout.contains("quarantined")))
+    }
+
+    /// `cmdbus plugins forget FILE --bus URL` has every live host with a file of that name load
+    /// it again, and prints each one's answer: the quarantined host serves again, a host without
+    /// the file says nothing, a name no host has is refused, and a host whose file does not load
+    /// says why, and the command fails.
+    @Test(.timeLimit(.minutes(3)))
+    func forgetOnTheBusLoadsTheFileAgainOnEachHostThatHasIt() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let quarantined = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("misbehave", [])], extra: ["--isolate"])
+        let other = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
+        defer { Task { await quarantined.stop(); await other.stop(); await database.drop() } }
+        for _ in 0..<3 {
+            #expect(try await Self.bus(database.url, "run", "bad.segv", "{}").status != 0)
+        }
+        #expect(await waitUntil(.seconds(30)) { quarantined.output.contains("no longer offering bad.abort") }, "\(quarantined.output)")
+        try await database.insertPending(5, named: "ok.echo", payload: #"{"x":1}"#)
+
+        let forgot = try await Self.bus(database.url, "plugins", "forget", "misbehave.so")
+        #expect(forgot.status == 0, "\(forgot.stderr)")
+        let lines = forgot.stdout.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains(":\(quarantined.pid): misbehave 1 (") && lines[0].hasPrefix("loaded again on "), "\(forgot.stdout)")
+        #expect(await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands WHERE name = 'ok.echo' GROUP BY 1")) == "succeeded|5\n"
+        }, "\(quarantined.output)")
+
+        let nowhere = try await Self.bus(database.url, "plugins", "forget", "nothing.so")
+        #expect(nowhere.status == 1 && nowhere.stderr.contains("no live host of the bus has a plugin file named 'nothing.so'"), "\(nowhere.stderr)")
+
+        // A file that no longer loads: the host keeps what it had, and says why it did not load it again.
+        let path = quarantined.work.file("plugins").appendingPathComponent("misbehave.so").path
+        try Data("not a shared library\n".utf8).write(to: URL(fileURLWithPath: path + ".new"))
+        #expect(rename(path + ".new", path) == 0)
+        #expect(await waitUntil(.seconds(30)) { quarantined.output.contains("skipped the replacement of \(path)") }, "\(quarantined.output)")
+        let broken = try await Self.bus(database.url, "plugins", "forget", path, "--json")
+        #expect(broken.status == 1, "\(broken.stderr)")
+        let hosts = try jsonObject(broken.stdout)["hosts"] as? [[String: Any]]
+        #expect(hosts?.count == 1 && hosts?.first?["ok"] as? Bool == false && (hosts?.first?["message"] as? String)?.hasPrefix("\(path): ") == true, "\(broken.stdout)")
+        #expect(broken.stderr.contains("1 of 1 host with a file named 'misbehave.so' did not load it again"), "\(broken.stderr)")
     }
 }
