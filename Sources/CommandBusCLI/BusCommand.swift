@@ -209,6 +209,16 @@ enum BusCommand {
             console.out("  host \(host["id"]?.stringValue ?? "?") \(quotedLine(host["hostname"]?.stringValue ?? "?")) pid \(host["pid"]?.text ?? "?"): "
                 + "\(host["live"] == .bool(true) ? "live" : "silent")\(host["draining"] == .bool(true) ? ", draining (claims nothing new)" : ""), heartbeat \((silent * 10).rounded() / 10) s ago, "
                 + "running \(host["running"]?.text ?? "0"); handles \(quotedLine(commands))")
+            for case .object(let quarantine) in host["quarantined"]?.arrayValue ?? [] {
+                let what = quarantine["plugin"]?.stringValue.map { "plugin '\(quotedLine($0))' (\(quotedLine(quarantine["path"]?.stringValue ?? "?")))" }
+                    ?? quotedLine(quarantine["path"]?.stringValue ?? "?")
+                // Its reason says "quarantined: …" itself.
+                let reason = quarantine["reason"]?.stringValue ?? "?"
+                console.out("    quarantined: \(what): \(quotedLine(reason.hasPrefix("quarantined: ") ? String(reason.dropFirst(13)) : reason))")
+            }
+        }
+        if hosts.contains(where: { $0["quarantined"] != nil }) {
+            console.out("  ('cmdbus plugins forget FILE.so --bus URL' loads a quarantined file again on every host that has it)")
         }
         if queues.isEmpty { console.out("  nothing running, pending or scheduled") }
         for queue in queues {

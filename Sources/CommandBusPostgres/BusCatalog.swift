@@ -32,6 +32,20 @@ package enum BusCatalog {
             self.label = label
             self.catalog = catalog
         }
+
+        /// What is quarantined on this host, with why: isolated plugins whose worker crashed too
+        /// often (`{"plugin", "path", "reason"}`) and files the probe refused (`{"path", "reason"}`).
+        package var quarantined: [JSONValue] {
+            let workers: [JSONValue] = (catalog["plugins"]?.arrayValue ?? []).compactMap { plugin in
+                guard let fields = plugin.objectValue, let reason = fields["isolated"]?.objectValue?["quarantine"]?.stringValue else { return nil }
+                return .object(["plugin": fields["name"] ?? .null, "path": fields["path"] ?? .null, "reason": .string(reason)])
+            }
+            let probed: [JSONValue] = (catalog["skipped"]?.arrayValue ?? []).compactMap { skipped in
+                guard let fields = skipped.objectValue, fields["quarantined"] == .bool(true) else { return nil }
+                return .object(["path": fields["path"] ?? .null, "reason": fields["reason"] ?? .null])
+            }
+            return workers + probed
+        }
     }
 
     /// The fields that belong to one host's copy of a plugin rather than to its build (`isolated`:

@@ -62,12 +62,16 @@ package enum BusStatus {
         return .object([
             "schemaVersion": .integer(version.count > 0 ? version[row: 0].integer("version") ?? 0 : 0),
             "hosts": .array(hosts.all.map { row in
-                .object([
+                var host: [String: JSONValue] = [
                     "id": .string(row.uuid("id")?.uuidString ?? "?"), "hostname": .string(row.text("hostname") ?? "?"),
                     "pid": .integer(row.integer("pid") ?? 0), "live": .bool(row.bool("live") ?? false), "draining": .bool(row.bool("draining") ?? false),
                     "commands": .array((row.text("commands") ?? "").split(separator: ",").map { .string(String($0)) }),
                     "secondsSinceHeartbeat": .number(row.double("silent") ?? 0), "running": .integer(row.integer("running") ?? 0),
-                ])
+                ]
+                // What this host does not serve, and why: its commands wait for another host.
+                let quarantined = BusCatalog.Host(row: row).quarantined
+                if !quarantined.isEmpty { host["quarantined"] = .array(quarantined) }
+                return .object(host)
             }),
             // Each name with work waiting, scheduled or running, and how many of it run now.
             "queues": .array(queues.all.map { row in

@@ -26,6 +26,10 @@ extension SharedBusTests {
         let listed = try await Self.bus(database.url, "plugins")
         #expect(listed.stdout.contains(":\(host.pid), quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV); replace its file"),
                 "\(listed.stdout)")
+        // So does its status, under the host.
+        let status = try await Self.bus(database.url, "bus", "status")
+        #expect(status.stdout.contains("\n    quarantined: plugin 'misbehave' (\(host.work.file("plugins").path)/misbehave.so): its worker crashed 3 times within 60.0 seconds")
+                && status.stdout.contains("'cmdbus plugins forget FILE.so --bus URL' loads a quarantined file again"), "\(status.stdout)")
 
         try await database.insertPending(20, named: "ok.echo", payload: #"{"x":1}"#)
         try await Task.sleep(for: .seconds(2))
@@ -60,6 +64,12 @@ extension SharedBusTests {
 
         let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
         let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        // The hosts page says what is quarantined on which host.
+        let page = try await DashboardTests.browse(
+            url + "/#/hosts", waitFor: "document.querySelector('main table')", shot: "bus-host-quarantined.png",
+            evals: ["document.querySelector('main table').textContent"]
+        )
+        #expect((page.results.first as? String)?.contains("quarantined misbehave: its worker crashed 3 times") == true, "\(page.results)")
         let token = try #require(try await DashboardTests.http("GET", url + "/").body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
         let tried = try await DashboardTests.http("POST", url + "/api/plugins/forget?path=" + file, headers: ["X-Cmdbus-Token": token])
         #expect(tried.status == 200 && tried.body.contains(#""name":"misbehave""#), "\(tried.body)")

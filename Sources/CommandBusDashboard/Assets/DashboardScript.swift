@@ -491,7 +491,9 @@ extension DashboardAssets {
             h('td', { class: 'num' }, x.pid), h('td', {}, h('span', { class: 'badge ' + (x.live ? 'succeeded' : 'failed') }, x.live ? 'live' : 'silent'),
               x.draining ? h('span', { class: 'badge paused', title: 'stopping: claims nothing new, finishes what it runs' }, 'draining') : null),
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
-            h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)))));
+            h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)),
+              (x.quarantined || []).map(q => h('div', { class: 'error' }, h('span', { class: 'badge failed' }, 'quarantined'), ' ',
+                h('span', { class: 'mono' }, q.plugin || q.path), ': ', q.reason.replace(/^quarantined: /, ''))))));
           // A name a live host handles, or one paused or limited, with nothing running or waiting
           // still gets its row: to pause it or set its limits before work comes, to resume it
           // from, and to see its limit.
