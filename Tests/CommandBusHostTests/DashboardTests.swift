@@ -326,6 +326,27 @@ struct DashboardTests {
         await DashboardServer.stopAll()
     }
 
+    /// The example alerting rules (docs/prometheus) pass promtool's check and their own unit
+    /// tests (each alert fires when it should, and not before), and name only metrics that
+    /// /metrics serves, as the README's table lists them.
+    @Test func theExampleAlertingRulesHoldAndNameOnlyServedMetrics() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool"), "this test needs promtool: scripts/test.sh installs Debian's prometheus")
+        let directory = TestPaths.packageRoot.appendingPathComponent("docs/prometheus")
+        let check = try await runProcess("/usr/bin/promtool", ["check", "rules", "cmdbus-alerts.yml"], directory: directory)
+        #expect(check.status == 0 && check.stdout.contains("SUCCESS: 10 rules found"), "\(check.stdout)\(check.stderr)")
+        let unit = try await runProcess("/usr/bin/promtool", ["test", "rules", "cmdbus-alerts.test.yml"], directory: directory)
+        #expect(unit.status == 0 && unit.stdout.contains("SUCCESS"), "\(unit.stdout)\(unit.stderr)")
+
+        let rules = try String(contentsOf: directory.appendingPathComponent("cmdbus-alerts.yml"), encoding: .utf8)
+        let readme = try String(contentsOf: TestPaths.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let metricsTable = try #require(readme.components(separatedBy: "### Metrics").dropFirst().first?.components(separatedBy: "\n\n").prefix(3).joined())
+        let named = Set(rules.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") })
+            .filter { ($0.hasPrefix("cmdbus_") || $0.hasPrefix("process_")) && !$0.hasSuffix("_") }  // not the comments' "cmdbus_bus_*"
+            .map { String($0.hasSuffix("_bucket") ? $0.dropLast(7) : $0) })
+        #expect(named.count >= 12, "\(named.sorted())")
+        for name in named.sorted() { #expect(metricsTable.contains("`\(name)`"), "\(name) is not in the README's metrics table") }
+    }
+
     @Test func metricsPassPromtoolUnderLoad() async throws {
         await DashboardServer.stopAll()
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool"), "this test needs promtool: scripts/test.sh installs Debian's prometheus")
