@@ -204,6 +204,12 @@ enum ServeCommand {
             )
             sources.busHost = { host.leaseCounts }
             sources.loadPluginAgain = { path in await PluginWatcher.loadAgain(path, with: watching.withLock { $0 }) }
+            sources.loadPluginAgainOnBus = { file throws(CommandBusError) in
+                switch await BusPluginReload.ask(url: url, file: file) {
+                case .success(let answers): return answers
+                case .failure(let error): throw .journalFailed(PGURL.redacted(url), error.message)
+                }
+            }
             sources.cancel = { id throws(CommandBusError) in
                 do throws(PGError) { return try busJournal.cancel(id) } catch { throw .journalFailed(PGURL.redacted(url), error.message) }
             }

@@ -33,6 +33,7 @@ extension Dashboard {
         case ("GET", "dead-letters", 1): return await deadLetters(request)
         case ("GET", "plugins", 1): return Self.ok(plugins())
         case ("POST", "plugins", 2) where parts[1] == "forget": return await loadPluginAgain(request)
+        case ("POST", "hosts", 2) where parts[1] == "forget": return await loadPluginAgainOnBus(request)
         case ("GET", "hosts", 1): return Self.ok(await sharedBusStatus?.current() ?? .object(["shared": .bool(false)]))
         case ("GET", "events", 1):
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: .stream(feed.subscribe()))
@@ -206,6 +207,23 @@ extension Dashboard {
         switch await loadPluginAgain(path) {
         case .success(let plugin): return Self.ok(.object(["path": .string(plugin.path), "plugin": PluginCatalog.json(plugin)]))
         case .failure(let skipped): return Self.problem(422, "\(skipped.path): \(skipped.reason)")
+        }
+    }
+
+    /// `POST /api/hosts/forget?file=NAME`: every live host of the shared bus with a plugin file
+    /// of that name loads it again, as `cmdbus plugins forget NAME --bus` has it.
+    private func loadPluginAgainOnBus(_ request: HTTPRequest) async -> HTTPResponse {
+        guard let loadPluginAgainOnBus = sources.loadPluginAgainOnBus else { return Self.problem(409, "only a host of the shared bus asks the bus's hosts") }
+        guard let file = request.parameter("file"), !file.isEmpty, !file.contains("/") else {
+            return Self.problem(400, "name the plugin file by its name, as the hosts page lists it: ?file=libx.so")
+        }
+        do throws(CommandBusError) {
+            guard let answers = try await loadPluginAgainOnBus(file) else {
+                return Self.problem(404, "no live host of the bus has a plugin file named \(quoted(file))")
+            }
+            return Self.ok(answers)
+        } catch {
+            return Self.problem(500, error.message)
         }
     }
 

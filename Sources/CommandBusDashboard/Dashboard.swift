@@ -43,6 +43,10 @@ package struct DashboardSources: Sendable {
     /// Loads a plugin file again, changed or not, lifting its quarantine (the plugins page's "Try
     /// again"); `nil` where the host cannot.
     package var loadPluginAgain: (@Sendable (String) async -> Result<LoadedPlugin, SkippedPluginFile>)?
+    /// Has every live host of the shared bus with a plugin file of this name load it again (as
+    /// `plugins forget NAME.so --bus`), returning the hosts' answers, or `nil` if none has such a
+    /// file; `nil` off the shared bus.
+    package var loadPluginAgainOnBus: (@Sendable (String) async throws(CommandBusError) -> JSONValue?)?
     /// The plugins loaded now (a server's hot loading changes them).
     package var catalog: @Sendable () -> PluginCatalog
     package var statistics: BusStatistics

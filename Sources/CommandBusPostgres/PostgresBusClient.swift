@@ -403,67 +403,21 @@ package final class PostgresBusClient: BusClient {
         try withConnection { connection throws(PGError) in try BusPeriodic.entries(on: connection) }
     }
 
-    /// The bus's hosts, queues, pauses, limits and periodic commands (``BusStatus``), as `bus status --json` shows them.
     /// Asks every live host with a plugin file of this name (`path`'s last part: each host has
-    /// its own directories) to load it again, changed or not, lifting its quarantine there, and
-    /// waits up to ``loadAgainAnswerTime`` for their answers (``BusHost/loadAgainChannel``).
-    /// Returns `{"file", "hosts": [{"label", "host", "ok", "plugin" or "message"}]}`, a host
-    /// that did not answer in time listed as not `ok`.
+    /// its own directories) to load it again, changed or not, lifting its quarantine there
+    /// (``BusPluginReload``). Returns `{"file", "hosts": [{"label", "host", "ok", "plugin" or
+    /// "message"}]}`, a host that did not answer in time listed as not `ok`.
     package func loadPluginAgain(_ path: String) async throws(HostFailure) -> JSONValue {
         let file = FileSystem.lastComponent(path)
-        let rows = try withConnection { connection throws(PGError) in
-            try connection.execute("""
-                SELECT h.id, h.hostname, h.pid::int8 AS pid, h.catalog::text AS catalog
-                FROM cmdbus.hosts h WHERE \(BusSQL.liveHost) ORDER BY h.started_at
-                """)
-        }
-        let hosts = rows.all.map(BusCatalog.Host.init(row:)).filter { host in
-            let files = ["plugins", "skipped"].flatMap { host.catalog[$0]?.arrayValue ?? [] }.compactMap { $0.objectValue?["path"]?.stringValue }
-            return files.contains { FileSystem.lastComponent($0) == file }
-        }
-        guard !hosts.isEmpty else {
-            throw HostFailure(.entryNotFound, "no live host of the bus has a plugin file named \(quoted(file)); 'cmdbus plugins --bus' lists each host's files")
-        }
-        let answers: Result<[String: JSONValue], PGError> = await DetachedThread.value { [url] in
-            let session = PGSession(url: url, listening: [BusHost.loadedAgainChannel])
-            defer { session.close() }
-            var answers: [String: JSONValue] = [:]
-            let expected = Set(hosts.map(\.id)), deadline = ContinuousClock.now + Self.loadAgainAnswerTime
-            do throws(PGError) {
-                // Listening first (the session's first use), then asking: no answer comes before the wait.
-                _ = try session.run { connection throws(PGError) in
-                    try connection.execute("SELECT pg_notify($1, $2)", [.text(BusHost.loadAgainChannel), .text(file)])
-                }
-                while answers.count < expected.count, ContinuousClock.now < deadline {
-                    for notification in try session.notifications(waitingUpTo: deadline - .now) {
-                        guard let answer = JSONValue.parse(notification.payload)?.objectValue, answer["file"]?.stringValue == file,
-                              let host = answer["host"]?.stringValue, expected.contains(host) else { continue }
-                        answers[host] = .object(answer)
-                    }
-                }
-                return .success(answers)
-            } catch {
-                return .failure(error)
-            }
-        }
-        let answered: [String: JSONValue]
-        switch answers {
-        case .success(let all): answered = all
+        let hosts = try withConnection { connection throws(PGError) in try BusPluginReload.hosts(having: file, on: connection) }
+        guard !hosts.isEmpty else { throw HostFailure(.entryNotFound, BusPluginReload.noHost(having: file)) }
+        switch await BusPluginReload.ask(url: url, file: file, of: hosts) {
+        case .success(let answers): return answers
         case .failure(let error): throw Self.failure(error)
         }
-        let seconds = Int(Self.loadAgainAnswerTime.components.seconds)
-        return .object(["file": .string(file), "hosts": .array(hosts.map { host in
-            answered[host.id] ?? .object([
-                "host": .string(host.id), "label": .string(host.label), "file": .string(file), "ok": .bool(false),
-                "message": .string("no answer within \(seconds) s (a host of a cmdbus older than this one does not answer); its log says what it did"),
-            ])
-        })])
     }
 
-    /// How long `loadPluginAgain` waits for the hosts: a load may probe the file first (10 s
-    /// unless a host's `--probe-timeout`) and start an isolated plugin's worker.
-    static let loadAgainAnswerTime: Duration = .seconds(30)
-
+    /// The bus's hosts, queues, pauses, limits and periodic commands (``BusStatus``), as `bus status --json` shows them.
     package func status() async throws(HostFailure) -> JSONValue {
         try withConnection { connection throws(PGError) in try BusStatus.read(on: connection) }
     }

@@ -46,37 +46,64 @@ extension SharedBusTests {
         #expect(!(try await Self.bus(database.url, "plugins").stdout.contains("quarantined")))
     }
 
-    /// A bus host has no socket: its dashboard's "Try again" (`POST /api/plugins/forget`) loads
-    /// a quarantined file again, unchanged, and the host offers its commands again, so what
-    /// waited for them runs.
+    /// A bus host's dashboard says on its hosts page what is quarantined on which host, and
+    /// its "Try again on every host" (`POST /api/hosts/forget`) has each host with that file
+    /// load it again; its plugins page's "Try again" (`POST /api/plugins/forget`) does so on
+    /// this host (which has no socket). Each time, the host offers the plugin's commands
+    /// again, and what waited for them runs.
     @Test(.timeLimit(.minutes(3)))
     func aBusHostsDashboardTriesAQuarantinedPluginAgain() async throws {
         await BusHostProcess.stopAll()
         let database = try await SharedBusDatabase()
         let host = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("misbehave", [])], extra: ["--isolate", "--http", "127.0.0.1:0"])
         defer { Task { await host.stop(); await database.drop() } }
-        for _ in 0..<3 {
-            #expect(try await Self.bus(database.url, "run", "bad.segv", "{}").status != 0)
-        }
-        #expect(await waitUntil(.seconds(30)) { host.output.contains("no longer offering bad.abort") }, "\(host.output)")
-        try await database.insertPending(5, named: "ok.echo", payload: #"{"x":1}"#)
-        let file = host.work.file("plugins").appendingPathComponent("misbehave.so").path
-
         let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
         let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
-        // The hosts page says what is quarantined on which host.
+        func quarantineAndQueue(_ count: Int) async throws {
+            for _ in 0..<3 {
+                #expect(try await Self.bus(database.url, "run", "bad.segv", "{}").status != 0)
+            }
+            #expect(await waitUntil(.seconds(30)) { !(host.output.components(separatedBy: "no longer offering bad.abort").count - 1 < count) }, "\(host.output)")
+            try await database.insertPending(5, named: "ok.echo", payload: #"{"x":1}"#)
+        }
+        func echoesRun(_ count: Int) async -> Bool {
+            await waitUntil(.seconds(60)) {
+                (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands WHERE name = 'ok.echo' GROUP BY 1")) == "succeeded|\(count)\n"
+            }
+        }
+
+        // The hosts page says what is quarantined on which host, and tries it again on each.
+        try await quarantineAndQueue(1)
+        let tryOnEveryHost = """
+            (async () => {
+              const listed = document.querySelector('main table').textContent;
+              [...document.querySelectorAll('main button')].find(b => b.textContent === 'Try again on every host').click();
+              for (let i = 0; i < 300; i++) {
+                await new Promise(r => setTimeout(r, 100));
+                const toast = document.getElementById('toast');
+                if (!toast.hidden) return listed + '|' + toast.className + ': ' + toast.textContent;
+              }
+              return listed + '|no toast';
+            })()
+            """
         let page = try await DashboardTests.browse(
-            url + "/#/hosts", waitFor: "document.querySelector('main table')", shot: "bus-host-quarantined.png",
-            evals: ["document.querySelector('main table').textContent"]
+            url + "/#/hosts", waitFor: "document.querySelector('main table button')", shot: "bus-host-quarantined.png", evals: [tryOnEveryHost]
         )
-        #expect((page.results.first as? String)?.contains("quarantined misbehave: its worker crashed 3 times") == true, "\(page.results)")
+        let shown = (page.results.first as? String ?? "").components(separatedBy: "|")
+        #expect(shown.first?.contains("quarantined misbehave: its worker crashed 3 times") == true, "\(page.results)")
+        #expect(shown.last == "toast: Loaded misbehave.so again on 1 of 1 host", "\(page.results) \(page.exceptions)")
+        #expect(await echoesRun(5), "\(host.output)")
+
+        // The plugins page's Try again, through its API, on this host.
+        try await quarantineAndQueue(2)
         let token = try #require(try await DashboardTests.http("GET", url + "/").body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let file = host.work.file("plugins").appendingPathComponent("misbehave.so").path
         let tried = try await DashboardTests.http("POST", url + "/api/plugins/forget?path=" + file, headers: ["X-Cmdbus-Token": token])
         #expect(tried.status == 200 && tried.body.contains(#""name":"misbehave""#), "\(tried.body)")
-        #expect(await waitUntil(.seconds(60)) {
-            (try? await database.sql("SELECT state, count(*) FROM cmdbus.commands WHERE name = 'ok.echo' GROUP BY 1")) == "succeeded|5\n"
-        }, "\(host.output)")
+        #expect(await echoesRun(10), "\(host.output)")
         #expect(!(try await Self.bus(database.url, "plugins").stdout.contains("quarantined")))
+        let nowhere = try await DashboardTests.http("POST", url + "/api/hosts/forget?file=nothing.so", headers: ["X-Cmdbus-Token": token])
+        #expect(nowhere.status == 404 && nowhere.body.contains("no live host of the bus has a plugin file named 'nothing.so'"), "\(nowhere.body)")
     }
 
     /// `cmdbus plugins forget FILE --bus URL` has every live host with a file of that name load

@@ -442,6 +442,17 @@ extension DashboardAssets {
           } catch (e) { toast(e.message, true); }
           setTimeout(route, 400);
         }
+        // Loads a plugin file again on every live host of the bus that has one of that name.
+        async function loadAgainOnBus(file) {
+          try {
+            const body = await post('hosts/forget?file=' + encodeURIComponent(file));
+            const loaded = body.hosts.filter(x => x.ok).length;
+            const failed = body.hosts.filter(x => !x.ok);
+            toast(`Loaded ${file} again on ${loaded} of ${body.hosts.length} host${body.hosts.length === 1 ? '' : 's'}`
+              + (failed.length ? ': ' + failed.map(x => x.label + ': ' + x.message).join('; ') : ''), failed.length > 0);
+          } catch (e) { toast(e.message, true); }
+          setTimeout(route, 400);
+        }
         async function plugins() {
           const data = await api('plugins');
           const catalog = data.catalog;
@@ -493,7 +504,8 @@ extension DashboardAssets {
             h('td', { class: 'num' }, x.secondsSinceHeartbeat.toFixed(1) + ' s'), h('td', { class: 'num' }, x.running),
             h('td', {}, x.commands.map(c => h('span', { class: 'chip mono' }, c)),
               (x.quarantined || []).map(q => h('div', { class: 'error' }, h('span', { class: 'badge failed' }, 'quarantined'), ' ',
-                h('span', { class: 'mono' }, q.plugin || q.path), ': ', q.reason.replace(/^quarantined: /, ''))))));
+                h('span', { class: 'mono' }, q.plugin || q.path), ': ', q.reason.replace(/^quarantined: /, ''), ' ',
+                h('button', { class: 'link', onclick: () => loadAgainOnBus(q.path.split('/').pop()) }, 'Try again on every host'))))));
           // A name a live host handles, or one paused or limited, with nothing running or waiting
           // still gets its row: to pause it or set its limits before work comes, to resume it
           // from, and to see its limit.
