@@ -43,8 +43,7 @@ enum StatusCommand {
         if let problem = status["journalProblem"]?.stringValue { console.out("warning: \(problem)") }
         for case .object(let plugin) in status["quarantined"]?.arrayValue ?? [] {
             let name = quotedLine(plugin["plugin"]?.stringValue ?? "?"), path = quotedLine(plugin["path"]?.stringValue ?? "?")
-            console.out("warning: plugin '\(name)' (\(path)) \(quotedLine(plugin["reason"]?.stringValue ?? "quarantined"))"
-                + " ('cmdbus plugins forget FILE --connect' tries it again now, unchanged)")
+            console.out("warning: plugin '\(name)' (\(path)) \(quotedLine(plugin["reason"]?.stringValue ?? "quarantined"))")
         }
         if case .integer(let resident)? = status["residentBytes"] {
             console.out("resident \(resident >> 20) MB, \(number(status["openDescriptors"])) of \(number(status["maxDescriptors"])) descriptors open, \(count(status["threads"], "thread"))")

@@ -164,7 +164,7 @@ struct DashboardTests {
         )
         #expect(report.exceptions.isEmpty, "\(report.exceptions)")
         let listed = report.results.first as? String ?? ""
-        #expect(listed.contains("misbehave.so") && listed.contains("its worker crashed 3 times") && listed.contains("touch it"), "\(listed)")
+        #expect(listed.contains("misbehave.so") && listed.contains("its worker crashed 3 times") && listed.contains("cmdbus plugins forget FILE --connect"), "\(listed)")
 
         // "Try again" loads the file anew, unchanged, through the page's own POST (and its token).
         let tryAgain = """

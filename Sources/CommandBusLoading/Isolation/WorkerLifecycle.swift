@@ -149,9 +149,10 @@ package struct WorkerLifecycle<Worker> {
         return min(Duration.milliseconds(100) * (1 << min(crashes.count - 1, 6)), .seconds(5))
     }
 
-    /// What ends a quarantine: a server loads a plugin file anew when it changes, and a new
-    /// load starts with no crashes counted (a rescan, SIGHUP, leaves an unchanged file as it is).
-    package static var liftingAQuarantine: String { "replace its file with a fixed build, or touch it to try the same one again" }
+    /// What ends a quarantine: a server loads a plugin file anew when it changes or when asked
+    /// (`cmdbus plugins forget`), and a new load starts with no crashes counted (a rescan,
+    /// SIGHUP, leaves an unchanged file as it is).
+    package static var liftingAQuarantine: String { "replace its file with a fixed build, or try the same one again: 'cmdbus plugins forget FILE --connect' (--bus URL on the shared bus), or touch it" }
 
     private mutating func countCrash(now: ContinuousClock.Instant, how: String) -> String? {
         crashes = crashes.filter { now - $0 < crashWindow } + [now]
