@@ -215,143 +215,166 @@ package final class CommandServer: Sendable {
         }
     }
 
+    /// Answers one request by its op; each op's work is a method of its own below.
     private func handle(_ request: ServerRequest, on connection: ClientConnection, owned: TicketTable) {
-        let bus = session.bus
         switch request.op {
-        case "send", "post":
-            guard !draining.load(ordering: .acquiring) else {
-                return connection.send(Self.failure(request.id, code: HostFailure.Code.serverShuttingDown.name, "the server is shutting down and takes no new commands"))
-            }
-            guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "\(request.op) needs \"command\"")) }
-            var metadata = request.metadata ?? [:]
-            if let trace = request.traceparent { metadata[TraceContext.key] = trace }
-            if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) {
-                return connection.send(Self.failure(request.id, code: "usage", TraceContext.problem(trace)))
-            }
-            let payload = (request.payload ?? .object([:])).data
-            // The request refuses a timeout of 0 or less, and one whose milliseconds would not fit.
-            let timeout = request.timeout.map { Duration.milliseconds(Int64($0 * 1000)) }
-            // Subscribed before the command starts, so none of its events is missed, and to its own
-            // tree's alone: following every event of a busy bus, the follower fell behind, the
-            // buffer dropped this command's end, and its reply never came.
-            let envelope = request.op == "send" && request.events == true ? CommandEnvelope(commandName: name, metadata: metadata) : nil
-            let events = envelope.map { bus.events(matching: .correlation($0.id), bufferingPolicy: .bufferingNewest(10_000)) }
-            // A plain send the loop can run itself wakes no other thread (see InlineSends).
-            let inline = events == nil && request.op == "send" && inlineSends.admits(name)
-            let started = inline ? inlineSends.start() : nil
-            if request.op == "send" { inlineSends.count(onLoop: inline) }
-            let ticket = bus.post(
-                name: name, payload: payload, metadata: metadata, timeout: timeout, envelope: envelope, preferring: inline ? inlineSends.executor : nil
-            )
-            connection.startedCommand()
-            if request.op == "post" {
-                running.track(ticket)
-                acknowledge(request, ticket: ticket, on: connection)
-                return
-            }
-            running.insert(ticket)
-            if request.cancelOnDisconnect == true { owned.insert(ticket) }
-            guard let events else {
-                // No task waits for the result: the reply is built and written by whoever ends the command.
-                return ticket.whenFinished { [running, inlineSends, log] outcome in
-                    if let started, let held = inlineSends.finished(name, started) {
-                        log(.warning, "a send of \(quoted(name)) held the request loop (\(held.milliseconds) ms from start to end), so a new thread took the loop over; its sends run on the runners for the next \(InlineSends.probation.milliseconds / 1_000) s")
-                    }
-                    owned.remove(ticket.id)
-                    running.remove(ticket.id)
-                    connection.send(line: Self.reply(to: request.id, ticket: ticket.id, outcome))
-                }
-            }
-            let forwarding = Task {
-                await events.follow(ticket.id) { event in connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json])) }
-            }
-            Task { [running] in
-                let outcome: Result<Data, CommandBusError>
-                do throws(CommandBusError) { outcome = .success(try await ticket.result) } catch { outcome = .failure(error) }
-                let reply = Self.reply(to: request.id, ticket: ticket.id, outcome)
-                owned.remove(ticket.id)
-                running.remove(ticket.id)
-                await forwarding.value
-                connection.send(line: reply)
-            }
-        case "can":
-            guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "can needs \"command\"")) }
-            let payload = (request.payload ?? .object([:])).data
-            Task { [bus] in
-                do throws(CommandBusError) {
-                    // The full answer: an isolated plugin's can_handle() is asked in its worker.
-                    let answer = try await bus.wouldHandle(name: name, payload: payload)
-                    connection.send(Self.success(request.id, ["canHandle": .bool(answer)]))
-                } catch {
-                    connection.send(Self.failure(request.id, code: HostFailure.Code(error).name, error.message))
-                }
-            }
+        case "send", "post": start(request, on: connection, owned: owned)
+        case "can": answerCan(request, on: connection)
         case "cancel":
             guard let id = request.commandId else {
                 return connection.send(Self.failure(request.id, code: "usage", "cancel needs \"commandId\""))
             }
             connection.send(Self.success(request.id, ["cancelled": .bool(cancel(id))]))
-        case "status":
-            var status = statistics.summary(uptime: .now - started, plugins: plugins.count).objectValue ?? [:]
-            status["oldestInFlight"] = Self.oldest(running.all, count: 5)
-            let bounds = bounds
-            status["maxInFlight"] = .integer(Int64(bounds.maxInFlight))
-            status["maxInFlightReached"] = .integer(Int64(bounds.timesHeldBack))
-            status["subscriptions"] = .integer(Int64(bounds.subscriptions))
-            if let process = ProcessFigures.now() {
-                status["residentBytes"] = .integer(Int64(process.residentBytes))
-                status["openDescriptors"] = .integer(Int64(process.openDescriptors))
-                status["maxDescriptors"] = .integer(Int64(process.maxDescriptors))
-                status["threads"] = .integer(Int64(process.threads))
-            }
-            if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
-            let quarantined = PluginCatalog.quarantined(plugins)
-            if !quarantined.isEmpty { status["quarantined"] = .array(quarantined) }
-            connection.send(Self.success(request.id, ["status": .object(status)]))
+        case "status": answerStatus(request, on: connection)
         case "plugins":
             let catalog = watcher?.catalog ?? session.catalog
             connection.send(Self.success(request.id, ["plugins": .array(catalog.plugins.map(PluginCatalog.json)), "catalog": catalog.json]))
-        case "forget":
-            guard let path = request.path, path.hasPrefix("/") else {
-                return connection.send(Self.failure(request.id, code: "usage", "forget needs \"path\", a plugin file's absolute path, as 'cmdbus plugins' lists it"))
-            }
-            Task { [self] in
-                switch await loadPluginAgain(path) {
-                case .success(let plugin):
-                    connection.send(Self.success(request.id, ["path": .string(plugin.path), "plugin": PluginCatalog.json(plugin)]))
-                case .failure(let skipped):
-                    connection.send(Self.failure(request.id, code: HostFailure.Code.pluginFailed.name, "\(skipped.path): \(skipped.reason)"))
-                }
-            }
-        case "subscribe":
-            let filter: EventFilter
-            if let id = request.commandId { filter = .command(id) }
-            else if let id = request.correlationId { filter = .correlation(id) }
-            else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
-            let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
-            connection.expectEvents()
-            subscriptions.add(1, ordering: .relaxed)
-            let subscription = Task { [self, running, log, journal = session.journal as (any Journal)?] in
-                defer { subscriptions.subtract(1, ordering: .relaxed) }
-                // The state once subscribed: a command that has ended sends no event again, and a
-                // subscriber told nothing else waited for one for ever.
-                var answer: [String: JSONValue] = ["subscribed": .bool(true)]
-                // A tree's correlation id is its root's id: the root's state says whether the tree ended.
-                if let id = request.commandId ?? request.correlationId, let state = await Self.state(of: id, running: running, journal: journal, log: log) {
-                    answer["state"] = .string(state.rawValue)
-                }
-                connection.send(Self.success(request.id, answer))
-                for await event in events {
-                    guard !connection.isClosed else { break }
-                    connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json]))
-                }
-            }
-            // A client that goes away ends its streams: each held a subscriber of the bus (and
-            // 7 KB) until an event of its command came, for ever for a command that had ended.
-            connection.onClose { subscription.cancel() }
+        case "forget": loadAgain(request, on: connection)
+        case "subscribe": subscribe(request, on: connection)
         default:
             connection.send(Self.failure(request.id, code: "usage", "unknown op \(quoted(request.op)); ops are \(ServerRequest.ops.joined(separator: ", "))"))
         }
+    }
+
+    /// A `send` or a `post`: the command starts; a send is answered when it ends, a post once it is taken.
+    private func start(_ request: ServerRequest, on connection: ClientConnection, owned: TicketTable) {
+        let bus = session.bus
+        guard !draining.load(ordering: .acquiring) else {
+            return connection.send(Self.failure(request.id, code: HostFailure.Code.serverShuttingDown.name, "the server is shutting down and takes no new commands"))
+        }
+        guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "\(request.op) needs \"command\"")) }
+        var metadata = request.metadata ?? [:]
+        if let trace = request.traceparent { metadata[TraceContext.key] = trace }
+        if let trace = metadata[TraceContext.key], !TraceContext.isValid(trace) {
+            return connection.send(Self.failure(request.id, code: "usage", TraceContext.problem(trace)))
+        }
+        let payload = (request.payload ?? .object([:])).data
+        // The request refuses a timeout of 0 or less, and one whose milliseconds would not fit.
+        let timeout = request.timeout.map { Duration.milliseconds(Int64($0 * 1000)) }
+        // Subscribed before the command starts, so none of its events is missed, and to its own
+        // tree's alone: following every event of a busy bus, the follower fell behind, the
+        // buffer dropped this command's end, and its reply never came.
+        let envelope = request.op == "send" && request.events == true ? CommandEnvelope(commandName: name, metadata: metadata) : nil
+        let events = envelope.map { bus.events(matching: .correlation($0.id), bufferingPolicy: .bufferingNewest(10_000)) }
+        // A plain send the loop can run itself wakes no other thread (see InlineSends).
+        let inline = events == nil && request.op == "send" && inlineSends.admits(name)
+        let started = inline ? inlineSends.start() : nil
+        if request.op == "send" { inlineSends.count(onLoop: inline) }
+        let ticket = bus.post(
+            name: name, payload: payload, metadata: metadata, timeout: timeout, envelope: envelope, preferring: inline ? inlineSends.executor : nil
+        )
+        connection.startedCommand()
+        if request.op == "post" {
+            running.track(ticket)
+            acknowledge(request, ticket: ticket, on: connection)
+            return
+        }
+        running.insert(ticket)
+        if request.cancelOnDisconnect == true { owned.insert(ticket) }
+        guard let events else {
+            // No task waits for the result: the reply is built and written by whoever ends the command.
+            return ticket.whenFinished { [running, inlineSends, log] outcome in
+                if let started, let held = inlineSends.finished(name, started) {
+                    log(.warning, "a send of \(quoted(name)) held the request loop (\(held.milliseconds) ms from start to end), so a new thread took the loop over; its sends run on the runners for the next \(InlineSends.probation.milliseconds / 1_000) s")
+                }
+                owned.remove(ticket.id)
+                running.remove(ticket.id)
+                connection.send(line: Self.reply(to: request.id, ticket: ticket.id, outcome))
+            }
+        }
+        let forwarding = Task {
+            await events.follow(ticket.id) { event in connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json])) }
+        }
+        Task { [running] in
+            let outcome: Result<Data, CommandBusError>
+            do throws(CommandBusError) { outcome = .success(try await ticket.result) } catch { outcome = .failure(error) }
+            let reply = Self.reply(to: request.id, ticket: ticket.id, outcome)
+            owned.remove(ticket.id)
+            running.remove(ticket.id)
+            await forwarding.value
+            connection.send(line: reply)
+        }
+    }
+
+    /// A `can`: whether some handler would take the command now, asked in full (in a worker, for an isolated plugin).
+    private func answerCan(_ request: ServerRequest, on connection: ClientConnection) {
+        let bus = session.bus
+        guard let name = request.command else { return connection.send(Self.failure(request.id, code: "usage", "can needs \"command\"")) }
+        let payload = (request.payload ?? .object([:])).data
+        Task { [bus] in
+            do throws(CommandBusError) {
+                // The full answer: an isolated plugin's can_handle() is asked in its worker.
+                let answer = try await bus.wouldHandle(name: name, payload: payload)
+                connection.send(Self.success(request.id, ["canHandle": .bool(answer)]))
+            } catch {
+                connection.send(Self.failure(request.id, code: HostFailure.Code(error).name, error.message))
+            }
+        }
+    }
+
+    /// A `status`: uptime, work and latencies, the oldest in flight, bounds, the process, and what is quarantined.
+    private func answerStatus(_ request: ServerRequest, on connection: ClientConnection) {
+        var status = statistics.summary(uptime: .now - started, plugins: plugins.count).objectValue ?? [:]
+        status["oldestInFlight"] = Self.oldest(running.all, count: 5)
+        let bounds = bounds
+        status["maxInFlight"] = .integer(Int64(bounds.maxInFlight))
+        status["maxInFlightReached"] = .integer(Int64(bounds.timesHeldBack))
+        status["subscriptions"] = .integer(Int64(bounds.subscriptions))
+        if let process = ProcessFigures.now() {
+            status["residentBytes"] = .integer(Int64(process.residentBytes))
+            status["openDescriptors"] = .integer(Int64(process.openDescriptors))
+            status["maxDescriptors"] = .integer(Int64(process.maxDescriptors))
+            status["threads"] = .integer(Int64(process.threads))
+        }
+        if let problem = journalFile?.problem { status["journalProblem"] = .string(problem) }
+        let quarantined = PluginCatalog.quarantined(plugins)
+        if !quarantined.isEmpty { status["quarantined"] = .array(quarantined) }
+        connection.send(Self.success(request.id, ["status": .object(status)]))
+    }
+
+    /// A `forget`: the plugin file loaded again, lifting its quarantine (``loadPluginAgain(_:)``).
+    private func loadAgain(_ request: ServerRequest, on connection: ClientConnection) {
+        guard let path = request.path, path.hasPrefix("/") else {
+            return connection.send(Self.failure(request.id, code: "usage", "forget needs \"path\", a plugin file's absolute path, as 'cmdbus plugins' lists it"))
+        }
+        Task { [self] in
+            switch await loadPluginAgain(path) {
+            case .success(let plugin):
+                connection.send(Self.success(request.id, ["path": .string(plugin.path), "plugin": PluginCatalog.json(plugin)]))
+            case .failure(let skipped):
+                connection.send(Self.failure(request.id, code: HostFailure.Code.pluginFailed.name, "\(skipped.path): \(skipped.reason)"))
+            }
+        }
+    }
+
+    /// A `subscribe`: the state of a command or tree once subscribed, then its events as they come.
+    private func subscribe(_ request: ServerRequest, on connection: ClientConnection) {
+        let bus = session.bus
+        let filter: EventFilter
+        if let id = request.commandId { filter = .command(id) }
+        else if let id = request.correlationId { filter = .correlation(id) }
+        else { return connection.send(Self.failure(request.id, code: "usage", "subscribe needs \"commandId\" or \"correlationId\"")) }
+        let events = bus.events(matching: filter, bufferingPolicy: .bufferingNewest(10_000))
+        connection.expectEvents()
+        subscriptions.add(1, ordering: .relaxed)
+        let subscription = Task { [self, running, log, journal = session.journal as (any Journal)?] in
+            defer { subscriptions.subtract(1, ordering: .relaxed) }
+            // The state once subscribed: a command that has ended sends no event again, and a
+            // subscriber told nothing else waited for one for ever.
+            var answer: [String: JSONValue] = ["subscribed": .bool(true)]
+            // A tree's correlation id is its root's id: the root's state says whether the tree ended.
+            if let id = request.commandId ?? request.correlationId, let state = await Self.state(of: id, running: running, journal: journal, log: log) {
+                answer["state"] = .string(state.rawValue)
+            }
+            connection.send(Self.success(request.id, answer))
+            for await event in events {
+                guard !connection.isClosed else { break }
+                connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json]))
+            }
+        }
+        // A client that goes away ends its streams: each held a subscriber of the bus (and
+        // 7 KB) until an event of its command came, for ever for a command that had ended.
+        connection.onClose { subscription.cancel() }
     }
 
     /// Loads a plugin file again, changed or not, lifting its quarantine (``PluginWatcher/loadAgain(_:)``):
