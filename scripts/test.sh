@@ -67,6 +67,18 @@ if [ $# -eq 0 ] && [ "$status" -eq 0 ] && [ -z "${CMDBUS_SKIP_RELEASE:-}" ]; the
             | tee -a .build/test-artifacts/swift-test.log
         status=${PIPESTATUS[0]}
     fi
+    # The README's first set-up command, as a new user runs it: it builds into ./plugins (the
+    # release build is there already) and runs a greeting, subcommands, a C plugin and errors.
+    if [ "$status" -eq 0 ]; then
+        log "running scripts/demo.sh, the README's first command (log: .build/test-artifacts/demo.log)"
+        scripts/demo.sh > .build/test-artifacts/demo.log 2>&1
+        status=$?
+        if [ "$status" -ne 0 ] || ! grep -q '"greetings":\["Hello, Ada!","Hello, Lin!","Hello, Grace!"\]' .build/test-artifacts/demo.log; then
+            tail -30 .build/test-artifacts/demo.log >&2
+            log "scripts/demo.sh did not run as the README says (exit $status)"
+            status=1
+        fi
+    fi
 fi
 set -e
 # The last lines name every test that failed, so a reader need not scroll.
