@@ -59,8 +59,8 @@ enum PluginsCommand {
         let connection = try ConnectionOptions(arguments)
         if connection.socket != nil || connection.bus != nil {
             let client = try await BusClientFactory.client(connection: connection, plugins: PluginOptions(), journal: noJournal, console: console)
-            // The server's working directory is not this one.
-            let path = operands[0].hasPrefix("/") ? operands[0] : FileSystem.join(FileManager.default.currentDirectoryPath, operands[0])
+            // The server's working directory is not this one; a bare name is matched by the host.
+            let path = operands[0].hasPrefix("/") || !operands[0].contains("/") ? operands[0] : FileSystem.join(FileManager.default.currentDirectoryPath, operands[0])
             let answer = try await client.loadPluginAgain(path)
             if arguments.has("json") { console.out(answer.text) }
             guard let hosts = answer.objectValue?["hosts"]?.arrayValue?.compactMap(\.objectValue) else {

@@ -334,8 +334,8 @@ package final class CommandServer: Sendable {
 
     /// A `forget`: the plugin file loaded again, lifting its quarantine (``loadPluginAgain(_:)``).
     private func loadAgain(_ request: ServerRequest, on connection: ClientConnection) {
-        guard let path = request.path, path.hasPrefix("/") else {
-            return connection.send(Self.failure(request.id, code: "usage", "forget needs \"path\", a plugin file's absolute path, as 'cmdbus plugins' lists it"))
+        guard let path = request.path, path.hasPrefix("/") || (!path.contains("/") && !path.isEmpty) else {
+            return connection.send(Self.failure(request.id, code: "usage", "forget needs \"path\": a plugin file's absolute path, as 'cmdbus plugins' lists it, or its name"))
         }
         Task { [self] in
             switch await loadPluginAgain(path) {

@@ -365,16 +365,22 @@ package final class PluginWatcher: Sendable {
 
     /// ``loadAgain(_:)``, on the watching thread.
     private func loadAgainNow(_ path: String) -> Result<LoadedPlugin, SkippedPluginFile> {
-        let wanted = FileSystem.realPath(path)
-        let directories = watches.withLock { Array($0.directories.values) }.sorted()
+        // A bare name is a file of that name in the directories, the first in their load order.
+        let byName = !path.contains("/")
+        let wanted = byName ? nil : FileSystem.realPath(path)
+        let watched = watches.withLock { Set($0.directories.values) }
+        let directories = loader.directories.filter(watched.contains)
         for directory in directories {
             let files = (try? PluginLoader.candidates(in: directory)) ?? []
-            guard let file = files.first(where: { $0 == path || (wanted != nil && FileSystem.realPath($0) == wanted) }) else { continue }
+            guard let file = files.first(where: { candidate in
+                byName ? FileSystem.lastComponent(candidate) == path : candidate == path || (wanted != nil && FileSystem.realPath(candidate) == wanted)
+            }) else { continue }
             let forgotten = loader.forgetVerdict(file)
             log(.info, "loading \(file) again, as asked" + (forgotten ? "; its cached probe verdict is forgotten" : ""))
             return load(file, in: directory, evenIfUnchanged: true)
         }
-        let reason = FileSystem.kind(of: path) == .missing
+        let reason = byName ? "no plugin file of that name is in this host's plugin directories (\(directories.joined(separator: ", ")))"
+            : FileSystem.kind(of: path) == .missing
             ? "there is no such file; give the path of a plugin file, as 'cmdbus plugins' lists it"
             : "it is not a plugin file (.so) in this host's plugin directories (\(directories.joined(separator: ", "))); give the path of one, as 'cmdbus plugins' lists it"
         return .failure(SkippedPluginFile(path: path, reason: reason))

@@ -166,6 +166,11 @@ struct PluginReplacementTests {
         #expect(stranger.status == 1 && stranger.stderr.contains("/etc/hostname: it is not a plugin file (.so) in this host's plugin directories"), "\(stranger.stderr)")
         let missing = try await client("plugins", "forget", "plugins/nothing.so")
         #expect(missing.status == 1 && missing.stderr.contains("nothing.so: there is no such file"), "\(missing.stderr)")
+        // A bare name is the file of that name in the server's directories, wherever the client runs.
+        let byName = try await cmdbus(["plugins", "forget", "misbehave.so", "--connect", server.socket])
+        #expect(byName.status == 0 && byName.stdout.hasPrefix("loaded again: misbehave 1 (\(misbehave)): "), "\(byName.stdout) \(byName.stderr)")
+        let noSuchName = try await cmdbus(["plugins", "forget", "nothing.so", "--connect", server.socket])
+        #expect(noSuchName.status == 1 && noSuchName.stderr.contains("nothing.so: no plugin file of that name is in this host's plugin directories"), "\(noSuchName.stderr)")
         await server.stop()
     }
 

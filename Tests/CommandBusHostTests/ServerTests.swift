@@ -131,7 +131,7 @@ struct ServerTests {
                 '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": 0, "id": 5}',
                 '{"op": "send", "command": "greet", "payload": {"name": "\\\\ud800"}, "id": 6}',
                 json.dumps({"op": "post", "command": "x" * 100000, "id": 7}),
-                '{"op": "forget", "path": 1, "id": 8}', '{"op": "forget", "path": "libx.so", "id": 9}',
+                '{"op": "forget", "path": 1, "id": 8}', '{"op": "forget", "path": "plugins/libx.so", "id": 9}',
             ]:
                 reply = ask(f, request)
                 print(reply["ok"], reply["error"]["code"], json.dumps(reply["id"]), reply["error"]["message"])
@@ -165,7 +165,7 @@ struct ServerTests {
             False usage null request is not JSON (\\ud800 at line 1, column 57 is half a surrogate pair (as in \\uD83D\\uDE00), which encodes no character); send one object per line, such as {"id": 1, "op": "status"}
             False usage 7 request field 'command' is 100000 bytes long; a command's name is at most 255
             False usage 8 request field 'path' must be a string (a plugin file's path), not a number; fix the field or leave it out
-            False usage 9 forget needs "path", a plugin file's absolute path, as 'cmdbus plugins' lists it
+            False usage 9 forget needs "path": a plugin file's absolute path, as 'cmdbus plugins' lists it, or its name
             7
             cancel needs "commandId"
             True
