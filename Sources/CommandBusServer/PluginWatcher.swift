@@ -379,7 +379,7 @@ package final class PluginWatcher: Sendable {
             log(.info, "loading \(file) again, as asked" + (forgotten ? "; its cached probe verdict is forgotten" : ""))
             return load(file, in: directory, evenIfUnchanged: true)
         }
-        let reason = byName ? "no plugin file of that name is in this host's plugin directories (\(directories.joined(separator: ", ")))"
+        let reason = byName ? "no plugin file of that name is in this host's plugin directories (\(directories.joined(separator: ", "))); 'cmdbus plugins' lists them"
             : FileSystem.kind(of: path) == .missing
             ? "there is no such file; give the path of a plugin file, as 'cmdbus plugins' lists it"
             : "it is not a plugin file (.so) in this host's plugin directories (\(directories.joined(separator: ", "))); give the path of one, as 'cmdbus plugins' lists it"
