@@ -279,11 +279,13 @@ enum ServeCommand {
         watching.withLock { $0 = watcher }
         // `cmdbus plugins forget FILE --bus URL`: each host with a file of that name loads it again.
         host.whenAskedToLoadAgain { name in
+            // A host without a file of that name says nothing; one with it loads the first of that
+            // name in its directories' order, as a local `forget NAME --connect` does.
             let catalog = currentCatalog()
-            guard let path = (catalog.plugins.map(\.path) + catalog.skipped.map(\.path)).first(where: { FileSystem.lastComponent($0) == name }) else {
+            guard (catalog.plugins.map(\.path) + catalog.skipped.map(\.path)).contains(where: { FileSystem.lastComponent($0) == name }) else {
                 return nil
             }
-            switch await PluginWatcher.loadAgain(path, with: watcher) {
+            switch await PluginWatcher.loadAgain(name, with: watcher) {
             case .success(let plugin): return .object(["ok": .bool(true), "plugin": PluginCatalog.json(plugin)])
             case .failure(let skipped): return .object(["ok": .bool(false), "message": .string("\(skipped.path): \(skipped.reason)")])
             }

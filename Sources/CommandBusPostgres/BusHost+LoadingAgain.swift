@@ -11,11 +11,18 @@ extension BusHost {
     /// The channel hosts answer on: `{"host", "label", "file", "ok", "plugin" or "message"}`.
     package static let loadedAgainChannel = "cmdbus_plugins_done"
 
+    /// What loads a plugin file again at a client's request: a closure in a struct, which a
+    /// `Mutex` can hold as it is (see `Callback`: a closure held as the value itself is
+    /// rewrapped at every access).
+    struct LoadAgainHandler: Sendable {
+        let body: @Sendable (_ fileName: String) async -> JSONValue?
+    }
+
     /// Sets what loads a plugin file of this host's again, by its name, when a client asks:
     /// `{"ok": true, "plugin": {...}}` or `{"ok": false, "message": ...}`, which goes back to the
     /// client, or `nil` for a name this host has no file of, which answers nothing.
     package func whenAskedToLoadAgain(_ handler: @escaping @Sendable (_ fileName: String) async -> JSONValue?) {
-        loadAgainHandler.withLock { $0 = handler }
+        loadAgainHandler.withLock { $0 = LoadAgainHandler(body: handler) }
     }
 
     /// A client asked the hosts to load `fileName` again: this host does, if it has such a file,
@@ -23,7 +30,7 @@ extension BusHost {
     func loadAgain(_ fileName: String) {
         guard let handler = loadAgainHandler.withLock({ $0 }) else { return }
         Task { [self] in
-            guard case .object(var answer)? = await handler(fileName) else { return }
+            guard case .object(var answer)? = await handler.body(fileName) else { return }
             answer["host"] = .string(id.uuidString)
             answer["label"] = .string(label)
             answer["file"] = .string(fileName)

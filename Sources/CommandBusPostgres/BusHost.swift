@@ -141,7 +141,7 @@ package final class BusHost: Sendable {
     /// Set by ``stopWaiting()``.
     let waitAbandoned = Atomic<Bool>(false)
     /// Loads a plugin file of this host's again at a client's request (``whenAskedToLoadAgain(_:)``).
-    let loadAgainHandler = Mutex<(@Sendable (String) async -> JSONValue?)?>(nil)
+    let loadAgainHandler = Mutex<LoadAgainHandler?>(nil)
     let label: String
 
     /// A host that runs, on `bus`, the `commands` its plugins handle, claiming no more of a
