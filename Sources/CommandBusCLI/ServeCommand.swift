@@ -299,7 +299,7 @@ enum ServeCommand {
             guard !leaving.load(ordering: .acquiring) else { return nil }
             let plugins = currentCatalog().plugins
             return "host \(host.id) of the bus at \(PGURL.redacted(url)): "
-                + statistics.workSummary(plugins: plugins.count, quarantined: PluginCatalog.quarantined(plugins).count)
+                + statistics.workSummary(plugins: plugins.count, quarantined: plugins.count { $0.quarantine != nil })
         }
         for await _ in stop.stream { break }
         leaving.store(true, ordering: .releasing)

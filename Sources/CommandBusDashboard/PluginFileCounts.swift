@@ -9,7 +9,7 @@ struct PluginFileCounts: Equatable {
     var skipped: Int
 
     init(_ catalog: PluginCatalog) {
-        let stoppedWorkers = catalog.plugins.filter { $0.worker?.quarantine != nil }.count
+        let stoppedWorkers = catalog.plugins.count { $0.quarantine != nil }
         let refusedByTheProbe = catalog.skipped.filter(\.isQuarantined).count
         loaded = catalog.plugins.count - stoppedWorkers
         quarantined = refusedByTheProbe + stoppedWorkers

@@ -25,7 +25,7 @@ extension PluginCatalog {
     /// (`plugin`, `path`, `reason`): loaded, but their commands fail until the file is loaded anew.
     package static func quarantined(_ plugins: [LoadedPlugin]) -> [JSONValue] {
         plugins.compactMap { plugin in
-            plugin.worker?.quarantine.map { .object(["plugin": .string(plugin.name), "path": .string(plugin.path), "reason": .string($0)]) }
+            plugin.quarantine.map { .object(["plugin": .string(plugin.name), "path": .string(plugin.path), "reason": .string($0)]) }
         }
     }
 

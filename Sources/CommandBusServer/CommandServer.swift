@@ -121,7 +121,7 @@ package final class CommandServer: Sendable {
         let path = FileSystem.realPath(socket.path) ?? socket.path
         ServiceStatus.ready { [self] in
             draining.load(ordering: .acquiring) ? nil
-                : "serving on \(path): " + statistics.workSummary(plugins: plugins.count, quarantined: PluginCatalog.quarantined(plugins).count)
+                : "serving on \(path): " + statistics.workSummary(plugins: plugins.count, quarantined: plugins.count { $0.quarantine != nil })
         }
     }
 

@@ -37,6 +37,10 @@ public struct LoadedPlugin: Sendable {
     package let state: PluginState
     /// The worker that runs it, for an isolated plugin.
     package let worker: IsolatedPlugin?
+
+    /// Why it is quarantined, if it is an isolated plugin whose worker crashed too often: loaded,
+    /// but serving nothing until its file is loaded anew.
+    package var quarantine: String? { worker?.quarantine }
     /// Its call ids, log and warnings.
     package let endpoint: PluginEndpoint
     /// For a plugin not opened yet: what opens it when a command first reaches it.

@@ -58,7 +58,7 @@ public struct PluginCatalog: Sendable {
     /// here one after another.
     public var servingRoutes: [Route] {
         routes.compactMap { route in
-            let serving = route.plugins.filter { $0.worker?.quarantine == nil }
+            let serving = route.plugins.filter { $0.quarantine == nil }
             return serving.isEmpty ? nil : Route(command: route.command, plugins: serving)
         }
     }
