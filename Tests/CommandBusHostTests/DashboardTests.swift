@@ -158,6 +158,10 @@ struct DashboardTests {
         #expect(metrics.contains("cmdbus_plugins{state=\"quarantined\"} 1\n") && metrics.contains("cmdbus_plugins{state=\"loaded\"} 3\n"), "\(metrics)")
         #expect(metrics.contains("cmdbus_worker_restarts_total{plugin=\"misbehave\"} 2\n") && metrics.contains("cmdbus_worker_runs_again_total{plugin=\"misbehave\"} 0\n"))
 
+        // The overview's Quarantined card leads to the plugins page, which lists it with why.
+        let card = "document.querySelector('[data-card=\"Quarantined\"]').closest('a').getAttribute('href')"
+        let overviewPage = try await Self.browse(server.url + "/#/", waitFor: "document.querySelector('.cards')", shot: "overview-quarantined.png", evals: [card])
+        #expect(overviewPage.results.first as? String == "#/plugins", "\(overviewPage.results)")
         let panel = "[...document.querySelectorAll('.panel')].find(p => p.textContent.startsWith('Quarantined and skipped')).textContent"
         let report = try await Self.browse(
             server.url + "/#/plugins", waitFor: "document.querySelectorAll('main table').length >= 2", shot: "plugins-quarantined.png", evals: [panel]

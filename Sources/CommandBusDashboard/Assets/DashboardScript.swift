@@ -130,9 +130,10 @@ extension DashboardAssets {
           const cards = h('div', { class: 'cards' },
             link('#/commands?state=pending,running', card('In flight', num(data.inFlight)), 'card-link'),
             card('Succeeded', num(data.totals.completed), 'succeeded'),
-            card('Failed', num(data.totals.failed), data.totals.failed ? 'failed' : ''),
-            card('Plugins', num(data.plugins.loaded)),
-            card('Quarantined', num(data.plugins.quarantined), data.plugins.quarantined ? 'failed' : ''),
+            link('#/dead', card('Failed', num(data.totals.failed), data.totals.failed ? 'failed' : ''), 'card-link'),
+            link('#/plugins', card('Plugins', num(data.plugins.loaded)), 'card-link'),
+            // A quarantine is lifted from the plugins page (Try again), one click away.
+            link('#/plugins', card('Quarantined', num(data.plugins.quarantined), data.plugins.quarantined ? 'failed' : ''), 'card-link'),
             card('Uptime', duration(data.uptimeSeconds)));
           const namesBox = h('div');
           const renderNames = d => namesBox.replaceChildren(table(
