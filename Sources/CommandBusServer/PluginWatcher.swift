@@ -213,9 +213,8 @@ package final class PluginWatcher: Sendable {
 
     /// Watches until reading the events fails, then says so, and answers what is asked from then on.
     private func watch() {
-        watchUntilAReadFails()
-        let reason = "this host stopped watching its plugin directories (reading their events failed: \(String(cString: strerror(errno)))); "
-            + "restart it to load plugin files again"
+        let failure = watchUntilAReadFails()
+        let reason = "this host stopped watching its plugin directories (\(failure)); restart it to load plugin files again"
         log(.error, reason)
         let waiting = requests.withLock { requests in
             requests.ended = reason
@@ -225,11 +224,13 @@ package final class PluginWatcher: Sendable {
         for request in waiting { request.reply(.failure(SkippedPluginFile(path: request.path, reason: reason))) }
     }
 
-    private func watchUntilAReadFails() {
+    /// Reads the directories' events, and the requests, until a read fails. Returns what failed,
+    /// said as it happened (the error number is read there, before anything can change it).
+    private func watchUntilAReadFails() -> String {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var ready = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: requestsWritten, events: Int16(POLLIN), revents: 0)]
         while true {
-            guard poll(&ready, 2, -1) >= 0 || errno == EINTR else { return }
+            guard poll(&ready, 2, -1) >= 0 || errno == EINTR else { return "waiting for their events failed: \(String(cString: strerror(errno)))" }
             if ready[1].revents != 0 {
                 var count: UInt64 = 0
                 _ = read(requestsWritten, &count, 8)
@@ -243,7 +244,7 @@ package final class PluginWatcher: Sendable {
             guard ready[0].revents != 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return }
+            guard count > 0 else { return count == 0 ? "inotify closed its descriptor" : "reading their events failed: \(String(cString: strerror(errno)))" }
             var offset = 0
             while offset + 16 <= count {
                 let (watch, mask, nameLength) = buffer.withUnsafeBytes { raw in
