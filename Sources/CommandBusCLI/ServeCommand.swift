@@ -287,7 +287,7 @@ enum ServeCommand {
             }
             switch await PluginWatcher.loadAgain(name, with: watcher) {
             case .success(let plugin): return .object(["ok": .bool(true), "plugin": PluginCatalog.json(plugin)])
-            case .failure(let skipped): return .object(["ok": .bool(false), "message": .string("\(skipped.path): \(skipped.reason)")])
+            case .failure(let skipped): return .object(["ok": .bool(false), "message": .string(skipped.message)])
             }
         }
         signals.onHangUp(CommandServer.reload(watcher, log: log))

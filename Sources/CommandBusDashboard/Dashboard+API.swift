@@ -206,7 +206,7 @@ extension Dashboard {
         }
         switch await loadPluginAgain(path) {
         case .success(let plugin): return Self.ok(.object(["path": .string(plugin.path), "plugin": PluginCatalog.json(plugin)]))
-        case .failure(let skipped): return Self.problem(422, "\(skipped.path): \(skipped.reason)")
+        case .failure(let skipped): return Self.problem(422, skipped.message)
         }
     }
 

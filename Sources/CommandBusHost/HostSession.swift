@@ -49,7 +49,7 @@ package struct HostSession: Sendable {
         // Loading probes, dlopens and starts workers: blocking work, done off the cooperative pool.
         let catalog = await DetachedThread.value { loader.load(into: bus) }
         if reportSkipped, !plugins.quiet {
-            for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.path): \(skipped.reason)") }
+            for skipped in catalog.skipped { console.err("cmdbus: warning: skipped \(skipped.message)") }
 
         }
         var session = HostSession(bus: bus, catalog: catalog, journal: journal, loader: loader)

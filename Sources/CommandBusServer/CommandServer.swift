@@ -342,7 +342,7 @@ package final class CommandServer: Sendable {
             case .success(let plugin):
                 connection.send(Self.success(request.id, ["path": .string(plugin.path), "plugin": PluginCatalog.json(plugin)]))
             case .failure(let skipped):
-                connection.send(Self.failure(request.id, code: HostFailure.Code.pluginFailed.name, "\(skipped.path): \(skipped.reason)"))
+                connection.send(Self.failure(request.id, code: HostFailure.Code.pluginFailed.name, skipped.message))
             }
         }
     }

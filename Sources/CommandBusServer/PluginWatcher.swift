@@ -426,7 +426,7 @@ package final class PluginWatcher: Sendable {
             log(.warning, "skipped the replacement of \(path): \(skipped.reason); the plugin loaded before keeps its commands")
             return .failure(skipped)
         case .failure(let skipped):
-            log(.warning, "skipped \(path): \(skipped.reason)")
+            log(.warning, "skipped \(skipped.message)")
             self.skipped.withLock { $0[path] = skipped }
             return .failure(skipped)
         }

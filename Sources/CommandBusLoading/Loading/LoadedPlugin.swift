@@ -77,6 +77,9 @@ public struct SkippedPluginFile: Error, Sendable, Hashable {
     /// Whether the file crashed or hung the probe and is not tried again until it changes.
     public let isQuarantined: Bool
 
+    /// The file and why, as a log line or an error names them: "PATH: REASON".
+    public var message: String { "\(path): \(reason)" }
+
     /// Records that `path` was skipped for `reason`.
     public init(path: String, reason: String, isQuarantined: Bool = false) {
         self.path = path
