@@ -14,7 +14,8 @@ import Foundation
 extension BusHost {
     func claimLoop() {
         let session = PGSession(
-            url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit", "cmdbus_periodic", Self.loadAgainChannel], linkTimeout: settings.lease
+            url: settings.url, listening: ["cmdbus_new", "cmdbus_cancel", "cmdbus_limit", "cmdbus_periodic", Self.loadAgainChannel], linkTimeout: settings.lease,
+            planning: .once
         )
         var dirty = true
         var lastClaim = ContinuousClock.now

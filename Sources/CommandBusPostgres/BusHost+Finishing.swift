@@ -38,7 +38,7 @@ extension BusHost {
     }
 
     func finishLoop() {
-        let session = PGSession(url: settings.url, linkTimeout: settings.lease)
+        let session = PGSession(url: settings.url, linkTimeout: settings.lease, planning: .once)
         while true {
             let (work, events, stopped, batch) = state.withLock { state -> ([Finish], [JSONValue], Bool, Int) in
                 defer { state.pending = []; state.events = [] }

@@ -15,10 +15,16 @@ package final class PGSession {
 
     /// How long a silent TCP link may last before the connection ends (``PGConnection/init(url:linkTimeout:)``).
     private let linkTimeout: Duration
+    /// How the server plans the session's statements (``PGConnection/Planning``).
+    private let planning: PGConnection.Planning
 
     /// A session on `url` that listens on `channels`; connects on first use.
-    package init(url: String, listening channels: [String] = [], linkTimeout: Duration = PGConnection.defaultLinkTimeout) {
+    package init(
+        url: String, listening channels: [String] = [], linkTimeout: Duration = PGConnection.defaultLinkTimeout,
+        planning: PGConnection.Planning = .forEachRun
+    ) {
         self.url = url
+        self.planning = planning
         self.channels = channels
         self.linkTimeout = linkTimeout
         redactedURL = PGURL.redacted(url)
@@ -28,7 +34,7 @@ package final class PGSession {
     package func connected() throws(PGError) -> PGConnection {
         if let connection, connection.isHealthy { return connection }
         connection = nil
-        let fresh = try PGConnection(url: url, linkTimeout: linkTimeout)
+        let fresh = try PGConnection(url: url, linkTimeout: linkTimeout, planning: planning)
         for channel in channels { try fresh.execute("LISTEN \(channel)") }
         connection = fresh
         backoff = .milliseconds(100)

@@ -63,7 +63,7 @@ package final class ResultWaiter: Sendable {
     }
 
     private func loop() {
-        let session = PGSession(url: url, listening: ["cmdbus_done", "cmdbus_events"])
+        let session = PGSession(url: url, listening: ["cmdbus_done", "cmdbus_events"], planning: .once)
         var lastFullCheck = ContinuousClock.now
         while !state.withLock({ $0.stopped }) {
             do {

@@ -69,7 +69,7 @@ package final class SubcommandPoster: Sendable {
     }
 
     private func loop() {
-        let session = PGSession(url: url)
+        let session = PGSession(url: url, planning: .once)
         while true {
             let (batch, stopped) = state.withLock { state -> ([Work], Bool) in
                 let taken = Array(state.queue.prefix(Self.batchLimit))
