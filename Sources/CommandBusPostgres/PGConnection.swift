@@ -48,7 +48,7 @@ package final class PGConnection: @unchecked Sendable {
         // Server notices (such as "already exists, skipping") are not for the user's terminal.
         _ = pq.setNoticeProcessor(connection, { _, _ in }, nil)
         try execute(Self.sessionSettings)
-        if planning == .once { try execute(Self.planningOnce) }
+        if planning == .once { for setting in Self.planningOnce { try execute(setting) } }
     }
 
     /// How the server plans a prepared statement's runs on a connection.
@@ -58,19 +58,30 @@ package final class PGConnection: @unchecked Sendable {
         /// statement whose best plan depends on its parameters, such as a list's optional
         /// filters (`$1 IS NULL OR name = $1`).
         case forEachRun
-        /// One plan for every run (`force_generic_plan`), made at the first. For the statements
-        /// a host runs for every command, which planning cost more than running: the claim's
-        /// plan took 0.3 to 0.45 ms a claim, its run 0.1 to 0.2, and PostgreSQL went on planning
-        /// it anew, as the one plan's estimate (ten names for the `unnest` of a parameter)
-        /// looked dearer than the plans made for one name. A host's claimer, finisher and
-        /// subcommand poster, and a client's pool and result waiter, plan this way; their
-        /// statements name their states (`state = 'pending'`), as the one plan cannot use a
-        /// partial index for a parameter's value. The journal's lists plan for each run.
+        /// One plan for every run (`force_generic_plan`), made at the first, and made to find
+        /// rows by an index (`enable_seqscan = off`). For the statements a host runs for every
+        /// command, which planning cost more than running: the claim's plan took 0.3 to 0.45 ms
+        /// a claim, its run 0.1 to 0.2, and PostgreSQL went on planning it anew, as the one
+        /// plan's estimate (ten names for the `unnest` of a parameter) looked dearer than the
+        /// plans made for one name.
+        ///
+        /// A plan made once lasts until the table's statistics change (an autovacuum's analyze),
+        /// so it must not rest on the table's size when it was made: made on a new bus of a few
+        /// hundred commands, the claim's update read the whole table to join the commands it
+        /// picked (a hash join; 4 ms a claim once the table had 8,000), where an index finds
+        /// each. Without a sequential scan to choose, each statement finds its rows as it would
+        /// on a table of millions. A statement run this way names its states
+        /// (`state = 'pending'`), as the one plan cannot use a partial index for a parameter's
+        /// value, and reads rows it can find by an index.
+        ///
+        /// A host's claimer, finisher and subcommand poster and a client's result waiter plan
+        /// this way. A client's other statements (`bus status` counts whole queues) and the
+        /// journal's lists (optional filters, `$1 IS NULL OR name = $1`) plan for each run.
         case once
     }
 
     /// What a connection with ``Planning/once`` sets after ``sessionSettings``.
-    static let planningOnce = "SET plan_cache_mode = force_generic_plan"
+    static let planningOnce = ["SET plan_cache_mode = force_generic_plan", "SET enable_seqscan = off"]
 
     /// What every connection sets first. JIT compilation off: the bus's statements each touch a
     /// few rows, but on a table of millions the planner's estimate of the claim crosses

@@ -27,7 +27,7 @@ package final class PostgresBusClient: BusClient {
     package init(url: String, waiting: ((String) -> Void)? = nil) throws(HostFailure) {
         redactedURL = PGURL.redacted(url)
         self.url = url
-        connections = PGConnectionPool(url: url, planning: .once)
+        connections = PGConnectionPool(url: url)
         try Self.retrying(on: connections, for: .seconds(10), when: \.isServerAway, waiting: waiting) { connection throws(PGError) in
             try BusSchema.migrate(connection)
         }

@@ -64,20 +64,15 @@ extension BusCommandRow {
 /// A few connections shared by tasks: each use takes one, so no connection is used by two threads at once.
 package final class PGConnectionPool: Sendable {
     private let url: String
-    private let planning: PGConnection.Planning
     private let idle = Mutex<[PGConnection]>([])
 
-    /// A pool of connections to `url`, whose statements are planned as `planning` says.
-    package init(url: String, planning: PGConnection.Planning = .forEachRun) {
-        self.url = url
-        self.planning = planning
-    }
+    package init(url: String) { self.url = url }
 
     /// Runs `body` on an idle connection (a new one if none is idle); a broken one is dropped.
     package func with<T>(_ body: (PGConnection) throws(PGError) -> T) throws(PGError) -> T {
         let taken = idle.withLock { $0.popLast() }
         let connection: PGConnection
-        if let taken { connection = taken } else { connection = try PGConnection(url: url, planning: planning) }
+        if let taken { connection = taken } else { connection = try PGConnection(url: url) }
         do throws(PGError) {
             let value = try body(connection)
             idle.withLock { $0.append(connection) }
