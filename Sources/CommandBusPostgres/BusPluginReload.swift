@@ -1,5 +1,10 @@
 import CommandBus
 import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// A plugin file loaded again on every live host of the bus that has a file of that name (each
 /// host has its own directories): `cmdbus plugins forget NAME.so --bus URL`, and the "Try again"
@@ -9,6 +14,10 @@ package enum BusPluginReload {
     /// How long the hosts may take to answer: a load may probe the file first (10 s unless a
     /// host's `--probe-timeout`) and start an isolated plugin's worker.
     static let answerTime: Duration = .seconds(30)
+
+    /// How often, while answers are missing, the hosts yet to answer are looked for on the bus:
+    /// one that left it (stopped, or silent past its lease) will not answer, and is not waited for.
+    static let departureCheckInterval: Duration = .seconds(1)
 
     /// The live hosts with a plugin file named `file`, loaded or skipped.
     package static func hosts(having file: String, on connection: PGConnection) throws(PGError) -> [BusCatalog.Host] {
@@ -45,39 +54,55 @@ package enum BusPluginReload {
     }
 
     /// Asks `hosts` to load `file` again and waits up to ``answerTime`` for each one's answer,
-    /// on a thread of its own. Returns `{"file", "hosts": [...]}`, in `hosts`' order, a host that
-    /// did not answer in time listed as not `ok`.
+    /// on a thread of its own, or until the hosts yet to answer have left the bus. Returns
+    /// `{"file", "hosts": [...]}`, in `hosts`' order, a host that left or did not answer in time
+    /// listed as not `ok`.
     package static func ask(url: String, file: String, of hosts: [BusCatalog.Host]) async -> Result<JSONValue, PGError> {
-        let answers: Result<[String: JSONValue], PGError> = await DetachedThread.value {
+        let answers: Result<([String: JSONValue], departed: Set<String>), PGError> = await DetachedThread.value {
             let session = PGSession(url: url, listening: [BusHost.loadedAgainChannel])
             defer { session.close() }
-            var answers: [String: JSONValue] = [:]
+            var answers: [String: JSONValue] = [:], departed: Set<String> = []
             let expected = Set(hosts.map(\.id)), deadline = ContinuousClock.now + answerTime
             do throws(PGError) {
                 // Listening first (the session's first use), then asking: no answer comes before the wait.
                 _ = try session.run { connection throws(PGError) in
                     try connection.execute("SELECT pg_notify($1, $2)", [.text(BusHost.loadAgainChannel), .text(file)])
                 }
-                while answers.count < expected.count, ContinuousClock.now < deadline {
-                    for notification in try session.notifications(waitingUpTo: deadline - .now) {
+                var unanswered: Set<String> { expected.subtracting(answers.keys).subtracting(departed) }
+                while !unanswered.isEmpty, ContinuousClock.now < deadline {
+                    for notification in try session.notifications(waitingUpTo: min(deadline - .now, departureCheckInterval)) {
                         guard let answer = JSONValue.parse(notification.payload)?.objectValue, answer["file"]?.stringValue == file,
                               let host = answer["host"]?.stringValue, expected.contains(host) else { continue }
                         answers[host] = .object(answer)
                     }
+                    let waitedFor = unanswered
+                    guard !waitedFor.isEmpty else { break }
+                    let live = try session.run { connection throws(PGError) in try liveHosts(among: waitedFor, on: connection) }
+                    departed.formUnion(waitedFor.subtracting(live))
                 }
-                return .success(answers)
+                return .success((answers, departed))
             } catch {
                 return .failure(error)
             }
         }
-        return answers.map { answered in
+        return answers.map { answered, departed in
             let seconds = Int(answerTime.components.seconds)
             return .object(["file": .string(file), "hosts": .array(hosts.map { host in
                 answered[host.id] ?? .object([
                     "host": .string(host.id), "label": .string(host.label), "file": .string(file), "ok": .bool(false),
-                    "message": .string("no answer within \(seconds) s (a host of a cmdbus older than this one does not answer); its log says what it did"),
+                    "message": .string(departed.contains(host.id)
+                        ? "left the bus before it answered (it stopped, or went silent past its lease); its log says what it did"
+                        : "no answer within \(seconds) s (a host of a cmdbus older than this one does not answer); its log says what it did"),
                 ])
             })])
         }
+    }
+
+    /// Those of `ids` (``BusCatalog/Host/id``) still live on the bus.
+    private static func liveHosts(among ids: Set<String>, on connection: PGConnection) throws(PGError) -> Set<String> {
+        let rows = try connection.execute(
+            "SELECT h.id FROM cmdbus.hosts h WHERE h.id = ANY($1::uuid[]) AND \(BusSQL.liveHost)", [.uuidArray(ids.compactMap(UUID.init(uuidString:)))]
+        )
+        return Set(rows.all.compactMap { $0.uuid("id")?.uuidString })
     }
 }

@@ -145,4 +145,22 @@ extension SharedBusTests {
         #expect(hosts?.count == 1 && hosts?.first?["ok"] as? Bool == false && (hosts?.first?["message"] as? String)?.hasPrefix("\(path): ") == true, "\(broken.stdout)")
         #expect(broken.stderr.contains("1 of 1 host with a file named 'misbehave.so' did not load it again"), "\(broken.stderr)")
     }
+
+    /// A host that stops answering while a forget on the bus waits for it (frozen here, as a
+    /// hung or killed host is: no answer, no heartbeat) is waited for no longer than its lease:
+    /// the forget ends saying the host left the bus before it answered, where it waited 30 s
+    /// and said the host had not answered in time.
+    @Test(.timeLimit(.minutes(2)))
+    func aForgetOnTheBusWaitsNoLongerForAHostThatLeftIt() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
+        defer { Task { host.signal(SIGCONT); await host.stop(); await database.drop() } }
+        host.signal(SIGSTOP)
+        let forgot = try await Self.bus(database.url, "plugins", "forget", "libGreeter.so", "--json")
+        #expect(forgot.status == 1, "\(forgot.stderr)")
+        let hosts = try jsonObject(forgot.stdout)["hosts"] as? [[String: Any]]
+        #expect(hosts?.count == 1 && hosts?.first?["ok"] as? Bool == false, "\(forgot.stdout)")
+        #expect((hosts?.first?["message"] as? String)?.hasPrefix("left the bus before it answered") == true, "\(forgot.stdout)")
+    }
 }
