@@ -75,8 +75,11 @@ package final class PluginWatcher: Sendable {
         var ended: String?
     }
 
-    /// What a plugin directory is watched for: its files' events, and its own removal or move.
-    private static let directoryEvents = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    /// What a plugin directory is watched for: its files' events (`IN_ATTRIB`: a `chmod`,
+    /// `chown` or `touch` that writes nothing), and its own removal or move.
+    private static let directoryEvents = UInt32(
+        IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
+    )
     /// The events that say a plugin directory is gone from its path (`IN_IGNORED`: its watch ended).
     private static let directoryGone = UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)
 
@@ -278,9 +281,23 @@ package final class PluginWatcher: Sendable {
                     // Not at IN_CREATE (a plugin directory that is also an awaited one's parent
                     // hears it): a file is loaded once written and closed, never half-written.
                     load(path, in: directory)
+                } else if mask & UInt32(IN_ATTRIB) != 0 {
+                    attributesChanged(path, in: directory)
                 }
             }
         }
+    }
+
+    /// A file's owner, mode or times changed with nothing written. A file not loaded is tried
+    /// again: the trust rules' advice for a file they refuse, `chmod go-w`, was otherwise
+    /// followed by nothing until a restart or SIGHUP. A loaded file whose times changed is
+    /// loaded anew, as a quarantine's advice says a `touch` does, whatever the tool (`touch`
+    /// opens the file, which makes a close event; `os.utime` does not). A loaded file whose
+    /// owner or mode alone changed stays as it is.
+    private func attributesChanged(_ path: String, in directory: String) {
+        let previous = loaded.withLock { $0[path] }
+        if let previous, FileSystem.status(of: path)?.modified == previous.status?.modified { return }
+        load(path, in: directory)
     }
 
     /// A directory `name` appeared in a directory watched for it: if it is an awaited plugin

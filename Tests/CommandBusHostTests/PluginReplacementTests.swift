@@ -41,7 +41,7 @@ struct PluginReplacementTests {
     }
 
     /// SIGHUP reads the plugin directories again, for a change that makes no file event the
-    /// watcher acts on (a hard link made into the directory, a mode fixed with chmod); it stopped
+    /// watcher acts on (a hard link made into the directory); it stopped
     /// the server at once, without a drain, as it would when the terminal that started it closes.
     @Test func sighupReadsThePluginDirectoriesAgainAndTheServerServesOn() async throws {
         let server = try await ServerTests.Server()
@@ -59,6 +59,34 @@ struct PluginReplacementTests {
         #expect(server.process.isRunning)
         server.process.send(SIGTERM)
         #expect(await server.process.wait() == .exited(0))
+    }
+
+    /// A file the trust rules refused, fixed as their warning says (`chmod go-w`), loads with
+    /// nothing written to it, where a running server went on skipping it until a restart or
+    /// SIGHUP; a `chmod` of a loaded file leaves it as it is, and setting its time without
+    /// opening it (`os.utime`, as some tools touch) loads it anew.
+    @Test func aFileWhoseModeIsFixedLoadsAndOneWhoseTimeIsSetLoadsAnew() async throws {
+        let server = try await ServerTests.Server(arguments: ["--log-level", "debug"])
+        defer { server.work.remove() }
+        let path = server.plugins.file("libGreetAll.so").path
+        let staged = server.work.file("greetall.so").path
+        try FileManager.default.copyItem(atPath: try TestPaths.product("libGreetAll.so").path, toPath: staged)
+        #expect(chmod(staged, 0o666) == 0)
+        #expect(rename(staged, path) == 0)
+        var log = await Self.log(of: server, containing: "skipped \(path): file is writable by group or others", count: 1)
+        #expect(log.contains("skipped \(path): file is writable by group or others (mode 666)"), "\(log.suffix(2_000))")
+
+        #expect(chmod(path, 0o644) == 0)
+        log = await Self.log(of: server, containing: "loaded \(path)", count: 1)
+        let greeted = try await cmdbus(["run", "greet-all", #"{"names":["Ada"]}"#, "--connect", server.socket], directory: server.work.url)
+        #expect(greeted.status == 0 && greeted.stdout.contains("Hello, Ada!"), "\(greeted.stderr)\n\(log.suffix(2_000))")
+
+        #expect(chmod(path, 0o600) == 0)
+        #expect(try await runProcess("/usr/bin/python3", ["-c", "import os; os.utime('\(path)', (1, 1))"]).status == 0)
+        log = await Self.log(of: server, containing: "the file was replaced: \(path)", count: 1)
+        #expect(log.components(separatedBy: "the file was replaced: \(path)").count - 1 == 1, "one load anew, at the time set, none at the chmod: \(log.suffix(2_000))")
+        #expect(log.components(separatedBy: "loaded \(path)").count - 1 == 2, "\(log.suffix(2_000))")
+        await server.stop()
     }
 
     /// Opening a plugin for writing and closing it unchanged (as a process that inherited a
