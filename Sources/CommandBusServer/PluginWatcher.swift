@@ -76,7 +76,7 @@ package final class PluginWatcher: Sendable {
     }
 
     /// What a plugin directory is watched for: its files' events (`IN_ATTRIB`: a `chmod`,
-    /// `chown` or `touch` that writes nothing), and its own removal or move.
+    /// `chown` or `touch` that writes nothing), and its own removal, move or change of mode.
     private static let directoryEvents = UInt32(
         IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
     )
@@ -267,6 +267,11 @@ package final class PluginWatcher: Sendable {
                 }
                 if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0, let directory = watches.withLock({ $0.links[watch]?[name] }) {
                     relinked(directory)
+                    continue
+                }
+                if name.isEmpty, mask & UInt32(IN_ATTRIB) != 0, let directory = watches.withLock({ $0.directories[watch] }) {
+                    // A plugin directory's own mode or owner changed, which the trust rules read for each file in it.
+                    loadAll(in: directory)
                     continue
                 }
                 if mask & UInt32(IN_ISDIR) != 0 {

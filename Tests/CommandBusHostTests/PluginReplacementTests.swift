@@ -63,8 +63,9 @@ struct PluginReplacementTests {
 
     /// A file the trust rules refused, fixed as their warning says (`chmod go-w`), loads with
     /// nothing written to it, where a running server went on skipping it until a restart or
-    /// SIGHUP; a `chmod` of a loaded file leaves it as it is, and setting its time without
-    /// opening it (`os.utime`, as some tools touch) loads it anew.
+    /// SIGHUP; so does one refused for its directory's mode, once the directory's is fixed. A
+    /// `chmod` of a loaded file leaves it as it is, and setting its time without opening it
+    /// (`os.utime`, as some tools touch) loads it anew.
     @Test func aFileWhoseModeIsFixedLoadsAndOneWhoseTimeIsSetLoadsAnew() async throws {
         let server = try await ServerTests.Server(arguments: ["--log-level", "debug"])
         defer { server.work.remove() }
@@ -72,8 +73,13 @@ struct PluginReplacementTests {
         let staged = server.work.file("greetall.so").path
         try FileManager.default.copyItem(atPath: try TestPaths.product("libGreetAll.so").path, toPath: staged)
         #expect(chmod(staged, 0o666) == 0)
+        #expect(chmod(server.plugins.path, 0o777) == 0)
         #expect(rename(staged, path) == 0)
-        var log = await Self.log(of: server, containing: "skipped \(path): file is writable by group or others", count: 1)
+        var log = await Self.log(of: server, containing: "skipped \(path): plugin directory is writable by group or others", count: 1)
+        #expect(log.contains("skipped \(path): plugin directory is writable by group or others (mode 777)"), "\(log.suffix(2_000))")
+
+        #expect(chmod(server.plugins.path, 0o755) == 0)
+        log = await Self.log(of: server, containing: "skipped \(path): file is writable by group or others", count: 1)
         #expect(log.contains("skipped \(path): file is writable by group or others (mode 666)"), "\(log.suffix(2_000))")
 
         #expect(chmod(path, 0o644) == 0)
