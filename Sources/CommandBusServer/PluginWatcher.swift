@@ -293,15 +293,20 @@ package final class PluginWatcher: Sendable {
         }
     }
 
-    /// A file's owner, mode or times changed with nothing written. A file not loaded is tried
+    /// A file's owner, mode or times changed with nothing written. A skipped file is tried
     /// again: the trust rules' advice for a file they refuse, `chmod go-w`, was otherwise
     /// followed by nothing until a restart or SIGHUP. A loaded file whose times changed is
     /// loaded anew, as a quarantine's advice says a `touch` does, whatever the tool (`touch`
     /// opens the file, which makes a close event; `os.utime` does not). A loaded file whose
-    /// owner or mode alone changed stays as it is.
+    /// owner or mode alone changed stays as it is, and a file neither loaded nor skipped is
+    /// being written (`cp -p` sets a new file's mode and times before it closes it): its close
+    /// loads it, whole.
     private func attributesChanged(_ path: String, in directory: String) {
-        let previous = loaded.withLock { $0[path] }
-        if let previous, FileSystem.status(of: path)?.modified == previous.status?.modified { return }
+        if let previous = loaded.withLock({ $0[path] }) {
+            guard FileSystem.status(of: path)?.modified != previous.status?.modified else { return }
+        } else {
+            guard skipped.withLock({ $0[path] != nil }) else { return }
+        }
         load(path, in: directory)
     }
 

@@ -92,6 +92,15 @@ struct PluginReplacementTests {
         log = await Self.log(of: server, containing: "the file was replaced: \(path)", count: 1)
         #expect(log.components(separatedBy: "the file was replaced: \(path)").count - 1 == 1, "one load anew, at the time set, none at the chmod: \(log.suffix(2_000))")
         #expect(log.components(separatedBy: "loaded \(path)").count - 1 == 2, "\(log.suffix(2_000))")
+
+        // A new file copied in with its mode and times (`cp -p`, which sets them before it
+        // closes the file) loads once, at its close. A file of no plugin copied in after it
+        // says when its events have all been read.
+        let echo = server.plugins.file("libCEcho.so").path, sentinel = server.plugins.file("sentinel.so").path
+        #expect(try await runProcess("/bin/cp", ["-p", try TestPaths.product("libCEcho.so").path, echo]).status == 0)
+        try Data("not a plugin\n".utf8).write(to: URL(fileURLWithPath: sentinel))
+        log = await Self.log(of: server, containing: "skipped \(sentinel)", count: 1)
+        #expect(log.components(separatedBy: "loaded \(echo)").count - 1 == 1 && !log.contains("\(echo) is unchanged"), "\(log.suffix(2_000))")
         await server.stop()
     }
 
