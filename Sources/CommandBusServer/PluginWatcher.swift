@@ -272,6 +272,12 @@ package final class PluginWatcher: Sendable {
                 if name.isEmpty, mask & UInt32(IN_ATTRIB) != 0, let directory = watches.withLock({ $0.directories[watch] }) {
                     // A plugin directory's own mode or owner changed, which the trust rules read for each file in it.
                     loadAll(in: directory)
+                    do { try loader.trust.check(directory: directory) } catch {
+                        let plugins = loaded.withLock { table in
+                            table.filter { FileSystem.join(directory, FileSystem.lastComponent($0.key)) == $0.key }.map(\.value.plugin.name)
+                        }
+                        warnNoLongerTrusted("\(directory): \(error.reason)", plugins: plugins)
+                    }
                     continue
                 }
                 if mask & UInt32(IN_ISDIR) != 0 {
@@ -298,16 +304,30 @@ package final class PluginWatcher: Sendable {
     /// followed by nothing until a restart or SIGHUP. A loaded file whose times changed is
     /// loaded anew, as a quarantine's advice says a `touch` does, whatever the tool (`touch`
     /// opens the file, which makes a close event; `os.utime` does not). A loaded file whose
-    /// owner or mode alone changed stays as it is, and a file neither loaded nor skipped is
-    /// being written (`cp -p` sets a new file's mode and times before it closes it): its close
-    /// loads it, whole.
+    /// owner or mode alone changed stays as it is (with a warning if the trust rules would now
+    /// refuse it), and a file neither loaded nor skipped is being written (`cp -p` sets a new
+    /// file's mode and times before it closes it): its close loads it, whole.
     private func attributesChanged(_ path: String, in directory: String) {
         if let previous = loaded.withLock({ $0[path] }) {
-            guard FileSystem.status(of: path)?.modified != previous.status?.modified else { return }
+            guard FileSystem.status(of: path)?.modified != previous.status?.modified else {
+                do { try loader.trust.check(file: path, in: directory, allowlist: nil) } catch {
+                    warnNoLongerTrusted("\(path): \(error.reason)", plugins: [previous.plugin.name])
+                }
+                return
+            }
         } else {
             guard skipped.withLock({ $0[path] != nil }) else { return }
         }
         load(path, in: directory)
+    }
+
+    /// Says that a trust rule now refuses what `plugins` were loaded from (`refusal`: "PATH:
+    /// REASON"): they stay loaded as they were checked, and will not load again as they are.
+    private func warnNoLongerTrusted(_ refusal: String, plugins: [String]) {
+        guard !plugins.isEmpty else { return }
+        let named = plugins.sorted().map { quoted($0) }.joined(separator: ", ")
+        let (plural, them) = plugins.count == 1 ? ("plugin \(named) stays", "it is") : ("plugins \(named) stay", "they are")
+        log(.warning, "\(refusal); \(plural) loaded as checked when loaded, but will not load again as \(them)")
     }
 
     /// A directory `name` appeared in a directory watched for it: if it is an awaited plugin

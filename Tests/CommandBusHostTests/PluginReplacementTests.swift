@@ -87,6 +87,15 @@ struct PluginReplacementTests {
         let greeted = try await cmdbus(["run", "greet-all", #"{"names":["Ada"]}"#, "--connect", server.socket], directory: server.work.url)
         #expect(greeted.status == 0 && greeted.stdout.contains("Hello, Ada!"), "\(greeted.stderr)\n\(log.suffix(2_000))")
 
+        // A loaded file the rules would now refuse stays loaded, with a warning, as does one in a directory they would.
+        // (The directory's first chmod, above, warned of the plugins loaded then.)
+        #expect(chmod(path, 0o664) == 0)
+        log = await Self.log(of: server, containing: "plugin 'greet-all' stays loaded as checked when loaded", count: 1)
+        #expect(log.contains("\(path): file is writable by group or others (mode 664)"), "\(log.suffix(2_000))")
+        #expect(chmod(server.plugins.path, 0o775) == 0)
+        log = await Self.log(of: server, containing: "'counter', 'fixture', 'greet-all', 'greeter' stay loaded as checked when loaded", count: 1)
+        #expect(log.contains("\(server.plugins.path): plugin directory is writable by group or others (mode 775)"), "\(log.suffix(2_000))")
+        #expect(chmod(server.plugins.path, 0o755) == 0)
         #expect(chmod(path, 0o600) == 0)
         #expect(try await runProcess("/usr/bin/python3", ["-c", "import os; os.utime('\(path)', (1, 1))"]).status == 0)
         log = await Self.log(of: server, containing: "the file was replaced: \(path)", count: 1)
