@@ -24,23 +24,23 @@ import CEpoll
 package final class PluginWatcher: Sendable {
     /// One loaded file: the plugin, the registrations that put its handlers on the bus, and
     /// the file's status when it was loaded, to tell a real change from a write that changed nothing.
-    private struct LoadedFile {
+    struct LoadedFile {
         let plugin: LoadedPlugin
         let registrations: [HandlerRegistration]
         let status: FileSystem.Status?
     }
 
-    private let loader: PluginLoader
-    private let bus: CommandBus
-    private let log: ServerLog
+    let loader: PluginLoader
+    let bus: CommandBus
+    let log: ServerLog
     /// How long a retired worker may take to finish the calls it has.
-    private let drain: Duration
+    let drain: Duration
     /// What is loaded, by file path.
-    private let loaded = Mutex<[String: LoadedFile]>([:])
+    let loaded = Mutex<[String: LoadedFile]>([:])
     /// The files skipped and not loaded since, by path (and a plugin directory missing at
     /// start, by its path, until it appears): those of the start, and those a later event or
     /// ``loadAgain(_:)`` could not load.
-    private let skipped: Mutex<[String: SkippedPluginFile]>
+    let skipped: Mutex<[String: SkippedPluginFile]>
     /// What the watching thread is asked to do between events (``rescanSoon()``, ``loadAgain(_:)``).
     private let requests = Mutex(Requests())
     private let descriptor: Int32
@@ -50,7 +50,7 @@ package final class PluginWatcher: Sendable {
     /// The catalog loaded at start: its directories and skipped files.
     private let initial: PluginCatalog
     /// Told the catalog after each load, replacement or removal.
-    private let onChange: @Sendable (PluginCatalog) -> Void
+    let onChange: @Sendable (PluginCatalog) -> Void
 
     /// What inotify watches, by watch descriptor.
     private struct Watches {
@@ -299,37 +299,6 @@ package final class PluginWatcher: Sendable {
         }
     }
 
-    /// A file's owner, mode or times changed with nothing written. A skipped file is tried
-    /// again: the trust rules' advice for a file they refuse, `chmod go-w`, was otherwise
-    /// followed by nothing until a restart or SIGHUP. A loaded file whose times changed is
-    /// loaded anew, as a quarantine's advice says a `touch` does, whatever the tool (`touch`
-    /// opens the file, which makes a close event; `os.utime` does not). A loaded file whose
-    /// owner or mode alone changed stays as it is (with a warning if the trust rules would now
-    /// refuse it), and a file neither loaded nor skipped is being written (`cp -p` sets a new
-    /// file's mode and times before it closes it): its close loads it, whole.
-    private func attributesChanged(_ path: String, in directory: String) {
-        if let previous = loaded.withLock({ $0[path] }) {
-            guard FileSystem.status(of: path)?.modified != previous.status?.modified else {
-                do { try loader.trust.check(file: path, in: directory, allowlist: nil) } catch {
-                    warnNoLongerTrusted("\(path): \(error.reason)", plugins: [previous.plugin.name])
-                }
-                return
-            }
-        } else {
-            guard skipped.withLock({ $0[path] != nil }) else { return }
-        }
-        load(path, in: directory)
-    }
-
-    /// Says that a trust rule now refuses what `plugins` were loaded from (`refusal`: "PATH:
-    /// REASON"): they stay loaded as they were checked, and will not load again as they are.
-    private func warnNoLongerTrusted(_ refusal: String, plugins: [String]) {
-        guard !plugins.isEmpty else { return }
-        let named = plugins.sorted().map { quoted($0) }.joined(separator: ", ")
-        let (plural, them) = plugins.count == 1 ? ("plugin \(named) stays", "it is") : ("plugins \(named) stay", "they are")
-        log(.warning, "\(refusal); \(plural) loaded as checked when loaded, but will not load again as \(them)")
-    }
-
     /// A directory `name` appeared in a directory watched for it: if it is an awaited plugin
     /// directory, watches it and loads what it holds.
     private func appeared(_ name: String, watchedBy parent: Int32) {
@@ -434,66 +403,4 @@ package final class PluginWatcher: Sendable {
         return .failure(SkippedPluginFile(path: path, reason: reason))
     }
 
-    /// Takes the files of `directory` that are gone off the skipped list (a removed directory's
-    /// files, those not in the directory a link leads to now).
-    private func dropSkippedFilesGone(from directory: String) {
-        skipped.withLock { table in
-            for path in table.keys where FileSystem.join(directory, FileSystem.lastComponent(path)) == path && FileSystem.status(of: path) == nil {
-                table[path] = nil
-            }
-        }
-    }
-
-    /// Loads (or, if changed, replaces) each plugin file in `directory`.
-    private func loadAll(in directory: String) {
-        for file in (try? PluginLoader.candidates(in: directory)) ?? [] { load(file, in: directory) }
-    }
-
-    /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's
-    /// handlers come off once the new one's are on, or stay if the new one cannot be loaded.
-    /// A loaded file that has not changed stays as it is, unless `evenIfUnchanged`.
-    /// - Returns: The plugin loaded now, or the one that stays, or why the file was skipped.
-    @discardableResult
-    private func load(_ path: String, in directory: String, evenIfUnchanged: Bool = false) -> Result<LoadedPlugin, SkippedPluginFile> {
-        let status = FileSystem.status(of: path)
-        let previous = loaded.withLock { $0[path] }
-        if let previous, let status, previous.status == status, !evenIfUnchanged {
-            log(.debug, "\(path) is unchanged since it was loaded; \(previous.plugin.name) stays loaded")
-            return .success(previous.plugin)
-        }
-        switch loader.loadFile(path, in: directory, into: bus) {
-        case .success(let new):
-            self.loaded.withLock { $0[path] = LoadedFile(plugin: new.plugin, registrations: new.registrations, status: status) }
-            skipped.withLock { _ = $0.removeValue(forKey: path) }
-            log(.info, "loaded \(path): \(new.plugin.name) \(new.plugin.version), commands \(new.plugin.commands.joined(separator: ", "))")
-            if let previous { retire(previous, path: path, reason: "the file was replaced") }
-            onChange(self.catalog)
-            return .success(new.plugin)
-        case .failure(let skipped) where previous != nil:
-            log(.warning, "skipped the replacement of \(path): \(skipped.reason); the plugin loaded before keeps its commands")
-            return .failure(skipped)
-        case .failure(let skipped):
-            log(.warning, "skipped \(skipped.message)")
-            self.skipped.withLock { $0[path] = skipped }
-            return .failure(skipped)
-        }
-    }
-
-    private func unload(_ path: String, reason: String) {
-        skipped.withLock { _ = $0.removeValue(forKey: path) }
-        guard let entry = loaded.withLock({ $0.removeValue(forKey: path) }) else { return }
-        retire(entry, path: path, reason: reason)
-        onChange(catalog)
-    }
-
-    /// Takes a loaded file's handlers off the bus and retires its worker, if it has one: the
-    /// worker finishes the calls it has, then stops.
-    private func retire(_ entry: LoadedFile, path: String, reason: String) {
-        for registration in entry.registrations { registration.cancel() }
-        entry.plugin.worker?.retire(drainingFor: drain)
-        let how = entry.plugin.worker == nil
-            ? "its handlers were taken off the bus (a plugin loaded in-process stays in memory)"
-            : "its worker stops once the calls it has end (within \(drain))"
-        log(.info, "\(reason): \(path); \(how)")
-    }
 }
