@@ -30,6 +30,8 @@ package final class PluginWatcher: Sendable {
         let status: FileSystem.Status?
     }
 
+    // Not private: the file work in PluginWatcher+Files.swift, on the watching thread, reads
+    // these, down to `skipped`, and `onChange`.
     let loader: PluginLoader
     let bus: CommandBus
     let log: ServerLog
