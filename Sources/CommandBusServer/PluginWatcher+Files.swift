@@ -15,7 +15,11 @@ extension PluginWatcher {
     /// file's mode and times before it closes it): its close loads it, whole.
     func attributesChanged(_ path: String, in directory: String) {
         if let previous = loaded.withLock({ $0[path] }) {
-            guard FileSystem.status(of: path)?.modified != previous.status?.modified else {
+            let status = FileSystem.status(of: path)
+            guard status?.modified != previous.status?.modified else {
+                // The same bytes as loaded: a later read of the directory (SIGHUP, a change of its
+                // mode) finds the file unchanged, rather than tries it again and warns again.
+                loaded.withLock { $0[path] = LoadedFile(plugin: previous.plugin, registrations: previous.registrations, status: status) }
                 do { try loader.trust.check(file: path, in: directory, allowlist: nil) } catch {
                     warnNoLongerTrusted("\(path): \(error.reason)", plugins: [previous.plugin.name])
                 }

@@ -95,6 +95,7 @@ struct PluginReplacementTests {
         #expect(chmod(server.plugins.path, 0o775) == 0)
         log = await Self.log(of: server, containing: "'counter', 'fixture', 'greet-all', 'greeter' stay loaded as checked when loaded", count: 1)
         #expect(log.contains("\(server.plugins.path): plugin directory is writable by group or others (mode 775)"), "\(log.suffix(2_000))")
+        #expect(!log.contains("skipped the replacement of \(path)"), "a file whose mode alone changed is not loaded again: \(log.suffix(2_000))")
         #expect(chmod(server.plugins.path, 0o755) == 0)
         #expect(chmod(path, 0o600) == 0)
         #expect(try await runProcess("/usr/bin/python3", ["-c", "import os; os.utime('\(path)', (1, 1))"]).status == 0)
