@@ -31,6 +31,17 @@ extension PluginWatcher {
         load(path, in: directory)
     }
 
+    /// A plugin directory's own mode or owner changed, which the trust rules read for each file
+    /// in it: the files it refused are tried again, and the plugins loaded from it stay, with a
+    /// warning if the rules would now refuse the directory.
+    func directoryAttributesChanged(_ directory: String) {
+        loadAll(in: directory)
+        do { try loader.trust.check(directory: directory) } catch {
+            let plugins = loaded.withLock { table in table.filter { Self.isFile($0.key, directlyIn: directory) }.map(\.value.plugin.name) }
+            warnNoLongerTrusted("\(directory): \(error.reason)", plugins: plugins)
+        }
+    }
+
     /// Says that a trust rule now refuses what `plugins` were loaded from (`refusal`: "PATH:
     /// REASON"): they stay loaded as they were checked, and will not load again as they are.
     func warnNoLongerTrusted(_ refusal: String, plugins: [String]) {
@@ -44,10 +55,16 @@ extension PluginWatcher {
     /// files, those not in the directory a link leads to now).
     func dropSkippedFilesGone(from directory: String) {
         skipped.withLock { table in
-            for path in table.keys where FileSystem.join(directory, FileSystem.lastComponent(path)) == path && FileSystem.status(of: path) == nil {
+            for path in table.keys where Self.isFile(path, directlyIn: directory) && FileSystem.status(of: path) == nil {
                 table[path] = nil
             }
         }
+    }
+
+    /// Whether `path` names a file directly in `directory` (the watcher's tables key files by
+    /// their paths in their plugin directories).
+    static func isFile(_ path: String, directlyIn directory: String) -> Bool {
+        FileSystem.join(directory, FileSystem.lastComponent(path)) == path
     }
 
     /// Loads (or, if changed, replaces) each plugin file in `directory`.

@@ -272,14 +272,7 @@ package final class PluginWatcher: Sendable {
                     continue
                 }
                 if name.isEmpty, mask & UInt32(IN_ATTRIB) != 0, let directory = watches.withLock({ $0.directories[watch] }) {
-                    // A plugin directory's own mode or owner changed, which the trust rules read for each file in it.
-                    loadAll(in: directory)
-                    do { try loader.trust.check(directory: directory) } catch {
-                        let plugins = loaded.withLock { table in
-                            table.filter { FileSystem.join(directory, FileSystem.lastComponent($0.key)) == $0.key }.map(\.value.plugin.name)
-                        }
-                        warnNoLongerTrusted("\(directory): \(error.reason)", plugins: plugins)
-                    }
+                    directoryAttributesChanged(directory)
                     continue
                 }
                 if mask & UInt32(IN_ISDIR) != 0 {
@@ -341,7 +334,7 @@ package final class PluginWatcher: Sendable {
         guard let directory = watches.withLock({ $0.directories.removeValue(forKey: watch) }) else { return }
         inotify_rm_watch(descriptor, watch)  // a moved directory's watch would follow it
         let removed = loaded.withLock { table in
-            table.keys.filter { FileSystem.join(directory, FileSystem.lastComponent($0)) == $0 }.compactMap { path in
+            table.keys.filter { Self.isFile($0, directlyIn: directory) }.compactMap { path in
                 table.removeValue(forKey: path).map { (path, $0) }
             }
         }
@@ -376,7 +369,7 @@ package final class PluginWatcher: Sendable {
             watches.directories[new] = directory
         }
         log(.info, "plugin directory \(directory) is a symbolic link made anew; reading the directory it leads to now")
-        let gone = loaded.withLock { Array($0.keys) }.filter { FileSystem.join(directory, FileSystem.lastComponent($0)) == $0 && FileSystem.status(of: $0) == nil }
+        let gone = loaded.withLock { Array($0.keys) }.filter { Self.isFile($0, directlyIn: directory) && FileSystem.status(of: $0) == nil }
         for path in gone.sorted() { unload(path, reason: "the file is not in the directory the link leads to now") }
         dropSkippedFilesGone(from: directory)
         loadAll(in: directory)
