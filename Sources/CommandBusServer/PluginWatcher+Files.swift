@@ -9,25 +9,12 @@ extension PluginWatcher {
     /// again: the trust rules' advice for a file they refuse, `chmod go-w`, was otherwise
     /// followed by nothing until a restart or SIGHUP. A loaded file whose times changed is
     /// loaded anew, as a quarantine's advice says a `touch` does, whatever the tool (`touch`
-    /// opens the file, which makes a close event; `os.utime` does not). A loaded file whose
-    /// owner or mode alone changed stays as it is (with a warning if the trust rules would now
-    /// refuse it), and a file neither loaded nor skipped is being written (`cp -p` sets a new
-    /// file's mode and times before it closes it): its close loads it, whole.
+    /// opens the file, which makes a close event; `os.utime` does not); one whose owner or mode
+    /// alone changed stays as it is (``load(_:in:evenIfUnchanged:)`` says so). A file neither
+    /// loaded nor skipped is being written (`cp -p` sets a new file's mode and times before it
+    /// closes it): its close loads it, whole.
     func attributesChanged(_ path: String, in directory: String) {
-        if let previous = loaded.withLock({ $0[path] }) {
-            let status = FileSystem.status(of: path)
-            guard status?.modified != previous.status?.modified else {
-                // The same bytes as loaded: a later read of the directory (SIGHUP, a change of its
-                // mode) finds the file unchanged, rather than tries it again and warns again.
-                loaded.withLock { $0[path] = LoadedFile(plugin: previous.plugin, registrations: previous.registrations, status: status) }
-                do { try loader.trust.check(file: path, in: directory, allowlist: nil) } catch {
-                    warnNoLongerTrusted("\(path): \(error.reason)", plugins: [previous.plugin.name])
-                }
-                return
-            }
-        } else {
-            guard skipped.withLock({ $0[path] != nil }) else { return }
-        }
+        guard loaded.withLock({ $0[path] != nil }) || skipped.withLock({ $0[path] != nil }) else { return }
         load(path, in: directory)
     }
 
@@ -74,13 +61,18 @@ extension PluginWatcher {
 
     /// Loads a file that was written or moved in; if it replaces a loaded one, the old one's
     /// handlers come off once the new one's are on, or stay if the new one cannot be loaded.
-    /// A loaded file that has not changed stays as it is, unless `evenIfUnchanged`.
+    /// A loaded file whose bytes have not changed stays as it is, unless `evenIfUnchanged`,
+    /// even if its owner or mode did: the new ones are recorded, so that the next look finds it
+    /// unchanged, and a warning says if the trust rules would now refuse it. (Which look comes
+    /// first, the file's own event or a read of its whole directory, is a race; either way the
+    /// file is loaded anew only if its bytes, or its times, changed.)
     /// - Returns: The plugin loaded now, or the one that stays, or why the file was skipped.
     @discardableResult
     func load(_ path: String, in directory: String, evenIfUnchanged: Bool = false) -> Result<LoadedPlugin, SkippedPluginFile> {
         let status = FileSystem.status(of: path)
         let previous = loaded.withLock { $0[path] }
-        if let previous, let status, previous.status == status, !evenIfUnchanged {
+        if let previous, let status, let before = previous.status, before.hasSameContents(as: status), !evenIfUnchanged {
+            if before != status { keepLoaded(previous, at: path, in: directory, now: status) }
             log(.debug, "\(path) is unchanged since it was loaded; \(previous.plugin.name) stays loaded")
             return .success(previous.plugin)
         }
@@ -99,6 +91,14 @@ extension PluginWatcher {
             log(.warning, "skipped \(skipped.message)")
             self.skipped.withLock { $0[path] = skipped }
             return .failure(skipped)
+        }
+    }
+
+    /// Records a loaded file's new owner or mode, and warns if the trust rules would now refuse it.
+    private func keepLoaded(_ previous: LoadedFile, at path: String, in directory: String, now status: FileSystem.Status) {
+        loaded.withLock { $0[path] = LoadedFile(plugin: previous.plugin, registrations: previous.registrations, status: status) }
+        do { try loader.trust.check(file: path, in: directory, allowlist: nil) } catch {
+            warnNoLongerTrusted("\(path): \(error.reason)", plugins: [previous.plugin.name])
         }
     }
 

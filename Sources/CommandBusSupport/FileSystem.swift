@@ -62,6 +62,12 @@ package enum FileSystem {
         /// The device the inode is on: with `inode`, which file this is.
         package let device: UInt64
         package let isSymlink: Bool
+
+        /// Whether this is the file `other` was, with the bytes it had: the same inode, size and
+        /// time of last write, whatever became of its owner or mode since.
+        package func hasSameContents(as other: Status) -> Bool {
+            device == other.device && inode == other.inode && size == other.size && modified == other.modified
+        }
     }
 
     package static func status(of path: String, followingLinks: Bool = true) -> Status? {
