@@ -10,7 +10,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # libpq-dev: the shared bus's client library (the CLibPQ system-library target);
 # postgresql: a throwaway server for the shared-bus tests and benchmarks;
 # iproute2: network namespaces for the test that puts a host across a real network;
-# chromium: renders the dashboard in its tests; prometheus: promtool checks /metrics;
+# chromium: renders the dashboard in its tests; prometheus: promtool checks /metrics, and
+# a real Prometheus answers the Grafana dashboard's queries;
 # graphviz: renders `journal tree --format dot` in its test; valgrind: `scripts/bench.sh --instructions`.
 SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2 chromium prometheus graphviz valgrind)
 
