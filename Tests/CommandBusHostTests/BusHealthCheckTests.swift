@@ -12,7 +12,7 @@ extension SharedBusTests {
         let plugins = try work.subdirectory("plugins")
         try plugins.install("libGreeter.so")
         let log = work.file("host.log")
-        let waiting = try LaunchedProcess(
+        let waiting = try launchedChild(
             try TestPaths.product("cmdbus").path,
             ["serve", "--bus", "postgres://nobody@127.0.0.1:1/nothing?connect_timeout=1", "--plugins", plugins.path, "--http", "127.0.0.1:0"],
             environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,

@@ -21,7 +21,7 @@ struct DashboardTests {
             try plugins.install("libGreeter.so", "libGreetAll.so", "libFixturePlugin.so")
             for fixture in fixtures { _ = try await compileFixture(fixture, into: plugins) }
             log = work.file("serve.log")
-            process = try LaunchedProcess(
+            process = try launchedChild(
                 try TestPaths.product("cmdbus").path,
                 ["serve", "--plugins", plugins.path, "--socket", work.file("cmdbus.sock").path, "--http", "127.0.0.1:0"] + extra,
                 environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,

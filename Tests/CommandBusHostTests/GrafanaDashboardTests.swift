@@ -107,7 +107,7 @@ extension SharedBusTests {
                 static_configs: [{targets: [\(targets)]}]
             """.write(to: work.file("prometheus.yml"), atomically: true, encoding: .utf8)
         let port = try #require(Int(try await runProcess("/usr/bin/env", ["python3", "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let prometheus = try LaunchedProcess(
+        let prometheus = try launchedChild(
             "/usr/bin/prometheus",
             ["--config.file=\(work.file("prometheus.yml").path)", "--storage.tsdb.path=\(work.file("data").path)", "--web.listen-address=127.0.0.1:\(port)"],
             directory: work.path, standardOutput: .discard, standardError: .file(work.file("prometheus.log").path)

@@ -380,7 +380,7 @@ struct IsolationTests {
         #expect(run.status == 75 && run.stderr.contains("timed out after 1.0 seconds in plugin 'misbehave' (misbehave.so)"), "\(run.stderr)")
         #expect(await waitUntil(.seconds(10)) { workers().isEmpty }, "a worker outlived its host: \(workers())")
 
-        let server = try LaunchedProcess(
+        let server = try launchedChild(
             try TestPaths.product("cmdbus").path,
             ["serve", "--isolate", "--no-journal", "--plugins", directory.path, "--socket", directory.file("s.sock").path],
             environment: ["CMDBUS_REGISTRY": directory.file("registry.json").path], standardError: .discard

@@ -222,7 +222,7 @@ struct JournalCommandTests {
         let input = setup.work.file("sleeps.ndjson")
         try (0..<3).map { _ in #"{"command": "fixture.sleep", "payload": {"milliseconds": 60000}}"# }
             .joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
-        let process = try LaunchedProcess(
+        let process = try launchedChild(
             try TestPaths.product("cmdbus").path,
             (subcommand == "run" ? ["run", "fixture.sleep", "-p", "milliseconds=60000"] : ["batch", input.path])
                 + ["--plugins", setup.plugins.path, "--journal", setup.journal, "--no-probe"],
@@ -307,7 +307,7 @@ struct JournalCommandTests {
     /// Without the probe: this is about the journal, and a probe child on a loaded machine is slow.
     static func killedMidCommand(_ setup: Setup, milliseconds: Int) async throws -> String {
         let errors = setup.work.file("killed.stderr").path
-        let process = try LaunchedProcess(
+        let process = try launchedChild(
             try TestPaths.product("cmdbus").path,
             ["run", "fixture.sleep", "-p", "milliseconds=\(milliseconds)", "--journal", setup.journal, "--plugins", setup.plugins.path, "--no-probe"],
             directory: setup.work.path, standardOutput: .discard, standardError: .file(errors)

@@ -15,7 +15,7 @@ struct JournalPruneTests {
         #expect(try await setup.run("run", "greet", "-p", "name=Old").status == 0)
         #expect(try await setup.run("run", "fixture.fail", "-p", "message=old failure").status == 1)
         // One left running by a process killed mid-command: unfinished, never pruned.
-        let killed = try LaunchedProcess(
+        let killed = try launchedChild(
             try TestPaths.product("cmdbus").path,
             ["run", "fixture.sleep", "-p", "milliseconds=60000", "--journal", setup.journal, "--plugins", setup.plugins.path],
             directory: setup.work.path, standardOutput: .discard, standardError: .discard

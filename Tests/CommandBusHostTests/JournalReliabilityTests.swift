@@ -56,7 +56,7 @@ struct JournalReliabilityTests {
         // before the loop below saw the thousandth line.
         let input = try setup.batchFile(100_000, counter: "k")
         let output = setup.work.file("batch.out")
-        let process = try LaunchedProcess(
+        let process = try launchedChild(
             try TestPaths.product("cmdbus").path,
             ["batch", input, "--journal", setup.journal, "--plugins", setup.plugins.path, "--durability", durability],
             directory: setup.work.path, standardOutput: .file(output.path), standardError: .discard

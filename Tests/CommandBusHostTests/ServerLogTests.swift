@@ -12,7 +12,7 @@ struct ServerLogTests {
         try plugins.install("libGreeter.so", "libGreetAll.so")
         try await compileFixture("misbehave", into: plugins)
         let log = work.file("serve.log"), socket = work.file("s.sock").path
-        let server = try LaunchedProcess(
+        let server = try launchedChild(
             try TestPaths.product("cmdbus").path,
             ["serve", "--plugins", plugins.path, "--socket", socket, "--isolate", "--log-format", "json", "--insecure-plugins"],
             environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,

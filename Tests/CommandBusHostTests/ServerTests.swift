@@ -31,7 +31,7 @@ struct ServerTests {
             }
             let commandLine = [try TestPaths.product("cmdbus").path, "serve", "--plugins", plugins.path, "--drain", drain] + arguments
             let launched = launcher + commandLine
-            process = try LaunchedProcess(
+            process = try launchedChild(
                 launched[0], Array(launched.dropFirst()),
                 environment: environment.merging(["CMDBUS_REGISTRY": self.work.file("registry.json").path]) { mine, _ in mine },
                 directory: self.work.path,
@@ -195,7 +195,7 @@ struct ServerTests {
         let plugins = try work.subdirectory("plugins")
         try plugins.install("libGreeter.so")
         let socket = work.file("run/cmdbus/s.sock").path, log = work.file("server.log").path
-        let server = try LaunchedProcess(
+        let server = try launchedChild(
             try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--socket", socket, "--no-journal"],
             environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
             standardOutput: .discard, standardError: .file(log)
@@ -345,7 +345,7 @@ struct ServerTests {
         let input = server.work.file("sleeps.ndjson")
         try (0..<3).map { _ in #"{"command": "fixture.sleep", "payload": {"milliseconds": 60000}}"# }
             .joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
-        let batch = try LaunchedProcess(
+        let batch = try launchedChild(
             try TestPaths.product("cmdbus").path, ["batch", input.path, "--connect", server.socket],
             directory: server.work.path, standardOutput: .discard, standardError: .discard
         )
@@ -486,7 +486,7 @@ struct ServerTests {
         let plugins = try work.subdirectory("plugins")
         _ = try await compileFixture("hang_entry", into: plugins, as: "libHang.so")
         let socket = work.file("s.sock").path
-        let server = try LaunchedProcess(
+        let server = try launchedChild(
             try TestPaths.product("cmdbus").path, ["serve", "--plugins", plugins.path, "--socket", socket, "--probe-timeout", "60"],
             environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,
             standardOutput: .discard, standardError: .file(work.file("server.log").path)
@@ -742,7 +742,7 @@ struct ServerTests {
     func ctrlCOnAConnectedRunCancelsOnTheServer() async throws {
         let server = try await Server()
         defer { server.work.remove() }
-        let client = try LaunchedProcess(
+        let client = try launchedChild(
             try TestPaths.product("cmdbus").path, ["run", "fixture.sleep", "-p", "milliseconds=60000", "--connect=\(server.socket)"],
             standardOutput: .discard, standardError: .discard
         )

@@ -102,7 +102,7 @@ final class BusHostProcess: @unchecked Sendable {
         let arguments = ["serve", "--bus", bus, "--plugins", directory.path, "--lease", lease, "--drain", drain] + extra
         // `ip netns exec` execs the host: the process is the host itself.
         let (executable, command) = namespace.map { ("/usr/sbin/ip", ["netns", "exec", $0, cmdbus] + arguments) } ?? (cmdbus, arguments)
-        process = try LaunchedProcess(
+        process = try launchedChild(
             executable, command, environment: environment.merging(["CMDBUS_REGISTRY": work.file("registry.json").path]) { mine, _ in mine }, directory: work.path,
             standardOutput: .discard, standardError: .file(log.path)
         )

@@ -415,7 +415,7 @@ struct SharedBusTests {
         try plugins.install("libGreeter.so")
         let log = work.file("host.log")
         let output: @Sendable () -> String = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
-        let host = try LaunchedProcess(
+        let host = try launchedChild(
             try TestPaths.product("cmdbus").path,
             ["serve", "--bus", "postgres://127.0.0.1:1/nothing?connect_timeout=2", "--plugins", plugins.path],
             environment: ["CMDBUS_REGISTRY": work.file("registry.json").path], directory: work.path,

@@ -194,6 +194,41 @@ func waitUntil(_ timeout: Duration = .seconds(60), _ condition: @Sendable () -> 
 /// The servers of one kind that tests started and have not stopped: each test stops what an
 /// earlier, failed one left, so none outlives the test process (a deferred async stop may not
 /// run before it exits).
+/// Starts a child as ``LaunchedProcess`` does, and kills it when this process exits if it still
+/// runs then. A test's cleanup put in a `Task` by a `defer` never runs after the run's last
+/// test, and a failed `#require` skips the cleanup after it: hosts of the shared bus went on
+/// claiming from the test cluster after the run ended, and `cmdbus serve`s on waiting.
+func launchedChild(
+    _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: String? = nil,
+    standardOutput: LaunchedProcess.Output = .inherit, standardError: LaunchedProcess.Output = .inherit
+) throws(LaunchFailure) -> LaunchedProcess {
+    let child = try LaunchedProcess(
+        executable, arguments, environment: environment, directory: directory, standardOutput: standardOutput, standardError: standardError
+    )
+    ChildrenKilledAtExit.add(child)
+    return child
+}
+
+/// The children ``launchedChild(_:_:environment:directory:standardOutput:standardError:)``
+/// started: those still running when this process exits get SIGKILL (an ended one's id is not
+/// signalled, so no other process's is).
+enum ChildrenKilledAtExit {
+    private static let children = Mutex<[LaunchedProcess]>([])
+    private static let killAtExit: Void = { atexit { ChildrenKilledAtExit.killTheRunningOnes() } }()
+
+    static func add(_ child: LaunchedProcess) {
+        _ = killAtExit
+        children.withLock { children in
+            children.removeAll { !$0.isRunning }
+            children.append(child)
+        }
+    }
+
+    private static func killTheRunningOnes() {
+        for child in children.withLock({ $0 }) { child.send(SIGKILL) }
+    }
+}
+
 final class StartedProcesses<Server: AnyObject & Sendable>: Sendable {
     private let servers = Mutex<[Server]>([])
 
