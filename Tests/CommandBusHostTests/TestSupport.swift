@@ -191,9 +191,6 @@ func waitUntil(_ timeout: Duration = .seconds(60), _ condition: @Sendable () -> 
     return condition()
 }
 
-/// The servers of one kind that tests started and have not stopped: each test stops what an
-/// earlier, failed one left, so none outlives the test process (a deferred async stop may not
-/// run before it exits).
 /// Starts a child as ``LaunchedProcess`` does, and kills it when this process exits if it still
 /// runs then. A test's cleanup put in a `Task` by a `defer` never runs after the run's last
 /// test, and a failed `#require` skips the cleanup after it: hosts of the shared bus went on
@@ -229,6 +226,9 @@ enum ChildrenKilledAtExit {
     }
 }
 
+/// The servers of one kind that tests started and have not stopped: each test stops what an
+/// earlier, failed one left (a deferred async stop may not run before the test process exits;
+/// after the run's last test, ``ChildrenKilledAtExit`` ends what is left).
 final class StartedProcesses<Server: AnyObject & Sendable>: Sendable {
     private let servers = Mutex<[Server]>([])
 
