@@ -64,6 +64,18 @@ struct GrafanaDashboardTests {
         }
         let titles = charts.compactMap { $0["title"] as? String }
         #expect(Set(titles).count == titles.count, "titles are unique: \(titles)")
+        // Laid out as drawn: within Grafana's 24 columns, and no panel over another.
+        var taken: [String: String] = [:]
+        for panel in panels {
+            let title = panel["title"] as? String ?? "?", grid = panel["gridPos"] as? [String: Int] ?? [:]
+            let (x, y, width, height) = (grid["x"] ?? -1, grid["y"] ?? -1, grid["w"] ?? 0, grid["h"] ?? 0)
+            #expect(x >= 0 && y >= 0 && width > 0 && height > 0 && x + width <= 24, "\(title) is placed: \(grid)")
+            for column in max(x, 0)..<max(x + width, 0) {
+                for row in max(y, 0)..<max(y + height, 0) {
+                    if let other = taken.updateValue(title, forKey: "\(column),\(row)") { Issue.record("\(title) covers \(other)") }
+                }
+            }
+        }
 
         let readme = try String(contentsOf: TestPaths.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
         let metricsTable = try #require(readme.components(separatedBy: "### Metrics").dropFirst().first?.components(separatedBy: "\n\n").prefix(3).joined())
