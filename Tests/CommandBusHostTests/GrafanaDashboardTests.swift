@@ -45,14 +45,15 @@ struct GrafanaDashboardTests {
         return try #require(try JSONSerialization.jsonObject(with: Data(answer.stdout.utf8)) as? [[String: Any]], "\(answer.stderr)")
     }
 
-    /// The dashboard is one Grafana imports (a datasource chosen at import, a host and a
-    /// command to filter by), each panel says what it shows and what to do, and names only
-    /// metrics /metrics serves, as the README's table lists them.
+    /// The dashboard is one Grafana imports (the Prometheus it reads, a host and a command name
+    /// chosen at its top, with nothing to fill in at import), each panel says what it shows and
+    /// what to do, and names only metrics /metrics serves, as the README's table lists them.
     @Test func theDashboardIsWholeAndNamesOnlyServedMetrics() throws {
         let dashboard = try jsonObject(try String(contentsOf: Self.file, encoding: .utf8))
         #expect(dashboard["uid"] as? String == "cmdbus-overview" && dashboard["title"] as? String == "cmdbus")
         let variables = ((dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
         #expect(variables == ["datasource", "instance", "command"])
+        #expect(dashboard["__inputs"] == nil, "every datasource is the variable's, so an import asks for none")
         let panels = try #require(dashboard["panels"] as? [[String: Any]])
         let charts = panels.filter { $0["type"] as? String != "row" }
         #expect(charts.count >= 20)
