@@ -64,8 +64,7 @@ extension SharedBusTests {
         // The dashboard's queue row offers it while something waits, and its API does it.
         #expect(try await Self.bus(database.url, "bus", "pause", "fixture.sleep").status == 0)
         #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
-        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: host.output))
         let page = try await DashboardTests.browse(
             url + "/#/hosts", waitFor: "[...document.querySelectorAll('main button')].some(b => b.textContent === 'Cancel waiting')", shot: "bus-cancel-waiting.png"
         )

@@ -21,7 +21,7 @@ extension SharedBusTests {
         defer { waiting.send(SIGKILL) }
         @Sendable func logged() -> String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
         #expect(await waitUntil(.seconds(30)) { logged().contains("waiting for the bus") })
-        let dashboard = try #require(Self.dashboardURL(in: logged()), "\(logged())")
+        let dashboard = try #require(dashboardURL(in: logged()), "\(logged())")
         #expect(try await Self.get(dashboard + "/readyz") == (503, "not ready: waiting for the bus: this host has not joined it yet\n"))
         #expect(try await Self.get(dashboard + "/healthz") == (200, "ok\n"))
         #expect(try await Self.get(dashboard + "/metrics").status == 200)
@@ -31,15 +31,9 @@ extension SharedBusTests {
         let database = try await SharedBusDatabase()
         defer { Task { await database.drop() } }
         let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"], extra: ["--http", "127.0.0.1:0"])
-        let joined = try #require(Self.dashboardURL(in: host.output), "\(host.output)")
+        let joined = try #require(dashboardURL(in: host.output), "\(host.output)")
         #expect(try await Self.get(joined + "/readyz") == (200, "ready\n"))
         await host.stop()
-    }
-
-    /// The dashboard's address a host logged (`dashboard on http://127.0.0.1:PORT/ …`).
-    static func dashboardURL(in log: String) -> String? {
-        guard let line = log.split(separator: "\n").first(where: { $0.contains("dashboard on ") }) else { return nil }
-        return line.split(separator: " ").first { $0.hasPrefix("http://") }.map { String($0.dropLast()) }
     }
 
     /// A GET from Python's standard library: the status and the body.

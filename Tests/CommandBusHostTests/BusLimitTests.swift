@@ -48,8 +48,7 @@ extension SharedBusTests {
         let status = try await Self.bus(database.url, "bus", "status")
         #expect(status.stdout.contains("  fixture.sleep (at most 3 at once): "), "\(status.stdout)")
         #expect(status.stdout.contains("  limit: fixture.sleep: at most 3 at once across the bus, set "), "\(status.stdout)")
-        let line = try #require(watched.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: watched.output))
         let metrics = try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url + "/metrics"]).stdout
         #expect(metrics.contains(#"cmdbus_bus_limit{command="fixture.sleep"} 3"#), "\(metrics)")
         #expect(try await mostAtOnce() == 3)

@@ -37,8 +37,7 @@ extension SharedBusTests {
         #expect(status.stdout.split(separator: "\n").first?.hasSuffix(", 2 pending, 0 scheduled, 1 paused name") == true, "\(status.stdout)")
         let json = try jsonObject(try await Self.bus(database.url, "bus", "status", "--json").stdout)
         #expect((json["paused"] as? [[String: Any]])?.map { $0["command"] as? String } == ["greet"])
-        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: host.output))
         let metrics = try await DashboardTests.http("GET", url + "/metrics").body
         #expect(metrics.contains(#"cmdbus_bus_paused{command="greet"} 1"#))
 

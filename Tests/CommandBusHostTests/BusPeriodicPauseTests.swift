@@ -33,8 +33,7 @@ extension SharedBusTests {
         #expect(try await slots() == before, "paused: nothing posted")
         let listed = try await Self.bus(database.url, "bus", "periodic").stdout
         #expect(listed.hasPrefix("tick: posts fixture.whoami every 1s, paused ") && !listed.contains("next in"), "\(listed)")
-        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: host.output))
         let metrics = try await DashboardTests.http("GET", url + "/metrics").body
         #expect(metrics.contains(#"cmdbus_bus_periodic_paused{periodic="tick"} 1"#), "\(metrics)")
         #expect(!metrics.contains(#"cmdbus_bus_periodic_next_due_seconds{periodic="tick"}"#), "a paused entry is not overdue")

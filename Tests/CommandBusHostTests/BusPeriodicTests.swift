@@ -40,8 +40,7 @@ extension SharedBusTests {
         #expect(Int(posters.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 >= 1)
         let status = try await Self.bus(database.url, "bus", "status")
         #expect(status.stdout.contains("  periodic: tick: posts fixture.whoami every 1s, "), "\(status.stdout)")
-        let line = try #require(first.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: first.output))
         let metrics = try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url + "/metrics"]).stdout
         #expect(metrics.contains(#"cmdbus_bus_periodic_posted_total{periodic="tick"} "#), "\(metrics)")
         #expect(metrics.contains(#"cmdbus_bus_periodic_next_due_seconds{periodic="tick"} "#), "\(metrics)")

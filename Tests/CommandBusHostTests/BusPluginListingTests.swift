@@ -39,8 +39,7 @@ extension SharedBusTests {
         #expect(differences.count == 1 && differences.first?["plugin"] as? String == "bonjour")
 
         // The dashboard's hosts page says so above its tables.
-        let line = try #require(first.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: first.output))
         let page = try await DashboardTests.browse(
             url + "/#/hosts", waitFor: "(document.querySelector('.alert') || {}).textContent?.includes(\"plugin 'bonjour' differs\")", shot: "bus-hosts-differ.png"
         )

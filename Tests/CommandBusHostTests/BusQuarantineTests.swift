@@ -57,8 +57,7 @@ extension SharedBusTests {
         let database = try await SharedBusDatabase()
         let host = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("misbehave", [])], extra: ["--isolate", "--http", "127.0.0.1:0"])
         defer { Task { await host.stop(); await database.drop() } }
-        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: host.output))
         func quarantineAndQueue(_ count: Int) async throws {
             for _ in 0..<3 {
                 #expect(try await Self.bus(database.url, "run", "bad.segv", "{}").status != 0)

@@ -51,8 +51,7 @@ extension SharedBusTests {
         #expect(try await Self.bus(database.url, "batch", "--no-wait", lines.path).status == 0)
         let status = try await Self.bus(database.url, "bus", "status")
         #expect(status.stdout.contains("  fixture.sleep (paused) (at most 3 starts in any 0.7 s): "), "\(status.stdout)")
-        let line = try #require(watched.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: watched.output))
         let metrics = try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url + "/metrics"]).stdout
         #expect(metrics.contains(#"cmdbus_bus_rate_limit_starts{command="fixture.sleep"} 3"#), "\(metrics)")
         #expect(metrics.contains(#"cmdbus_bus_rate_limit_period_seconds{command="fixture.sleep"} 0.7"#), "\(metrics)")

@@ -30,8 +30,7 @@ struct DashboardTests {
             Self.started.add(self)
             let ready = await waitUntil(.seconds(60)) { self.output.contains("serving on") || !self.process.isRunning }
             try #require(ready && process.isRunning, "the server did not start: \(output)")
-            let line = try #require(output.split(separator: "\n").first { $0.contains("dashboard on ") })
-            url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+            url = try #require(dashboardURL(in: output))
         }
 
         var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }

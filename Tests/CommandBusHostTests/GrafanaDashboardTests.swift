@@ -101,12 +101,10 @@ extension SharedBusTests {
         await BusHostProcess.stopAll()
         let local = try await ServerTests.Server(arguments: ["--isolate", "--http", "127.0.0.1:0"])
         defer { local.work.remove() }
-        let localLine = try #require(try String(contentsOf: local.work.file("server.log"), encoding: .utf8).split(separator: "\n").first { $0.contains("dashboard on ") })
-        let localURL = String(localLine.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let localURL = try #require(dashboardURL(in: try String(contentsOf: local.work.file("server.log"), encoding: .utf8)))
         let database = try await SharedBusDatabase()
         let host = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so", "libFixturePlugin.so"], extra: ["--http", "127.0.0.1:0"])
-        let hostLine = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let hostURL = String(hostLine.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let hostURL = try #require(dashboardURL(in: host.output))
         #expect(try await SharedBusTests.bus(database.url, "bus", "periodic", "greet", #"{"name":"Ada"}"#, "--every", "1h").status == 0)
         #expect(try await SharedBusTests.bus(database.url, "bus", "limit", "fixture.sleep", "4").status == 0)
 

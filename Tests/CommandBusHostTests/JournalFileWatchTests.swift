@@ -11,8 +11,8 @@ struct JournalFileWatchTests {
         defer { server.work.remove() }
         let log: @Sendable () -> String = { [path = server.log] in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
         var dashboard: String?
-        _ = await waitUntil(.seconds(30)) { SharedBusTests.dashboardURL(in: log()) != nil }
-        dashboard = SharedBusTests.dashboardURL(in: log())
+        _ = await waitUntil(.seconds(30)) { dashboardURL(in: log()) != nil }
+        dashboard = dashboardURL(in: log())
         let readyz = try #require(dashboard, "\(log())") + "/readyz"
         let sent = try await cmdbus(["run", "greet", "-p", "name=Ada", "--connect=\(server.socket)"])
         #expect(sent.status == 0, "\(sent.stderr)")

@@ -476,8 +476,7 @@ struct PluginReplacementTests {
         let server = try await ServerTests.Server(arguments: ["--http", "127.0.0.1:0"])
         defer { server.work.remove() }
         let started = await Self.log(of: server, containing: "dashboard on ", count: 1)
-        let line = try #require(started.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast()) + "/metrics"
+        let url = try #require(dashboardURL(in: started)) + "/metrics"
         let images = { @Sendable () async throws -> [String] in
             let scrape = try await runProcess("/usr/bin/env", ["python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url])
             return scrape.stdout.split(separator: "\n").filter { $0.hasPrefix("cmdbus_plugin_image") }.map(String.init)

@@ -79,8 +79,7 @@ struct SharedBusTests {
         let database = try await SharedBusDatabase()
         let watched = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so", "libGreetAll.so"], extra: ["--http", "127.0.0.1:0"])
         let other = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
-        let line = try #require(watched.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let url = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast())
+        let url = try #require(dashboardURL(in: watched.output))
         let sent = try await Self.bus(database.url, "run", "greet-all", "-p", #"names=["Ada"]"#)
         #expect(sent.status == 0, "\(sent.stderr)")
         // A command that waits: due in five minutes, posted without waiting for it; it stays pending.
@@ -472,8 +471,7 @@ struct SharedBusTests {
         let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--http", "127.0.0.1:0"])
         defer { Task { await host.stop(); await database.drop() } }
         #expect(await waitUntil(.seconds(30)) { host.output.contains("dashboard on ") })
-        let line = try #require(host.output.split(separator: "\n").first { $0.contains("dashboard on ") })
-        let metricsURL = String(line.split(separator: " ").first { $0.hasPrefix("http://") }!.dropLast()) + "/metrics"
+        let metricsURL = try #require(dashboardURL(in: host.output)) + "/metrics"
         let runs = host.work.file("runs.txt")
         async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "milliseconds=8000")
         #expect(await waitUntil(.seconds(30)) { Self.lines(runs).count == 1 })

@@ -191,6 +191,13 @@ func waitUntil(_ timeout: Duration = .seconds(60), _ condition: @Sendable () -> 
     return condition()
 }
 
+/// The dashboard's address a `cmdbus serve --http` logged (`dashboard on http://127.0.0.1:PORT/ …`),
+/// once it has.
+func dashboardURL(in log: String) -> String? {
+    guard let line = log.split(separator: "\n").first(where: { $0.contains("dashboard on ") }) else { return nil }
+    return line.split(separator: " ").first { $0.hasPrefix("http://") }.map { String($0.dropLast()) }
+}
+
 /// Starts a child as ``LaunchedProcess`` does, and kills it when this process exits if it still
 /// runs then. A test's cleanup put in a `Task` by a `defer` never runs after the run's last
 /// test, and a failed `#require` skips the cleanup after it: hosts of the shared bus went on
