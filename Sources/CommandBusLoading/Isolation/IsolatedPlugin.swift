@@ -1,5 +1,4 @@
 import CommandBusSupport
-import CCommandBusABI
 import CommandBus
 import Dispatch
 import Synchronization
@@ -9,7 +8,6 @@ import FoundationEssentials
 import Foundation
 #endif
 import Glibc
-import CLinux
 
 /// A plugin whose handlers run in a worker process (`--isolate`): a crash there fails the
 /// commands in flight with `pluginCrashed`, and the host carries on.
@@ -23,7 +21,7 @@ public final class IsolatedPlugin: Sendable {
     /// The `cmdbus` binary that runs `plugins worker FILE`.
     package let executable: String
     /// Where the worker's command-less log lines go.
-    private let log: PluginLog
+    let log: PluginLog
     /// The SHA-256 `plugins.lock` lists for the file, which each worker checks on its copy.
     private let hash: String?
     package static let crashLimit = 3
@@ -68,7 +66,7 @@ public final class IsolatedPlugin: Sendable {
         package var reachedWorker = true
     }
 
-    private struct State {
+    struct State {
         var lifecycle = WorkerLifecycle<RunningWorker>(crashLimit: IsolatedPlugin.crashLimit, crashWindow: IsolatedPlugin.crashWindow)
         var nextID: UInt64 = 1
         var pending: [UInt64: Pending] = [:]
@@ -81,7 +79,7 @@ public final class IsolatedPlugin: Sendable {
     }
 
     /// Why the host kills a worker, for the calls it still runs.
-    private struct Kill {
+    struct Kill {
         /// What the calls hear.
         var reason: String
         /// What the worker was stopped for.
@@ -98,7 +96,7 @@ public final class IsolatedPlugin: Sendable {
     }
 
     /// What the host stops a worker for.
-    private enum KillCause {
+    enum KillCause {
         /// The host stops (or was asked to stop the worker).
         case hostStopping
         /// The plugin's file was removed or replaced.
@@ -107,7 +105,7 @@ public final class IsolatedPlugin: Sendable {
         case call(UInt64)
     }
 
-    private let state = Mutex(State())
+    let state = Mutex(State())
     private let timesRunAgain = Atomic<Int>(0)
 
     package init(path: String, executable: String, log: PluginLog, hash: String? = nil) {
@@ -131,7 +129,7 @@ public final class IsolatedPlugin: Sendable {
     }
 
     /// The quarantine handler, if `update` (a change of the lifecycle, in the lock) quarantined the plugin.
-    private func quarantining<T>(_ state: inout State, _ update: (inout State) -> T) -> (T, (@Sendable () -> Void)?) {
+    func quarantining<T>(_ state: inout State, _ update: (inout State) -> T) -> (T, (@Sendable () -> Void)?) {
         let before = state.lifecycle.quarantine
         let result = update(&state)
         return (result, before == nil && state.lifecycle.quarantine != nil ? state.onQuarantine : nil)
@@ -195,7 +193,7 @@ public final class IsolatedPlugin: Sendable {
             }
         case .start:
             DetachedThread.start { [self] in
-                let launched = launch()
+                let launched = WorkerLauncher(executable: executable, file: path, hash: hash).launch()
                 let now = ContinuousClock.now
                 let (waiters, quarantined) = state.withLock { state in
                     quarantining(&state) { state in
@@ -215,80 +213,6 @@ public final class IsolatedPlugin: Sendable {
                 for other in [waiter] + waiters { other(result) }
             }
         }
-    }
-
-    /// Spawns a worker and waits (at most ``startDeadline``) for it to say what it loaded.
-    private func launch() -> Result<(pid_t, RunningWorker), PluginLoadFailure> {
-        var sockets: [Int32] = [0, 0]
-        // Close-on-exec, so other children never inherit a worker's socket (its EOF must mean it died);
-        // the dup2 onto descriptor 3 in the worker's own spawn clears the flag on its end there.
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &sockets) == 0 else {
-            return .failure(.init("cannot make a socketpair for its worker"))
-        }
-        // Where a crashing worker names the call that crashed it, close-on-exec for the same
-        // reason, and never blocking: a child the plugin started may hold the worker's end.
-        var culprit: [Int32] = [0, 0]
-        guard pipe2(&culprit, O_CLOEXEC | O_NONBLOCK) == 0 else {
-            close(sockets[0]); close(sockets[1])
-            return .failure(.init("cannot make a pipe for its worker"))
-        }
-        guard let pid = ChildProcess.spawn(
-            executable, ChildProcessRole.worker(file: path, hash: hash).arguments,
-            passing: [(sockets[1], PluginWorker.channelDescriptor), (culprit[1], PluginWorker.culpritDescriptor)],
-            closing: [sockets[0], culprit[0]], extraEnvironment: ["SWIFT_BACKTRACE=enable=no"]
-        ) else {
-            for descriptor in sockets + culprit { close(descriptor) }
-            return .failure(.init("cannot start a worker (\(executable))"))
-        }
-        close(sockets[1])
-        close(culprit[1])
-        var timeout = timeval(tv_sec: Int(Self.startDeadline.components.seconds), tv_usec: 0)
-        setsockopt(sockets[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let channel = FrameChannel(descriptor: sockets[0])
-        let first = channel.receive()
-        var none = timeval(tv_sec: 0, tv_usec: 0)
-        setsockopt(sockets[0], SOL_SOCKET, SO_RCVTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
-        guard let first, first.kind == .ready,
-              let description = try? JSONDecoder().decode(PluginDescription.self, from: Data(first.body)) else {
-            let reason: String
-            if let first, first.kind == .loadFailed {
-                reason = String(decoding: first.body, as: UTF8.self)
-                _ = ending(of: pid)
-            } else {
-                // It answered nothing useful within the deadline: make sure it is gone before reaping it.
-                kill(pid, SIGKILL)
-                reason = "its worker \(ending(of: pid)) while loading"
-            }
-            channel.close()
-            close(culprit[0])
-            return .failure(.init(reason))
-        }
-        guard let reader = WorkerReader(channel: channel) else {
-            kill(pid, SIGKILL)
-            _ = ending(of: pid)
-            channel.close()
-            close(culprit[0])
-            return .failure(.init("cannot make a pipe to watch its worker"))
-        }
-        return .success((pid, RunningWorker(pid: pid, reader: reader, description: description, culprit: culprit[0])))
-    }
-
-    /// The call whose plugin code crashed `worker`, which has died, if it named one; closes
-    /// the pipe it would have named it on.
-    private func culprit(of worker: RunningWorker) -> UInt64? {
-        defer { close(worker.culprit) }
-        var id: UInt64 = 0
-        // The worker has been reaped, so what it wrote is there; the pipe does not block.
-        let got = read(worker.culprit, &id, MemoryLayout<UInt64>.size)
-        return got == MemoryLayout<UInt64>.size && id != 0 ? id : nil
-    }
-
-    /// How a worker process ended, for messages: "crashed with SIGSEGV", "exited with status 1".
-    private func ending(of pid: pid_t) -> String {
-        var status: Int32 = 0
-        guard waitpid(pid, &status, 0) == pid else { return "ended" }
-        let signal = status & 0x7F
-        return signal == 0 ? "exited with status \((status >> 8) & 0xFF)" : "crashed with \(ChildProcess.signalName(signal))"
     }
 
     // MARK: Calling
@@ -391,7 +315,7 @@ public final class IsolatedPlugin: Sendable {
 
     /// Stops a retired plugin's worker if no call is out. Decided in the lock ``call(_:on:index:payload:context:answer:)``
     /// takes, so a call is either made before the worker stops or finds it stopped.
-    private func stopIfIdle() {
+    func stopIfIdle() {
         let idle = state.withLock { state -> pid_t? in
             guard state.stopsWhenIdle, state.pending.isEmpty, let pid = state.lifecycle.running?.pid else { return nil }
             state.lifecycle.killing(pid: pid)
@@ -420,109 +344,5 @@ public final class IsolatedPlugin: Sendable {
             if state.kills[pid] == nil { state.kills[pid] = Kill(reason: reason, cause: cause) }
         }
         kill(pid, SIGKILL)
-    }
-
-    // MARK: Reading
-
-    /// The watcher thread of one worker (see ``WorkerReader``), until the worker ends.
-    private func watch(_ worker: RunningWorker) {
-        worker.reader.watch(callsOut: { state.withLock { !$0.pending.isEmpty } }) { frame in handle(frame, from: worker) }
-        workerDied(worker)
-    }
-
-    /// One frame from a worker, on whichever thread read it: answers, subcommands, events and logs.
-    private func handle(_ frame: WorkerFrame, from worker: RunningWorker) {
-        let channel = worker.channel
-        switch frame.kind {
-        case .complete, .canHandleAnswer:
-            let (call, retired) = state.withLock { state in (state.pending.removeValue(forKey: frame.id), state.stopsWhenIdle) }
-            call?.answer(frame.status, frame.body)
-            if retired { stopIfIdle() }
-        case .send:
-            forward(frame, channel: channel)
-        case .envelope:
-            let envelope = state.withLock { $0.pending[frame.parent]?.context?.envelope }
-            if let envelope, let json = try? JSONEncoder().encode(envelope) {
-                channel.send(.reply, id: frame.id, status: Int32(CMDBUS_OK.rawValue), body: json)
-            } else {
-                channel.send(.reply, id: frame.id, status: Int32(CMDBUS_FAILED.rawValue), body: "envelope: unknown or completed call".utf8)
-            }
-        case .emit:
-            state.withLock { $0.pending[frame.id]?.context }?.emit(frame.name, payload: Data(frame.body))
-        case .progress:
-            let numbers = String(decoding: frame.body, as: UTF8.self).split(separator: " ").compactMap { Int($0) }
-            if numbers.count == 2 { state.withLock { $0.pending[frame.id]?.context }?.progress(done: numbers[0], total: numbers[1]) }
-        case .log:
-            let level = LogLevel.allCases.indices.contains(Int(frame.status)) ? LogLevel.allCases[Int(frame.status)] : .info
-            let message = String(decoding: frame.body, as: UTF8.self)
-            if let context = state.withLock({ $0.pending[frame.id]?.context }) {
-                context.log(level, message)
-            } else {
-                log(level, message)
-            }
-        default:
-            break
-        }
-    }
-
-    private func forward(_ frame: WorkerFrame, channel: FrameChannel) {
-        guard let context = state.withLock({ $0.pending[frame.parent]?.context }) else {
-            channel.send(WorkerFrame(kind: .reply, id: frame.id, status: Int32(CMDBUS_FAILED.rawValue), body: Array("send: unknown parent call".utf8)))
-            return
-        }
-        let name = frame.name, payload = Data(frame.body), id = frame.id
-        Task {
-            do throws(CommandBusError) {
-                let result = try await context.send(name: name, payload: payload)
-                channel.send(WorkerFrame(kind: .reply, id: id, status: Int32(CMDBUS_OK.rawValue), body: Array(result)))
-            } catch {
-                channel.send(WorkerFrame(kind: .reply, id: id, status: ABIStatus.status(for: error), body: Array(error.message.utf8)))
-            }
-        }
-    }
-
-    /// Fails every call in flight with the way the worker ended, and counts the crash. The calls
-    /// that did nothing to end it (the host stopped it for another call, or another call's
-    /// code crashed it) fail as ones that may run again (``stoppedForAnotherStatus``).
-    private func workerDied(_ worker: RunningWorker) {
-        let pid = worker.pid
-        let how = ending(of: pid)
-        let culprit = culprit(of: worker)
-        let now = ContinuousClock.now
-        let ((orphans, end, kill), quarantined) = state.withLock { state in
-            quarantining(&state) { state -> ([UInt64: Pending], WorkerLifecycle<RunningWorker>.Ending, Kill?) in
-                let orphans = state.pending.filter { $0.value.pid == pid }
-                for id in orphans.keys { state.pending[id] = nil }
-                return (orphans, state.lifecycle.ended(pid: pid, now: now, how: how), state.kills.removeValue(forKey: pid))
-            }
-        }
-        var toRunAgain = 0
-        for (id, call) in orphans {
-            if !call.reachedWorker {
-                toRunAgain += 1
-                call.answer(Self.stoppedForAnotherStatus, Array("its worker is gone".utf8))
-                continue
-            }
-            switch end {
-            case .killedOnPurpose:
-                let reason = kill?.reason ?? "its worker was stopped by the host"
-                let runsAgain = kill?.mayRunAgain(id) == true
-                if runsAgain { toRunAgain += 1 }
-                call.answer(runsAgain ? Self.stoppedForAnotherStatus : Self.crashedStatus, Array(reason.utf8))
-            case .crashed:
-                if let culprit, culprit != id {
-                    toRunAgain += 1
-                    call.answer(Self.stoppedForAnotherStatus, Array("its worker \(how) while running another command".utf8))
-                } else {
-                    call.answer(Self.crashedStatus, Array("its worker \(how)".utf8))
-                }
-            }
-        }
-        if case .crashed(let quarantine) = end {
-            let again = toRunAgain > 0 ? ", \(toRunAgain) of them as ones to run again" : ""
-            log(.warning, "worker \(pid) for \(FileSystem.lastComponent(path)) \(how); \(counted(orphans.count, "call")) in flight failed\(again)")
-            if let quarantine { log(.warning, "\(FileSystem.lastComponent(path)) \(quarantine)") }
-        }
-        quarantined?()
     }
 }
