@@ -95,7 +95,7 @@ enum JournalCommand {
     }
 
     /// The journal replay and undo read: the bus with `--bus`, else the local file; and how to name it.
-    private static func readableJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> (journal: any Journal, location: String) {
+    static func readableJournal(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> (journal: any Journal, location: String) {
         if try ConnectionOptions(arguments).bus != nil {
             let bus = try busJournal(arguments)
             return (bus, "the bus at \(bus.location)")
@@ -105,98 +105,8 @@ enum JournalCommand {
     }
 
     /// A session with the plugins and the journal the options name.
-    private static func session(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) -> HostSession {
+    static func session(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) -> HostSession {
         try await HostSession.start(plugins: try PluginOptions(arguments), journal: try JournalOptions(arguments), console: console, reportSkipped: true)
-    }
-
-    private static func list(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        guard operands.isEmpty else { throw .usage("'cmdbus journal list' takes no operands") }
-        let journal = try existingJournal(arguments)
-        try await printList(try listQuery(arguments), arguments, console) { query throws(HostFailure) in
-            do throws(CommandBusError) { return try await journal.records(query) } catch { throw .journal(error) }
-        }
-    }
-
-    /// `--state` and `--command` as a query.
-    static func listQuery(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> JournalQuery {
-        var states: Set<CommandState> = []
-        // Repeated, or as one list (`--state pending,running`, as the dashboard's filter writes it).
-        for name in arguments.all("state").flatMap({ $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }) {
-            guard let state = CommandState(rawValue: name) else {
-                throw .usage("--state takes one of \(CommandState.allCases.map(\.rawValue).joined(separator: ", ")), got \(quoted(name))")
-            }
-            states.insert(state)
-        }
-        var query = JournalQuery(states: states, commandName: arguments.value("command"))
-        if let since = arguments.value("since") { query.createdSince = try listedSince(since) }
-        return query
-    }
-
-    /// `list --since`: an age with its unit (`1h`: created in the last hour) or a time, as
-    /// `replay --since` reads one (ISO 8601, or seconds since 1970).
-    static func listedSince(_ text: String, now: Date = .now) throws(HostFailure) -> Date {
-        if text.last?.isLetter == true, let age = ArgumentSpec.Parsed.seconds(in: text) { return now.addingTimeInterval(-age) }
-        if let time = ReplayBound(time: text)?.start { return time }
-        throw .usage("--since takes an age with its unit (90s, 30m, 1h, 7d) or a time (ISO 8601, or seconds since 1970), got \(quoted(text))")
-    }
-
-    /// How many entries `journal list` reads at a time.
-    static let listPageSize = 1_000
-
-    /// Prints the entries `query` selects, oldest first, as lines or `--json`, reading them with
-    /// `read`: with `--limit N` the newest N in one read; without, a page at a time, so a
-    /// journal of millions of entries is never held whole, and a reader that stops (`| head`)
-    /// or a stdout that fails stops the reading.
-    static func printList(
-        _ query: JournalQuery, _ arguments: ArgumentSpec.Parsed, _ console: Console,
-        read: (JournalQuery) async throws(HostFailure) -> [JournalRecord]
-    ) async throws(HostFailure) {
-        let json = arguments.has("json")
-        var printed = 0
-        func print(_ records: some Sequence<JournalRecord>) {
-            var bytes: [UInt8] = []
-            for record in records {
-                if json {
-                    bytes.append(printed == 0 ? UInt8(ascii: "[") : UInt8(ascii: ","))
-                    record.json.write(into: &bytes)
-                } else {
-                    bytes += listLine(record).utf8
-                    bytes.append(UInt8(ascii: "\n"))
-                }
-                printed += 1
-            }
-            if !bytes.isEmpty { console.out(bytes: bytes) }
-        }
-        if let limit = try arguments.positiveInteger("limit") {
-            var newest = query
-            newest.limit = limit
-            newest.newestFirst = true
-            print(try await read(newest).reversed())
-        } else {
-            var page = query
-            page.limit = listPageSize
-            while true {
-                let records = try await read(page)
-                print(records)
-                guard records.count == listPageSize, console.resultWriteFailure == nil, let last = records.last else { break }
-                page.afterSequence = last.sequence
-            }
-        }
-        if json { console.out(printed == 0 ? "[]" : "]") }
-    }
-
-    /// An entry's line in `journal list`: number, id, state, name, attempts, and why it failed.
-    private static func listLine(_ record: JournalRecord) -> String {
-        var line = "\(record.sequence)  \(record.envelope.id)  \(record.state.rawValue)  \(record.envelope.commandName)  attempts \(record.attempts)"
-        if let message = record.errorMessage { line += "  \(message)" }
-        if let undone = record.undoneBy { line += "  (undone by \(undone))" }
-        return line
-    }
-
-    private static func show(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        let journal = try existingJournal(arguments)
-        let record = try await find(operands, in: journal, verb: "show")
-        console.out(record.json.text)
     }
 
     private static func retry(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
@@ -247,92 +157,6 @@ enum JournalCommand {
         }
     }
 
-    static func undo(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        let onTheBus = try ConnectionOptions(arguments).bus != nil
-        // On the bus, the local plugins only name the inverse; the bus runs it.
-        var journalOptions = try JournalOptions(arguments)
-        if onTheBus { journalOptions.enabled = false }
-        let session = try await HostSession.start(
-            plugins: try PluginOptions(arguments), journal: journalOptions, console: console, reportSkipped: true
-        )
-        let journal: any Journal, location: String
-        if onTheBus {
-            (journal, location) = try readableJournal(arguments)
-        } else {
-            guard let file = session.journal else { throw .usage("'cmdbus journal undo' needs a journal; drop --no-journal") }
-            (journal, location) = (file, "journal \(file.path)")
-        }
-        let record: JournalRecord
-        if operands.isEmpty {
-            record = try await latestToUndo(in: journal, location: location)
-        } else {
-            record = try await find(operands, in: journal, location: location, verb: "undo")
-        }
-        let name = record.envelope.commandName, id = record.envelope.id
-        if let undoneBy = record.undoneBy {
-            throw HostFailure(.entryNotApplicable, "entry \(id) ('\(name)') was already undone by \(undoneBy)", command: name)
-        }
-        guard record.state == .succeeded else {
-            throw HostFailure(.entryNotApplicable, "entry \(id) ('\(name)') is \(record.state.rawValue); only succeeded entries are undone", command: name)
-        }
-        if arguments.has("rebuild") {
-            do { try await journal.setExcluded(id, true) } catch { throw .journal(error) }
-            console.out("removed entry \(id) ('\(name)') from the log's replay; state is rebuilt without it from the next start")
-            return
-        }
-        let inverse: (name: String, payload: Data)?
-        do { inverse = try session.bus.inverse(of: record) } catch { throw session.failure(error, command: name) }
-        guard let inverse else {
-            throw HostFailure(
-                .entryNotApplicable, "entry \(id) ('\(name)') cannot be undone: the command declares no inverse (use --rebuild to drop it from the log's replay)",
-                command: name
-            )
-        }
-        if onTheBus, let url = try ConnectionOptions(arguments).bus {
-            let client = try BusClientFactory.sharedBus(url, console: console)
-            let (undoID, result) = try await client.sendReturningID(
-                CommandRequest(name: inverse.name, payload: inverse.payload, metadata: ["cmdbus.undo-of": id.uuidString])
-            )
-            await client.close()
-            do { try await journal.linkUndo(undoID, of: id) } catch { throw .journal(error) }
-            console.err("cmdbus: undid \(id) ('\(name)') with \(undoID) ('\(inverse.name)') on the bus")
-            console.out(String(decoding: result, as: UTF8.self))
-            return
-        }
-        let ticket = session.bus.post(name: inverse.name, payload: inverse.payload, metadata: ["cmdbus.undo-of": id.uuidString])
-        do {
-            let result = try await ticket.result
-            try await journal.linkUndo(ticket.id, of: id)
-            await session.close()
-            console.err("cmdbus: undid \(id) ('\(name)') with \(ticket.id) ('\(inverse.name)')")
-            console.out(String(decoding: result, as: UTF8.self))
-        } catch {
-            throw session.failure(error, command: inverse.name)
-        }
-    }
-
-    /// The newest succeeded piece of work that is not undone, not an undo and not taken out of
-    /// replay: a root, since a subcommand is undone with its parent. Read newest first, a page at
-    /// a time, so the newest is found without reading the journal whole.
-    private static func latestToUndo(in journal: any Journal, location: String) async throws(HostFailure) -> JournalRecord {
-        var through: Int64?
-        while true {
-            let page: [JournalRecord]
-            do {
-                page = try await journal.records(JournalQuery(states: [.succeeded], throughSequence: through, limit: 1_000, newestFirst: true))
-            } catch {
-                throw .journal(error)
-            }
-            if let latest = page.first(where: { $0.envelope.parentID == nil && $0.undoneBy == nil && $0.undoOf == nil && !$0.excluded }) {
-                return latest
-            }
-            guard page.count == 1_000, let oldest = page.last else {
-                throw HostFailure(.entryNotApplicable, "\(location) has no succeeded command left to undo")
-            }
-            through = oldest.sequence - 1
-        }
-    }
-
     /// Plays the other journal's succeeded work this one has not seen, in order and under its
     /// ids, as a replay would: a subcommand whose parent is played is sent again by it, not on its own.
     private static func importJournal(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
@@ -367,32 +191,6 @@ enum JournalCommand {
         }
     }
 
-    /// The entry named by the one operand.
-    private static func find(_ operands: [String], in journal: SQLiteJournal, verb: String) async throws(HostFailure) -> JournalRecord {
-        try await find(operands, in: journal, location: "journal \(journal.path)", verb: verb)
-    }
-
-    private static func find(_ operands: [String], in journal: any Journal, location: String, verb: String) async throws(HostFailure) -> JournalRecord {
-        guard operands.count == 1 else { throw .usage("'cmdbus journal \(verb)' takes one entry id") }
-        // An entry's number, the first column of `journal list`, names it as well as its id.
-        if let number = Int64(operands[0]), number > 0 {
-            let rows: [JournalRecord]
-            do { rows = try await journal.records(JournalQuery(afterSequence: number - 1, throughSequence: number)) } catch { throw .journal(error) }
-            guard let record = rows.first else { throw HostFailure(.entryNotFound, "\(location) has no entry number \(number); 'cmdbus journal list' shows the numbers") }
-            return record
-        }
-        guard let id = UUID(uuidString: operands[0]) else {
-            let why = Int64(operands[0]) != nil ? "is not an entry: their numbers start at 1" : "is not an entry id (a UUID) or number"
-            throw .usage("\(quoted(operands[0])) \(why); 'cmdbus journal list' shows both")
-        }
-        let record: JournalRecord?
-        do { record = try await journal.record(id) } catch { throw .journal(error) }
-        guard let record else {
-            throw HostFailure(.entryNotFound, "\(location) has no entry \(id)")
-        }
-        return record
-    }
-
     /// A `--since`/`--until` bound: an entry id (its sequence) or a time.
     private static func bound(
         _ text: String?, in journal: any Journal, location: String, option: String
@@ -404,18 +202,6 @@ enum JournalCommand {
         }
         if let time = ReplayBound(time: text) { return time }
         throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
-    }
-
-    static func tree(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
-        let format = arguments.choice("format", or: CommandTree.Format.text)
-        let (journal, location) = try readableJournal(arguments)
-        let record = try await find(operands, in: journal, location: location, verb: "tree")
-        let family: [JournalRecord]
-        do { family = try await journal.records(JournalQuery(correlationID: record.envelope.correlationID)) } catch { throw .journal(error) }
-        guard let tree = CommandTree(root: record.envelope.id, records: family) else {
-            throw HostFailure(.entryNotFound, "\(location) has no tree for entry \(record.envelope.id)")
-        }
-        console.out(tree.rendered(format))
     }
 
     private static func discard(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {
