@@ -65,9 +65,23 @@ extension SharedBusTests {
         let page = try await DashboardTests.browse(
             url + "/#/hosts", waitFor: "[...document.querySelectorAll('tr')].some(r => r.cells[0] && r.cells[0].textContent === 'tick')",
             shot: "bus-periodic-pause.png",
-            evals: ["[...document.querySelectorAll('tr')].find(r => r.cells[0] && r.cells[0].textContent === 'tick').querySelector('button').click(), 'clicked'"]
+            evals: [
+                // How its row's buttons look: Pause is a quiet one (the primary colour is kept for
+                // Resume), Remove is drawn in the failure colour, not as a plain link.
+                """
+                (() => { const row = [...document.querySelectorAll('tr')].find(r => r.cells[0] && r.cells[0].textContent === 'tick');
+                  const look = text => getComputedStyle([...row.querySelectorAll('button')].find(b => b.textContent === text));
+                  const failed = getComputedStyle(document.documentElement).getPropertyValue('--failed').trim();
+                  const probe = document.createElement('i'); probe.style.color = failed; document.body.append(probe);
+                  const failedColour = getComputedStyle(probe).color; probe.remove();
+                  return [look('Pause').backgroundColor, look('Remove').color === failedColour]; })()
+                """,
+                "[...document.querySelectorAll('tr')].find(r => r.cells[0] && r.cells[0].textContent === 'tick').querySelector('button').click(), 'clicked'",
+            ]
         )
         #expect(page.waited && page.exceptions.isEmpty, "\(page.exceptions)")
+        let looks = try #require(page.results.first as? [Any], "\(page.results)")
+        #expect(looks.first as? String == "rgb(255, 255, 255)" && looks.last as? Bool == true, "the Periodic row's Pause and Remove buttons look like \(looks)")
         #expect(await waitUntil(.seconds(10)) {
             (try? await database.sql("SELECT paused_by LIKE '%(dashboard)' FROM cmdbus.periodic WHERE name = 'tick'")) == "t\n"
         })

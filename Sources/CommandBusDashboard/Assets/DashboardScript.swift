@@ -537,7 +537,7 @@ extension DashboardAssets {
           };
           const pauseButton = q => q.commands ? null : h('div', { class: 'actions' }, q.paused
             ? h('button', { onclick: () => setPaused(q.command, false) }, 'Resume')
-            : h('button', { onclick: () => setPaused(q.command, true) }, 'Pause'),
+            : h('button', { class: 'secondary', onclick: () => setPaused(q.command, true) }, 'Pause'),
             q.pending + (q.scheduled || 0) > 0 ? h('button', { class: 'danger', title: 'cancel every command of this name that waits; what runs finishes',
               onclick: () => cancelWaiting(q.command, q.pending + (q.scheduled || 0)) }, 'Cancel waiting') : null, limitEditor(q));
           const queueRows = queues.map(q => h('tr', {},
@@ -559,7 +559,7 @@ extension DashboardAssets {
             h('td', { class: 'num', title: `${num(e.fired)} posted; ${num(e.skipped)} slots skipped` }, num(e.fired),
               e.skipped ? h('span', { class: 'muted' }, ` (${num(e.skipped)} skipped)`) : null),
             h('td', {}, h('div', { class: 'actions' },
-              h('button', { onclick: () => periodicAction(e.name, e.paused ? 'resume' : 'pause') }, e.paused ? 'Resume' : 'Pause'),
+              h('button', { class: e.paused ? null : 'secondary', onclick: () => periodicAction(e.name, e.paused ? 'resume' : 'pause') }, e.paused ? 'Resume' : 'Pause'),
               h('button', { class: 'secondary', title: 'post its command now, once; the schedule stands', onclick: () => periodicAction(e.name, 'run') }, 'Run now'),
               h('button', { class: 'danger link', title: 'take it off the bus; the commands it posted stay', onclick: () => periodicAction(e.name, 'remove') }, 'Remove')))));
           const differences = (data.differences || []).map(d => h('p', {}, d.message));

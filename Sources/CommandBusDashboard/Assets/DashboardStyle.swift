@@ -69,6 +69,7 @@ extension DashboardAssets {
         button.secondary { background: #fff; color: var(--ink); border-color: var(--line); }
         button.danger { background: #fff; color: var(--failed); border-color: #f1c0c8; }
         button.link { background: none; border-color: transparent; color: var(--accent); padding-left: 4px; padding-right: 4px; }
+        button.link.danger { color: var(--failed); }
         button:disabled { opacity: .5; cursor: default; }
         dl { display: grid; grid-template-columns: max-content 1fr; gap: 6px 16px; margin: 0; }
         dt { color: var(--muted); }
