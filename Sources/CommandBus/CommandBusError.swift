@@ -143,7 +143,7 @@ extension CommandBusError {
 
     /// `command` ran past its deadline.
     public static func timedOut(_ command: String, after timeout: Duration, fileID: String = #fileID, line: Int = #line) -> Self {
-        .init(code: .timedOut, message: "command '\(command)' timed out after \(timeout)", fileID: fileID, line: line)
+        .init(code: .timedOut, message: "command '\(command)' timed out after \(timeout.spoken)", fileID: fileID, line: line)
     }
 
     /// The text for an arbitrary error: its own message for a bus error, else its description.

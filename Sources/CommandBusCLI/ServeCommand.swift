@@ -303,7 +303,7 @@ enum ServeCommand {
         }
         for await _ in stop.stream { break }
         leaving.store(true, ordering: .releasing)
-        ServiceNotifier.shared.stopping(status: "draining \(counted(statistics.inFlight, "command")) for up to \(drain), then leaving the bus")
+        ServiceNotifier.shared.stopping(status: "draining \(counted(statistics.inFlight, "command")) for up to \(drain.spoken), then leaving the bus")
         await host.drain(for: drain)
         currentCatalog().stopWorkers()
         fflush(nil)

@@ -267,7 +267,7 @@ package final class BusHost: Sendable {
         state.withLock { $0.draining = true }
         claimWake.signal()
         heartbeatWake.signal()  // the bus hears of it at once: `bus status` says the host drains
-        log(.info, "draining \(counted(inFlight, "command")) for up to \(drain)")
+        log(.info, "draining \(counted(inFlight, "command")) for up to \(drain.spoken)")
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 await withUnsafeContinuation { continuation in

@@ -166,8 +166,8 @@ package final class CommandServer: Sendable {
     private func shutDown() {
         draining.store(true, ordering: .releasing)
         socket.close()
-        log(.info, "draining \(counted(statistics.inFlight, "command")) for up to \(drain)")
-        ServiceNotifier.shared.stopping(status: "draining \(counted(statistics.inFlight, "command")) for up to \(drain)")
+        log(.info, "draining \(counted(statistics.inFlight, "command")) for up to \(drain.spoken)")
+        ServiceNotifier.shared.stopping(status: "draining \(counted(statistics.inFlight, "command")) for up to \(drain.spoken)")
         Task { [self] in
             // The last command's end, or the drain deadline, whichever comes first: no polling.
             await withTaskGroup(of: Void.self) { group in

@@ -24,11 +24,11 @@ extension SharedBusTests {
         #expect(try await database.sql("SELECT state, error_code, count(*) FROM cmdbus.commands GROUP BY 1, 2") == "failed|pluginCrashed|3\n")
         // The bus's listing says on which host, and why.
         let listed = try await Self.bus(database.url, "plugins")
-        #expect(listed.stdout.contains(":\(host.pid), quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV); replace its file"),
+        #expect(listed.stdout.contains(":\(host.pid), quarantined: its worker crashed 3 times within 60 seconds (last: crashed with SIGSEGV); replace its file"),
                 "\(listed.stdout)")
         // So does its status, under the host.
         let status = try await Self.bus(database.url, "bus", "status")
-        #expect(status.stdout.contains("\n    quarantined: plugin 'misbehave' (\(host.work.file("plugins").path)/misbehave.so): its worker crashed 3 times within 60.0 seconds")
+        #expect(status.stdout.contains("\n    quarantined: plugin 'misbehave' (\(host.work.file("plugins").path)/misbehave.so): its worker crashed 3 times within 60 seconds")
                 && status.stdout.contains("'cmdbus plugins forget FILE.so --bus URL' loads a quarantined file again"), "\(status.stdout)")
 
         try await database.insertPending(20, named: "ok.echo", payload: #"{"x":1}"#)

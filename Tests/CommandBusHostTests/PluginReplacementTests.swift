@@ -154,7 +154,7 @@ struct PluginReplacementTests {
             try await cmdbus(arguments + ["--connect", server.socket], directory: server.work.url)
         }
         for _ in 0..<3 { #expect(try await client("run", "bad.segv", "{}").status != 0) }
-        let quarantine = "quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV); "
+        let quarantine = "quarantined: its worker crashed 3 times within 60 seconds (last: crashed with SIGSEGV); "
             + "replace its file with a fixed build, or try the same one again: 'cmdbus plugins forget FILE --connect' (--bus URL on the shared bus), or touch it"
         let refused = try await client("run", "ok.echo", "{}")
         #expect(refused.status != 0 && refused.stderr.contains(quarantine), "\(refused.stderr)")

@@ -60,7 +60,7 @@ struct ServiceNotifierTests {
         while stopping == nil, let message = listener.next() {
             if message.hasPrefix("STOPPING=1\n") { stopping = message }
         }
-        #expect(stopping == "STOPPING=1\nSTATUS=draining 0 commands for up to 10.0 seconds\n")
+        #expect(stopping == "STOPPING=1\nSTATUS=draining 0 commands for up to 10 seconds\n")
         #expect(await server.process.wait() == .exited(0))
     }
 
@@ -102,7 +102,7 @@ extension SharedBusTests {
         while stopping == nil, let message = listener.next() {
             if message.hasPrefix("STOPPING=1\n") { stopping = message }
         }
-        #expect(stopping == "STOPPING=1\nSTATUS=draining 0 commands for up to 10.0 seconds, then leaving the bus\n")
+        #expect(stopping == "STOPPING=1\nSTATUS=draining 0 commands for up to 10 seconds, then leaving the bus\n")
         await host.stop()
     }
 }

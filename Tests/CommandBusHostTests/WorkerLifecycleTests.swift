@@ -85,7 +85,7 @@ struct WorkerLifecycleTests {
             _ = lifecycle.started(pid: pid, worker: "w\(pid)")
             ending = lifecycle.ended(pid: pid, now: t0 + .seconds(10 * index), how: "crashed with SIGSEGV")
         }
-        let reason = "quarantined: its worker crashed 3 times within 60.0 seconds (last: crashed with SIGSEGV); "
+        let reason = "quarantined: its worker crashed 3 times within 60 seconds (last: crashed with SIGSEGV); "
             + "replace its file with a fixed build, or try the same one again: 'cmdbus plugins forget FILE --connect' (--bus URL on the shared bus), or touch it"
         #expect(ending == .crashed(quarantine: reason))
         #expect(lifecycle.quarantine == reason)

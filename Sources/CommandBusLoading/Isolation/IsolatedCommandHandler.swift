@@ -65,7 +65,7 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
         // A timer, not a thread waiting: a can_handle() that hangs is given up on.
         let deadline = Task { [worker] in
             try? await Task.sleep(for: Self.canHandleDeadline)
-            worker.abandon(id, reason: "did not answer can_handle() within \(Self.canHandleDeadline)")
+            worker.abandon(id, reason: "did not answer can_handle() within \(Self.canHandleDeadline.spoken)")
         }
         defer { deadline.cancel() }
         return await worker.answer(to: answer, from: running)

@@ -1,3 +1,4 @@
+import CommandBus
 import Glibc
 
 /// The life of an isolated plugin's worker process, as one value whose transitions return what
@@ -157,7 +158,7 @@ package struct WorkerLifecycle<Worker> {
     private mutating func countCrash(now: ContinuousClock.Instant, how: String) -> String? {
         crashes = crashes.filter { now - $0 < crashWindow } + [now]
         if crashes.count >= crashLimit {
-            let reason = "quarantined: its worker crashed \(crashes.count) times within \(crashWindow) (last: \(how)); \(Self.liftingAQuarantine)"
+            let reason = "quarantined: its worker crashed \(crashes.count) times within \(crashWindow.spoken) (last: \(how)); \(Self.liftingAQuarantine)"
             state = .quarantined(reason: reason)
             return reason
         }
