@@ -163,11 +163,14 @@ struct DashboardTests {
         #expect(overviewPage.results.first as? String == "#/plugins", "\(overviewPage.results)")
         let panel = "[...document.querySelectorAll('.panel')].find(p => p.textContent.startsWith('Quarantined and skipped')).textContent"
         let report = try await Self.browse(
-            server.url + "/#/plugins", waitFor: "document.querySelectorAll('main table').length >= 2", shot: "plugins-quarantined.png", evals: [panel]
+            server.url + "/#/plugins", waitFor: "document.querySelectorAll('main table').length >= 2", shot: "plugins-quarantined.png",
+            evals: [panel, "[...document.querySelectorAll('main table')[2].rows].filter(r => r.textContent.includes('quarantined')).map(r => r.cells[0].textContent).sort().join(' ')"]
         )
         #expect(report.exceptions.isEmpty, "\(report.exceptions)")
         let listed = report.results.first as? String ?? ""
         #expect(listed.contains("misbehave.so") && listed.contains("its worker crashed 3 times") && listed.contains("cmdbus plugins forget FILE --connect"), "\(listed)")
+        // Who handles what marks the quarantined plugin's commands, and only those.
+        #expect(report.results.last as? String == "bad.abort bad.alloc bad.exit bad.loop bad.print bad.segv ok.echo", "\(report.results)")
 
         // "Try again" loads the file anew, unchanged, through the page's own POST (and its token).
         let tryAgain = """

@@ -477,8 +477,11 @@ extension DashboardAssets {
           const skipped = stopped.concat(catalog.skipped).map(x => h('tr', {},
             h('td', { class: 'mono' }, x.path), h('td', {}, h('span', { class: x.quarantined ? 'badge failed' : 'badge outline' }, x.quarantined ? 'quarantined' : 'skipped')),
             h('td', { class: 'error' }, x.reason), h('td', {}, tryAgain(x))));
+          // A quarantined plugin's commands are marked where they route, so the table does not read as healthy.
+          const quarantinedPlugins = new Set(catalog.plugins.filter(p => workers[p.path] && workers[p.path].quarantine).map(p => p.name));
           const routes = catalog.commands.map(c => h('tr', {},
-            h('td', { class: 'mono' }, c.command), h('td', {}, c.plugin),
+            h('td', { class: 'mono' }, c.command), h('td', {}, c.plugin, quarantinedPlugins.has(c.plugin)
+              ? [' ', h('span', { class: 'badge failed', title: 'its plugin is quarantined: see Quarantined and skipped' }, 'quarantined')] : null),
             h('td', { class: 'muted' }, c.maxConcurrency ? (c.maxConcurrency === 1 ? 'one at a time' : `at most ${num(c.maxConcurrency)}`) : 'no limit'),
             h('td', { class: 'muted' }, c.shadowed.map(x => x.plugin).join(', ') || '–')));
           page('Plugins', 'Loaded from ' + catalog.directories.join(', '),
