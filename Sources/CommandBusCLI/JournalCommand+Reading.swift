@@ -1,7 +1,6 @@
 import CommandBusSupport
 import CommandBusSQLite
 import CommandBusHost
-import CommandBusPostgres
 import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials

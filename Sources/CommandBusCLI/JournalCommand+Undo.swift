@@ -1,7 +1,5 @@
 import CommandBusSupport
-import CommandBusSQLite
 import CommandBusHost
-import CommandBusPostgres
 import CommandBus
 #if canImport(FoundationEssentials)
 import FoundationEssentials

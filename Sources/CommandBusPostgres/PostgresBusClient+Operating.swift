@@ -1,7 +1,6 @@
 import CommandBus
 import CommandBusHost
 import CommandBusSupport
-import Synchronization
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

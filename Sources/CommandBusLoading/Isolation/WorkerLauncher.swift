@@ -18,7 +18,7 @@ struct WorkerLauncher {
     /// The SHA-256 `plugins.lock` lists for the file, which the worker checks on its copy.
     let hash: String?
 
-    /// Spawns a worker and waits (at most ``startDeadline``) for it to say what it loaded.
+    /// Spawns a worker and waits (at most ``IsolatedPlugin/startDeadline``) for it to say what it loaded.
     func launch() -> Result<(pid_t, IsolatedPlugin.RunningWorker), PluginLoadFailure> {
         var sockets: [Int32] = [0, 0]
         // Close-on-exec, so other children never inherit a worker's socket (its EOF must mean it died);
