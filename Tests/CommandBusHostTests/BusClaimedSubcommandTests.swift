@@ -49,9 +49,13 @@ extension SharedBusTests {
         #expect(await waitUntil(.seconds(30)) {
             await Self.psqlNow(database.url, "SELECT state FROM cmdbus.commands WHERE name = 'fixture.sleep'") == "running\n"
         })
-        let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "30")
-        defer { Task { await second.stop() } }
+        // The first host drains (for up to 1 s) while the second starts, as in a rolling restart:
+        // started before the drain, the second's start (seconds, on a loaded machine) once took
+        // so long that the 4 s child ended on the first host before its drain began.
+        async let starting = BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "30")
         await first.stop()
+        let second = try await starting
+        defer { Task { await second.stop() } }
         #expect(await waitUntil(.seconds(60)) {
             await Self.psqlNow(database.url, "SELECT state FROM cmdbus.commands WHERE id = '\(parent)'") == "succeeded\n"
         }, "\(first.output.suffix(2_000))")
