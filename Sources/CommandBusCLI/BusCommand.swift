@@ -251,13 +251,20 @@ enum BusCommand {
         }
     }
 
-    /// A wait or a delay as a person reads it: seconds to a tenth under a minute, then minutes, hours, days.
+    /// A wait or a delay as a person reads it: seconds to a tenth under a minute, then minutes,
+    /// hours, days; a whole number without its ".0" ("30 s", "1 h", "2.5 h").
     static func roughly(_ seconds: Double) -> String {
         switch seconds {
-        case ..<60: "\((seconds * 10).rounded() / 10) s"
+        case ..<60: "\(tenths(seconds)) s"
         case ..<3600: "\(Int(seconds / 60)) min"
-        case ..<86400: "\((seconds / 360).rounded() / 10) h"
-        default: "\((seconds / 8640).rounded() / 10) d"
+        case ..<86400: "\(tenths(seconds / 3600)) h"
+        default: "\(tenths(seconds / 86400)) d"
         }
+    }
+
+    /// `value` to a tenth, as "2.5", or "3" where the tenth is 0.
+    private static func tenths(_ value: Double) -> String {
+        let rounded = (value * 10).rounded() / 10
+        return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int(rounded)) : String(rounded)
     }
 }

@@ -59,8 +59,9 @@ extension DashboardAssets {
         function duration(seconds) {
           if (seconds < 60) return Math.floor(seconds) + ' s';
           if (seconds < 3600) return Math.floor(seconds / 60) + ' min';
-          if (seconds < 86400) return (seconds / 3600).toFixed(1) + ' h';
-          return (seconds / 86400).toFixed(1) + ' d';
+          // To a tenth, a whole number without its '.0' ('1 h', '1.9 h'), as the command line says it.
+          if (seconds < 86400) return Number((seconds / 3600).toFixed(1)) + ' h';
+          return Number((seconds / 86400).toFixed(1)) + ' d';
         }
         // Date and time, 24-hour as the timeline's, to the precision the text has (the journal's: seconds).
         function isoTime(text) {
