@@ -292,8 +292,7 @@ public final class IsolatedPlugin: Sendable {
         Task { [self] in
             try? await Task.sleep(for: Self.cancelGrace)
             if state.withLock({ $0.pending[id] != nil }) {
-                let grace = counted(Int(Self.cancelGrace.components.seconds), "second")
-                killWorker(pending.pid, because: "its worker was stopped: a cancelled command did not end within \(grace)", for: .call(id))
+                killWorker(pending.pid, because: "its worker was stopped: a cancelled command did not end within \(Self.cancelGrace.spoken)", for: .call(id))
             }
         }
     }
