@@ -233,7 +233,7 @@ final class HTTPEventLoop {
                 closeConnection(connection)
             } else if connection.phase == .reading, let deadline = connection.requestDeadline, now > deadline {
                 connection.input = []
-                respond(connection, HTTPResponse.error(408, "request took longer than \(server.limits.requestTimeout) to arrive"), keepAlive: false, headOnly: false)
+                respond(connection, HTTPResponse.error(408, "request took longer than \(server.limits.requestTimeout.spoken) to arrive"), keepAlive: false, headOnly: false)
                 flush(connection)
                 if connections[connection.id] != nil { updateInterest(connection) }
             } else if connection.phase == .reading, connection.requestDeadline == nil, now > connection.idleUntil {

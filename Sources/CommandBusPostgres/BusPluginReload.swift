@@ -86,13 +86,12 @@ package enum BusPluginReload {
             }
         }
         return answers.map { answered, departed in
-            let seconds = Int(answerTime.components.seconds)
             return .object(["file": .string(file), "hosts": .array(hosts.map { host in
                 answered[host.id] ?? .object([
                     "host": .string(host.id), "label": .string(host.label), "file": .string(file), "ok": .bool(false),
                     "message": .string(departed.contains(host.id)
                         ? "left the bus before it answered (it stopped, or went silent past its lease); its log says what it did"
-                        : "no answer within \(seconds) s (a host of a cmdbus older than this one does not answer); its log says what it did"),
+                        : "no answer within \(answerTime.spoken) (a host of a cmdbus older than this one does not answer); its log says what it did"),
                 ])
             })])
         }

@@ -71,7 +71,7 @@ package final class PostgresBusClient: BusClient {
             } catch {
                 guard retryable(error), ContinuousClock.now + delay < deadline else { throw Self.failure(error) }
                 if !told, let waiting {
-                    waiting("\(error.message); trying again for up to \(window.components.seconds) s")
+                    waiting("\(error.message); trying again for up to \(window.spoken)")
                     told = true
                 }
                 WakeSignal().wait(upTo: delay)

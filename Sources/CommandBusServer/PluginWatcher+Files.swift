@@ -116,7 +116,7 @@ extension PluginWatcher {
         entry.plugin.worker?.retire(drainingFor: drain)
         let how = entry.plugin.worker == nil
             ? "its handlers were taken off the bus (a plugin loaded in-process stays in memory)"
-            : "its worker stops once the calls it has end (within \(drain))"
+            : "its worker stops once the calls it has end (within \(drain.spoken))"
         log(.info, "\(reason): \(path); \(how)")
     }
 }

@@ -96,7 +96,7 @@ package struct SocketBusClient: BusClient {
             guard !ServerConnection.answersStatus(at: socket, within: Self.answerTime) else { return }
             throw HostFailure(
                 .serverUnreachable,
-                "the server at \(socket) answered none of the \(counted(names.count, "command")) this client waits on within \(Self.answerTime.seconds) s, nor a 'status' within as long: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why; what it took may still run if it resumes ('cmdbus journal list' tells)"
+                "the server at \(socket) answered none of the \(counted(names.count, "command")) this client waits on within \(Self.answerTime.spoken), nor a 'status' within as long: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why; what it took may still run if it resumes ('cmdbus journal list' tells)"
             )
         }
         func answer() throws(HostFailure) {
@@ -206,7 +206,7 @@ package struct SocketBusClient: BusClient {
             let after = command == nil ? "" : "; the command may still run if it resumes ('cmdbus journal list' tells)"
             throw HostFailure(
                 .serverUnreachable,
-                "the server at \(socket) did not answer '\(op)' within \(limit.seconds) s: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why\(after)",
+                "the server at \(socket) did not answer '\(op)' within \(limit.spoken): it is stopped (SIGSTOP?), overloaded or stuck; its log may say why\(after)",
                 command: command
             )
         }

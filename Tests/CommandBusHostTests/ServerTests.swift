@@ -299,10 +299,10 @@ struct ServerTests {
         async let send = cmdbus(["run", "greet", "-p", "name=Ada", "--connect", server.socket, "--timeout", "1", "--json"], directory: server.work.url)
         let (asked, sent) = try await (status, send)
         server.process.send(SIGCONT)
-        #expect(asked.status == 1 && asked.stderr == "cmdbus: error: the server at \(server.socket) did not answer 'status' within 10.0 s: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why\n", "\(asked.stderr)")
+        #expect(asked.status == 1 && asked.stderr == "cmdbus: error: the server at \(server.socket) did not answer 'status' within 10 seconds: it is stopped (SIGSTOP?), overloaded or stuck; its log may say why\n", "\(asked.stderr)")
         let error = try #require(try jsonObject(sent.stdout.isEmpty ? sent.stderr : sent.stdout)["error"] as? [String: Any], "\(sent.stdout)\(sent.stderr)")
         #expect(error["code"] as? String == "serverUnreachable" && error["command"] as? String == "greet")
-        #expect((error["message"] as? String)?.contains("did not answer 'send' within 6.0 s") == true, "\(error)")
+        #expect((error["message"] as? String)?.contains("did not answer 'send' within 6 seconds") == true, "\(error)")
         // Resumed, it answers again.
         let again = try await cmdbus(["status", "--connect", server.socket], directory: server.work.url)
         #expect(again.status == 0 && again.stdout.contains(" 3 plugins, "), "\(again.stdout)\(again.stderr)")
@@ -329,7 +329,7 @@ struct ServerTests {
         server.process.send(SIGCONT)
         for outcome in outcomes {
             #expect(outcome.status == 1 && outcome.stderr.hasPrefix(
-                "cmdbus: error: the server at \(server.socket) answered none of the 1 command this client waits on within 10.0 s, nor a 'status' within as long: it is stopped (SIGSTOP?)"
+                "cmdbus: error: the server at \(server.socket) answered none of the 1 command this client waits on within 10 seconds, nor a 'status' within as long: it is stopped (SIGSTOP?)"
             ), "\(outcome.stderr)")
         }
         await server.stop()

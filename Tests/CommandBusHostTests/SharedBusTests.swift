@@ -306,7 +306,7 @@ struct SharedBusTests {
         // Nothing answers there: it says so once, waits 10 s for a database that may be starting, then fails.
         let unreachable = try await cmdbus("run", "greet", "--bus", "postgres://ada:s3cret@127.0.0.1:1/nothing?connect_timeout=2")
         let lines = unreachable.stderr.split(separator: "\n")
-        #expect(unreachable.status == 1 && lines.count == 2 && lines[0].hasSuffix("trying again for up to 10 s"), "\(unreachable.stderr)")
+        #expect(unreachable.status == 1 && lines.count == 2 && lines[0].hasSuffix("trying again for up to 10 seconds"), "\(unreachable.stderr)")
         #expect(unreachable.stderr.contains("cannot connect to PostgreSQL at postgres://ada:***@127.0.0.1:1/nothing") && !unreachable.stderr.contains("s3cret"))
 
         let database = try await SharedBusDatabase()
@@ -376,7 +376,7 @@ struct SharedBusTests {
         let host = try await second
         let result = try await sent
         #expect(result.status == 0 && result.stdout.contains("Hello, Ada!"), "\(result.stderr)")
-        #expect(result.stderr.contains("No such file or directory") && result.stderr.contains("trying again for up to 10 s"), "\(result.stderr)")
+        #expect(result.stderr.contains("No such file or directory") && result.stderr.contains("trying again for up to 10 seconds"), "\(result.stderr)")
         #expect(host.output.contains("waiting for the bus: ") && host.output.contains("joined the bus"), "\(host.output)")
         await host.stop()
 

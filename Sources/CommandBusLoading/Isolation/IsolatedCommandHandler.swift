@@ -1,5 +1,6 @@
 import CCommandBusABI
 import CommandBus
+import CommandBusSupport
 import Glibc
 import Synchronization
 #if canImport(FoundationEssentials)

@@ -1,4 +1,5 @@
 import CommandBus
+import CommandBusSupport
 import Glibc
 
 /// The life of an isolated plugin's worker process, as one value whose transitions return what

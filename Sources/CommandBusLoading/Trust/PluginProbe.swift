@@ -32,10 +32,9 @@ public struct PluginProbe: Sendable {
         ) else {
             return ("could not start the probe (\(executable))", false)
         }
-        let seconds = Double(deadline.components.seconds) + Double(deadline.components.attoseconds) / 1e18
         switch ending {
         case .killedAtDeadline:
-            return ("quarantined: hung for more than \(seconds) s while loading (in the probe)" + Self.whatEndsAQuarantine, true)
+            return ("quarantined: hung for more than \(deadline.spoken) while loading (in the probe)" + Self.whatEndsAQuarantine, true)
         case .signaled(let signal):
             return ("quarantined: crashed with \(ChildProcess.signalName(signal)) while loading (in the probe)" + Self.whatEndsAQuarantine, true)
         case .exited(let status):
