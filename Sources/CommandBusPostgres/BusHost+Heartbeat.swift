@@ -64,7 +64,7 @@ extension BusHost {
                 // Past the lease, another host may take what runs here: it stops, and goes back
                 // to the bus if this host still holds it when the database is back.
                 if ContinuousClock.now - renewed > settings.lease {
-                    fence("could not renew the lease for over \(settings.lease)", handingBack: true)
+                    fence("could not renew the lease for over \(settings.lease.spoken)", handingBack: true)
                 }
                 // Back within a third of the lease once the database is: just after a restart
                 // every host looks stale, and commands sent then count on the hosts that were live

@@ -492,7 +492,7 @@ struct SharedBusTests {
         #expect(seen.contains { $0.hasPrefix("503 not ready: ") }, "\(seen)")
         #expect(try await Self.get(readyURL) == (200, "ready\n"))
         #expect(finished.status == 0, "\(finished.stderr)")
-        #expect(host.output.contains("fenced: could not renew the lease"), "\(host.output)")
+        #expect(host.output.contains("fenced: could not renew the lease for over 2 seconds"), "\(host.output)")
         let lines = Self.lines(runs)
         #expect(lines.count == 2 && Set(lines.map { $0.split(separator: " ")[0] }).count == 1, "ran twice: \(lines)")
         // The fence is counted where an operator's alert would look, and the host claims again.
