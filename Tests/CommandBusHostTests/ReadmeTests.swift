@@ -33,4 +33,22 @@ struct ReadmeTests {
         #expect(result.status == 0, "the five-minute path failed:\n\(result.stderr.suffix(3_000))")
         #expect(result.stdout.hasSuffix("{\"message\":\"Hello, Ada!\"}\n"), "\(result.stdout)")
     }
+
+    /// The dashboard's pictures in the README are the ones `scripts/draw-dashboard.sh` draws,
+    /// and each is in `docs/dashboard`: a page pictured by hand, or a picture the script stopped
+    /// drawing, would go stale with the next change to the pages.
+    @Test func theReadmesDashboardPicturesAreTheOnesTheScriptDraws() throws {
+        let root = TestPaths.packageRoot
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let script = try String(contentsOf: root.appendingPathComponent("scripts/draw-dashboard.sh"), encoding: .utf8)
+        let shown = Set(readme.matches(of: /docs\/dashboard\/([a-z-]+\.png)/).map { String($0.output.1) })
+        let drawn = Set(script.split(separator: "\n").filter { $0.hasPrefix("shoot ") }.compactMap { line in
+            line.split(separator: " ").first { $0.hasSuffix(".png") }.map(String.init)
+        })
+        #expect(shown.count == 6, "\(shown.sorted())")
+        #expect(shown == drawn, "the README shows \(shown.sorted()); the script draws \(drawn.sorted())")
+        for picture in shown {
+            #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("docs/dashboard/\(picture)").path), "\(picture)")
+        }
+    }
 }
