@@ -221,6 +221,7 @@ enum BusCommand {
             console.out("  ('cmdbus plugins forget FILE.so --bus URL' loads a quarantined file again on every host that has it)")
         }
         if queues.isEmpty { console.out("  nothing running, pending or scheduled") }
+        let handled = Set(live.flatMap { $0["commands"]?.arrayValue?.compactMap(\.stringValue) ?? [] })
         for queue in queues {
             // The shallower queues past the limit come as one, saying how many names it holds.
             let names = queue["commands"].map { " (\(counted(Int($0.text) ?? 0, "more command name")))" } ?? ""
@@ -231,6 +232,10 @@ enum BusCommand {
                 parts.append("\(pending) pending, oldest \(roughly(queue["oldestPendingSeconds"]?.doubleValue ?? 0))")
             }
             if scheduled > 0 { parts.append("\(scheduled) scheduled, next due in \(roughly(queue["nextDueSeconds"]?.doubleValue ?? 0))") }
+            // What waits for a name no live host handles waits until a host whose plugins do joins.
+            if queue["commands"] == nil, pending != "0" || scheduled > 0, let name = queue["command"]?.stringValue, !handled.contains(name) {
+                parts.append("no live host handles it")
+            }
             let limits = [queue["limit"].map { "\($0.text) at once" }, queue["rate"].flatMap(rateText)].compactMap { $0 }
             let pause = (queue["paused"] == .bool(true) ? " (paused)" : "") + (limits.isEmpty ? "" : " (at most \(limits.joined(separator: ", ")))")
             console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names)\(pause): \(parts.joined(separator: "; "))")

@@ -75,8 +75,8 @@ extension SharedBusTests {
 
         let text = try await Self.bus(database.url, "bus", "status")
         let lines = text.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.contains { $0.hasPrefix("  mixed: 2 pending, oldest 1") && $0.contains(" s; 1 scheduled, next due in ") && $0.hasSuffix(" min") }, "\(text.stdout)")
-        #expect(lines.contains { $0 == "  later: 2 scheduled, next due in 1 min" }, "\(text.stdout)")
+        #expect(lines.contains { $0.hasPrefix("  mixed: 2 pending, oldest 1") && $0.contains(" s; 1 scheduled, next due in ") && $0.hasSuffix(" min; no live host handles it") }, "\(text.stdout)")
+        #expect(lines.contains { $0 == "  later: 2 scheduled, next due in 1 min; no live host handles it" }, "\(text.stdout)")
         #expect(lines.first?.hasSuffix(", 0 live hosts, 0 running, 2 pending, 3 scheduled") == true, "the totals: \(lines.first ?? "")")
     }
 }

@@ -516,7 +516,7 @@ extension DashboardAssets {
           // from, and to see its limit.
           const paused = new Map((data.paused || []).map(p => [p.command, p]));
           const limits = new Map((data.limits || []).map(l => [l.command, l]));
-          const handled = data.hosts.filter(x => x.live).flatMap(x => x.commands);
+          const handled = new Set(data.hosts.filter(x => x.live).flatMap(x => x.commands));
           const queues = data.queues.concat([...new Set([...paused.keys(), ...limits.keys(), ...handled])].sort()
             .filter(n => !data.queues.some(q => q.command === n))
             .map(n => ({ command: n, running: 0, pending: 0, scheduled: 0, paused: paused.has(n), limit: limits.get(n) && limits.get(n).limit })));
@@ -546,7 +546,10 @@ extension DashboardAssets {
               onclick: () => cancelWaiting(q.command, q.pending + (q.scheduled || 0)) }, 'Cancel waiting') : null, limitEditor(q));
           const queueRows = queues.map(q => h('tr', {},
             h('td', { class: 'mono' }, q.command, ' ', rateChip(q.command), q.commands ? h('span', { class: 'muted' }, ` ${num(q.commands)} more names`) : null,
-              q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null),
+              q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null,
+              // What waits for a name no live host handles waits until a host whose plugins do joins.
+              !q.commands && q.pending + (q.scheduled || 0) > 0 && !handled.has(q.command)
+                ? h('span', { class: 'badge failed', title: 'no live host handles it: what waits stays until a host whose plugins do joins the bus' }, 'no live host') : null),
             h('td', { class: 'num', title: q.limit ? `at most ${num(q.limit)} at once across the bus` : '' },
               num(q.running || 0), q.limit ? h('span', { class: 'muted' }, ` / ${num(q.limit)}`) : null),
             h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),

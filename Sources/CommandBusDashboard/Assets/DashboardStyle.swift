@@ -6,7 +6,8 @@ extension DashboardAssets {
           --nav: #161a2b; --nav-ink: #c9cee0; --accent: #4f46e5;
           --succeeded: #2f9e66; --failed: #d9485f; --timedOut: #e8890c; --cancelled: #8a8f98;
           --running: #3b82f6; --pending: #a0a7b4;
-          font-family: ui-sans-serif, system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+          --sans: ui-sans-serif, system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+          font-family: var(--sans);
           font-size: 14px; color: var(--ink); background: var(--bg);
         }
         * { box-sizing: border-box; }
@@ -55,7 +56,7 @@ extension DashboardAssets {
         td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
         td a.mono, td.muted { white-space: nowrap; }
         td.error { color: var(--failed); max-width: 420px; overflow-wrap: anywhere; }
-        .badge { display: inline-block; padding: 2px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; color: #fff; background: var(--pending); white-space: nowrap; }
+        .badge { font-family: var(--sans); display: inline-block; padding: 2px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; color: #fff; background: var(--pending); white-space: nowrap; }
         .badge.succeeded { background: var(--succeeded); } .badge.failed { background: var(--failed); }
         .badge.timedOut { background: var(--timedOut); } .badge.cancelled { background: var(--cancelled); }
         .badge.running { background: var(--running); } .badge.pending { background: var(--pending); }
