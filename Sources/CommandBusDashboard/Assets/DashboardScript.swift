@@ -549,7 +549,7 @@ extension DashboardAssets {
               q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null,
               // What waits for a name no live host handles waits until a host whose plugins do joins.
               !q.commands && q.pending + (q.scheduled || 0) > 0 && !handled.has(q.command)
-                ? h('span', { class: 'badge failed', title: 'no live host handles it: what waits stays until a host whose plugins do joins the bus' }, 'no live host') : null),
+                ? h('span', { class: 'badge failed', title: 'no live host handles it (none loads a plugin for it, or each has that plugin quarantined): what waits stays until one does' }, 'no live host') : null),
             h('td', { class: 'num', title: q.limit ? `at most ${num(q.limit)} at once across the bus` : '' },
               num(q.running || 0), q.limit ? h('span', { class: 'muted' }, ` / ${num(q.limit)}`) : null),
             h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),
