@@ -295,7 +295,9 @@ enum ServeCommand {
             JournalRetention.start(keeping: keep, log: log) { cutoff in try busJournal.prune(endedBefore: cutoff, takingTurns: true) }
         }
         let leaving = Atomic<Bool>(false)
-        ServiceStatus.ready {
+        // Under a watchdog, the ping's own task running proves the host's tasks run; the database
+        // being down is no reason for a restart (the host waits for it, fenced if need be).
+        ServiceStatus.ready(log: { log(.warning, $0) }) {
             guard !leaving.load(ordering: .acquiring) else { return nil }
             let plugins = currentCatalog().plugins
             return "host \(host.id) of the bus at \(PGURL.redacted(url)): "

@@ -6,25 +6,58 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Tickets by command id, shared between threads: what a client may still cancel.
+/// Tickets by command id, shared between threads: what a client may still cancel, and what a
+/// server still owes an answer (a drain waits for the table to empty, ``waitUntilEmpty()``).
 package final class TicketTable: Sendable {
-    private let tickets = Mutex<[UUID: CommandTicket<Data>]>([:])
+    private struct State {
+        var tickets: [UUID: CommandTicket<Data>] = [:]
+        var emptyWaiters: [UnsafeContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
 
     /// An empty table.
     package init() {}
 
     /// Adds a ticket.
-    package func insert(_ ticket: CommandTicket<Data>) { tickets.withLock { $0[ticket.id] = ticket } }
+    package func insert(_ ticket: CommandTicket<Data>) { state.withLock { $0.tickets[ticket.id] = ticket } }
     /// Adds a ticket and takes it off when its command ends (at once if it has), with no task
     /// waiting for that: a server's posts, and what it recovered at start.
     package func track(_ ticket: CommandTicket<Data>) {
         insert(ticket)
         ticket.whenFinished { [self] _ in remove(ticket.id) }
     }
-    /// Removes the ticket of command `id`.
-    package func remove(_ id: UUID) { tickets.withLock { _ = $0.removeValue(forKey: id) } }
+    /// Removes the ticket of command `id`; the table's last wakes whoever waits for it to empty.
+    package func remove(_ id: UUID) {
+        let waiters = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
+            _ = state.tickets.removeValue(forKey: id)
+            guard state.tickets.isEmpty, !state.emptyWaiters.isEmpty else { return [] }
+            defer { state.emptyWaiters = [] }
+            return state.emptyWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
     /// The ticket of command `id`, if it is here.
-    package func ticket(_ id: UUID) -> CommandTicket<Data>? { tickets.withLock { $0[id] } }
+    package func ticket(_ id: UUID) -> CommandTicket<Data>? { state.withLock { $0.tickets[id] } }
     /// Every ticket here.
-    package var all: [CommandTicket<Data>] { tickets.withLock { Array($0.values) } }
+    package var all: [CommandTicket<Data>] { state.withLock { Array($0.tickets.values) } }
+
+    /// Returns once the table is empty (at once if it is), or ``releaseEmptyWaiters()`` is called.
+    package func waitUntilEmpty() async {
+        await withUnsafeContinuation { continuation in
+            let empty = state.withLock { state -> Bool in
+                if state.tickets.isEmpty { return true }
+                state.emptyWaiters.append(continuation)
+                return false
+            }
+            if empty { continuation.resume() }
+        }
+    }
+
+    /// Resumes whoever waits for the table to empty now (a drain that gave up waiting).
+    package func releaseEmptyWaiters() {
+        for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.emptyWaiters = [] }; return state.emptyWaiters }) {
+            waiter.resume()
+        }
+    }
 }

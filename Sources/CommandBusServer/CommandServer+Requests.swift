@@ -104,8 +104,9 @@ extension CommandServer {
                     log(.warning, "a send of \(quoted(name)) held the request loop (\(held.milliseconds) ms from start to end), so a new thread took the loop over; its sends run on the runners for the next \(InlineSends.probation.milliseconds / 1_000) s")
                 }
                 owned.remove(ticket.id)
-                running.remove(ticket.id)
                 connection.send(line: Self.reply(to: request.id, ticket: ticket.id, outcome))
+                // After the answer is out: a drain waits for `running` to empty before the server exits.
+                running.remove(ticket.id)
             }
         }
         let forwarding = Task {
@@ -116,9 +117,9 @@ extension CommandServer {
             do throws(CommandBusError) { outcome = .success(try await ticket.result) } catch { outcome = .failure(error) }
             let reply = Self.reply(to: request.id, ticket: ticket.id, outcome)
             owned.remove(ticket.id)
-            running.remove(ticket.id)
             await forwarding.value
             connection.send(line: reply)
+            running.remove(ticket.id)
         }
     }
 

@@ -118,11 +118,13 @@ package final class CommandServer: Sendable {
     }
 
     /// `READY=1` for a service manager that waits for it (systemd's `Type=notify`), then its
-    /// work every five seconds until the server drains.
+    /// work every five seconds until the server drains; and, under a watchdog, `WATCHDOG=1` each
+    /// time the request loop has run a job (a loop that turns reads its clients).
     private func tellServiceManager() {
         // A full path: the manager's status is read away from the server's working directory.
         let path = FileSystem.realPath(socket.path) ?? socket.path
-        ServiceStatus.ready { [self] in
+        let loop = inlineSends.executor
+        ServiceStatus.ready(provingAlive: { await Task(executorPreference: loop) {}.value }, log: { [log] in log(.warning, $0) }) { [self] in
             draining.load(ordering: .acquiring) ? nil
                 : "serving on \(path): " + statistics.workSummary(plugins: plugins.count, quarantined: plugins.count { $0.quarantine != nil })
         }
@@ -169,12 +171,18 @@ package final class CommandServer: Sendable {
         log(.info, "draining \(counted(statistics.inFlight, "command")) for up to \(drain.spoken)")
         ServiceNotifier.shared.stopping(status: "draining \(counted(statistics.inFlight, "command")) for up to \(drain.spoken)")
         Task { [self] in
-            // The last command's end, or the drain deadline, whichever comes first: no polling.
+            // The last command's end and its answer's write, or the drain deadline, whichever comes
+            // first: no polling. (A command's end comes before its answer is written: a server that
+            // exited at the end alone closed the connection of a client whose command succeeded.)
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { [statistics] in await statistics.waitUntilIdle() }
+                group.addTask { [statistics, running] in
+                    await statistics.waitUntilIdle()
+                    await running.waitUntilEmpty()
+                }
                 group.addTask { [drain] in try? await Task.sleep(for: drain) }
                 await group.next()
                 statistics.releaseIdleWaiters()
+                running.releaseEmptyWaiters()
                 group.cancelAll()
             }
             await session.close()

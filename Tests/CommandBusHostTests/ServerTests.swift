@@ -701,6 +701,26 @@ struct ServerTests {
             """)
     }
 
+    /// A send that ends within the drain is answered before the server exits: the drain waited
+    /// for the command's end alone, which comes before its answer is written, and the server
+    /// exited between the two, so the client of a command that succeeded heard "closed the
+    /// connection before answering" (in each of four runs).
+    @Test(.timeLimit(.minutes(2)))
+    func aSendThatEndsWithinTheDrainIsAnswered() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let socket = server.socket
+        let send = Task { try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=2000", "--connect", socket]) }
+        #expect(await waitUntil(.seconds(30)) {
+            let status = try? await cmdbus(["status", "--connect", socket, "--json"])
+            return (status.flatMap { try? jsonObject($0.stdout) })?["inFlight"] as? Int == 1
+        })
+        server.process.send(SIGTERM)
+        let answered = try await send.value
+        #expect(answered.status == 0 && answered.stdout == #"{"sawCancellation":false}"# + "\n", "\(answered.stderr)")
+        #expect(await server.process.wait() == .exited(0))
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func unfinishedWorkAtSIGTERMRunsExactlyOnceAfterARestart() async throws {
         let first = try await Server(drain: "0.3")

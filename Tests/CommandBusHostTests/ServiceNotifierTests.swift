@@ -73,6 +73,75 @@ struct ServiceNotifierTests {
         await server.stop()
     }
 
+    /// Under `WatchdogSec=` the server says `WATCHDOG=1` at half the interval, each time its
+    /// request loop has run a job, and goes on through a drain: a manager that heard nothing
+    /// for the interval would kill a server finishing its work.
+    @Test(.timeLimit(.minutes(2)))
+    func aWatchdogHearsFromTheServerWhileItServesAndWhileItDrains() async throws {
+        let work = try TemporaryDirectory("cmdbus-watchdog")
+        defer { work.remove() }
+        let listener = try Listener(address: work.file("notify.sock").path)
+        let server = try await ServerTests.Server(
+            work: work, environment: ["NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": "400000", "WATCHDOG_PID": String(getpid())]
+        )
+        defer { server.process.send(SIGKILL) }
+        // WATCHDOG_PID names this test, not the server: a watchdog meant for another process is none.
+        #expect(try #require(listener.next()).hasPrefix("READY=1\n"))
+        #expect(listener.next(within: .seconds(2)) == nil, "a watchdog meant for another process was kept")
+        server.process.send(SIGKILL)
+        _ = await server.process.wait()
+
+        let watched = try await ServerTests.Server(work: work, environment: ["NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": "400000"])
+        defer { watched.process.send(SIGKILL) }
+        var messages: [String] = []
+        let serving = ContinuousClock.now
+        while ContinuousClock.now - serving < .seconds(3), let message = listener.next(within: .seconds(2)) { messages.append(message) }
+        #expect(messages.first?.hasPrefix("READY=1\n") == true, "\(messages)")
+        // Every 0.2 s: about 14 in 3 s; a loaded machine may run them late, not never.
+        #expect(messages.count { $0 == "WATCHDOG=1\n" } >= 5, "\(messages)")
+
+        // A command the drain waits 3 s for: the pings go on until the server exits.
+        let sleeping = Task { try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=3000", "--connect", watched.socket]) }
+        try await Task.sleep(for: .milliseconds(500))
+        watched.process.send(SIGTERM)
+        messages = []
+        while let message = listener.next(within: .seconds(5)) { messages.append(message) }
+        let stopping = try #require(messages.firstIndex { $0.hasPrefix("STOPPING=1\n") }, "\(messages)")
+        #expect(messages[stopping...].count { $0 == "WATCHDOG=1\n" } >= 5, "\(messages)")
+        let slept = try await sleeping.value
+        #expect(slept.status == 0, "\(slept.stderr)\n\((try? String(contentsOfFile: watched.log, encoding: .utf8)) ?? "")")
+        #expect(await watched.process.wait() == .exited(0))
+    }
+
+    /// `$WATCHDOG_USEC` is a count of microseconds; anything else keeps no watchdog, and the
+    /// server's log says why and what to set.
+    @Test func aWatchdogIntervalThatIsNotACountOfMicrosecondsIsRefusedInTheLog() async throws {
+        let work = try TemporaryDirectory("cmdbus-watchdog")
+        defer { work.remove() }
+        let listener = try Listener(address: work.file("notify.sock").path)
+        let server = try await ServerTests.Server(work: work, environment: ["NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": "30s"])
+        #expect(try #require(listener.next()).hasPrefix("READY=1\n"))
+        await server.stop()
+        let log = try String(contentsOfFile: server.log, encoding: .utf8)
+        #expect(log.contains("WATCHDOG_USEC='30s' is not a positive whole number of microseconds, so no watchdog is kept; set WatchdogSec= in the unit to a duration such as 30s"), "\(log)")
+
+        let address = work.file("notify.sock").path
+        #expect(ServiceNotifier(address: address, watchdogMicroseconds: "30000000").watchdog == .seconds(30))
+        #expect(ServiceNotifier(address: address, watchdogMicroseconds: "30000000", watchdogPID: String(getpid())).watchdog == .seconds(30))
+        for refused in ["0", "-5", "", "1e6", "30000000 "] {
+            let notifier = ServiceNotifier(address: address, watchdogMicroseconds: refused)
+            #expect(notifier.watchdog == nil && notifier.watchdogProblem != nil, "\(refused)")
+        }
+        // None meant for this process, or none to tell: no watchdog, and nothing wrong.
+        for notifier in [
+            ServiceNotifier(address: address, watchdogMicroseconds: "30000000", watchdogPID: "1"),
+            ServiceNotifier(address: nil, watchdogMicroseconds: "30000000"),
+            ServiceNotifier(address: address),
+        ] {
+            #expect(notifier.watchdog == nil && notifier.watchdogProblem == nil)
+        }
+    }
+
     /// Addresses that are not a Unix socket's, or none, tell nothing; the server runs the same.
     @Test(arguments: [nil, "", "@", "relative/notify.sock", "vsock:2:1234", "/" + String(repeating: "x", count: 200)])
     func anUnusableAddressTellsNothing(address: String?) {
