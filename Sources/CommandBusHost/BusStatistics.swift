@@ -16,7 +16,7 @@ package final class BusStatistics: CommandObserver {
         /// Per command name (``CountedName``).
         package var names: [String: NameFigures] = [:]
         /// Waiting for nothing to be in flight.
-        var idleWaiters: [UnsafeContinuation<Void, Never>] = []
+        var idleWaiters = ConditionWaiters()
     }
     private let state = Mutex(State())
 
@@ -48,30 +48,24 @@ package final class BusStatistics: CommandObserver {
             let name = CountedName.of(envelope.commandName, error: error, isCounted: { state.names[$0] != nil }, names: state.names.count)
             // In place: the ring is not copied out of the dictionary and back.
             state.names[name, default: NameFigures()].record(ms)
-            guard state.started.isEmpty else { return [] }
-            defer { state.idleWaiters = [] }
-            return state.idleWaiters
+            return state.started.isEmpty ? state.idleWaiters.takeAll() : []
         }
         for waiter in idle { waiter.resume() }
     }
 
-    /// Returns once no command is in flight (at once if none is).
+    /// Returns once no command is in flight (at once if none is), or once ``releaseIdleWaiters()`` has been called.
     package func waitUntilIdle() async {
         await withUnsafeContinuation { continuation in
-            let idle = state.withLock { state -> Bool in
-                if state.started.isEmpty { return true }
-                state.idleWaiters.append(continuation)
-                return false
-            }
-            if idle { continuation.resume() }
+            state.withLock { state in
+                let idle = state.started.isEmpty
+                return state.idleWaiters.wait(continuation, holdsNow: idle)
+            }?.resume()
         }
     }
 
-    /// Resumes whoever waits for idleness now (a drain that gave up waiting).
+    /// Resumes whoever waits for idleness, now and from now on (a drain that gave up waiting).
     package func releaseIdleWaiters() {
-        for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.idleWaiters = [] }; return state.idleWaiters }) {
-            waiter.resume()
-        }
+        for waiter in state.withLock({ $0.idleWaiters.giveUp() }) { waiter.resume() }
     }
 
     /// Commands accepted and not finished.

@@ -11,7 +11,7 @@ import Foundation
 package final class TicketTable: Sendable {
     private struct State {
         var tickets: [UUID: CommandTicket<Data>] = [:]
-        var emptyWaiters: [UnsafeContinuation<Void, Never>] = []
+        var emptyWaiters = ConditionWaiters()
     }
 
     private let state = Mutex(State())
@@ -31,9 +31,7 @@ package final class TicketTable: Sendable {
     package func remove(_ id: UUID) {
         let waiters = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             _ = state.tickets.removeValue(forKey: id)
-            guard state.tickets.isEmpty, !state.emptyWaiters.isEmpty else { return [] }
-            defer { state.emptyWaiters = [] }
-            return state.emptyWaiters
+            return state.tickets.isEmpty ? state.emptyWaiters.takeAll() : []
         }
         for waiter in waiters { waiter.resume() }
     }
@@ -42,22 +40,18 @@ package final class TicketTable: Sendable {
     /// Every ticket here.
     package var all: [CommandTicket<Data>] { state.withLock { Array($0.tickets.values) } }
 
-    /// Returns once the table is empty (at once if it is), or ``releaseEmptyWaiters()`` is called.
+    /// Returns once the table is empty (at once if it is), or once ``releaseEmptyWaiters()`` has been called.
     package func waitUntilEmpty() async {
         await withUnsafeContinuation { continuation in
-            let empty = state.withLock { state -> Bool in
-                if state.tickets.isEmpty { return true }
-                state.emptyWaiters.append(continuation)
-                return false
-            }
-            if empty { continuation.resume() }
+            state.withLock { state in
+                let empty = state.tickets.isEmpty
+                return state.emptyWaiters.wait(continuation, holdsNow: empty)
+            }?.resume()
         }
     }
 
-    /// Resumes whoever waits for the table to empty now (a drain that gave up waiting).
+    /// Resumes whoever waits for the table to empty, now and from now on (a drain that gave up waiting).
     package func releaseEmptyWaiters() {
-        for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.emptyWaiters = [] }; return state.emptyWaiters }) {
-            waiter.resume()
-        }
+        for waiter in state.withLock({ $0.emptyWaiters.giveUp() }) { waiter.resume() }
     }
 }
