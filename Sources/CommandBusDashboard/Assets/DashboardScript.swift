@@ -227,7 +227,7 @@ extension DashboardAssets {
             h('td', { class: 'mono' }, c.command, c.parentId ? h('span', { class: 'muted' }, ' (sub)') : null),
             h('td', {}, badge(c.state), c.discarded ? h('span', { class: 'badge outline' }, 'discarded') : null),
             h('td', { class: 'num' }, c.attempts),
-            h('td', { class: 'num' }, c.durationMs == null && c.elapsedMs != null ? h('span', { class: 'muted' }, ms(c.elapsedMs) + ' so far') : ms(c.durationMs)),
+            h('td', { class: 'num nowrap' }, c.durationMs == null && c.elapsedMs != null ? h('span', { class: 'muted' }, ms(c.elapsedMs) + ' so far') : ms(c.durationMs)),
             h('td', { class: 'muted' }, ago(c.createdAt)),
             h('td', { class: 'error' }, c.error || '')));
         }
