@@ -248,9 +248,7 @@ extension BusHost {
             if let count = state.correlations[row.correlationID] {
                 state.correlations[row.correlationID] = count > 1 ? count - 1 : nil
             }
-            guard state.inFlight == 0 else { return [] }
-            defer { state.drained = [] }
-            return state.drained
+            return state.inFlight == 0 ? state.drained.takeAll() : []
         }
         finishWake.signal()
         claimWake.signal()

@@ -70,7 +70,8 @@ package final class BusHost: Sendable {
         var stopped = false
         /// Registered on the bus: ``start()`` has joined.
         var joined = false
-        var drained: [UnsafeContinuation<Void, Never>] = []
+        /// A drain waiting for the commands running here to end; given up when the drain runs out.
+        var drained = ConditionWaiters()
         /// Commands started here whose results are not in yet: the event forwarder notes their end.
         var started: Set<UUID> = []
         /// Commands started here whose end the event forwarder has seen, before their result's
@@ -271,23 +272,18 @@ package final class BusHost: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 await withUnsafeContinuation { continuation in
-                    let done = state.withLock { state -> Bool in
-                        if state.inFlight == 0 { return true }
-                        state.drained.append(continuation)
-                        return false
-                    }
-                    if done { continuation.resume() }
+                    state.withLock { $0.drained.wait(continuation, holdsNow: $0.inFlight == 0) }?.resume()
                 }
             }
             group.addTask { try? await Task.sleep(for: drain) }
             await group.next()
-            // Wake the drain waiter if it is still parked (the drain ran out), so the group can
+            // Release the drain waiter if it is still parked (the drain ran out), so the group can
             // end: a group waits for every child, and a continuation does not hear cancellation.
-            // Woken only after the group, it never was, and a host whose commands outlived the
-            // drain (a parent waiting for a subcommand no live host runs) never left the bus.
-            for waiter in state.withLock({ state -> [UnsafeContinuation<Void, Never>] in defer { state.drained = [] }; return state.drained }) {
-                waiter.resume()
-            }
+            // Released only after the group, it never was, and a host whose commands outlived the
+            // drain (a parent waiting for a subcommand no live host runs) never left the bus. The
+            // release holds for a waiter that had not parked yet (a short drain's sleep can end
+            // before the other child starts): it returns at once where it would wait for ever.
+            for waiter in state.withLock({ $0.drained.giveUp() }) { waiter.resume() }
             group.cancelAll()
         }
         await flushFinishes()

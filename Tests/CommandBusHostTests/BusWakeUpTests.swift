@@ -158,12 +158,13 @@ extension SharedBusTests {
     /// running and leaves, however long that would have run: the drain's waiter was woken only
     /// after the wait it was part of, which could not end without it, so a host whose command
     /// outlived the drain stayed until the command ended (for good, for a parent whose subcommand
-    /// no live host ran).
-    @Test(.timeLimit(.minutes(3)))
-    func aCommandThatOutlivesTheDrainIsHandedBackAtItsEnd() async throws {
+    /// no live host ran). The shortest drain too: its wait could end before the drain's waiter
+    /// parked, which then waited for ever (and `--drain 0.0001` was no wait at all).
+    @Test(.timeLimit(.minutes(3)), arguments: ["1", "0.0001"])
+    func aCommandThatOutlivesTheDrainIsHandedBackAtItsEnd(drain: String) async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
         let database = try await SharedBusDatabase()
-        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "60", drain: "1")
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "60", drain: drain)
         defer { Task { await database.drop() } }
         let posted = try await Self.bus(database.url, "run", "fixture.sleep", "-p", "milliseconds=120000", "--no-wait")
         let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
