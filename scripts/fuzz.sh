@@ -23,8 +23,8 @@ build() {  # build NAME MODULE SOURCES...
 core=$(find "$repo/Sources/CommandBus" -name '*.swift')
 sdk=$(find "$repo/Sources/CommandBusPlugin" -name '*.swift')
 support=$(find "$repo/Sources/CommandBusSupport" -name '*.swift')
-cli=("$repo/Sources/CommandBusCLI/ArgumentParser.swift" "$repo/Sources/CommandBusCLI/ArgumentValues.swift" "$repo/Sources/CommandBusCLI/PayloadBuilder.swift"
-    "$repo/Sources/CommandBusCLI/PayloadOperand.swift")
+arguments="$repo/Sources/CommandBusCLI/Arguments"
+cli=("$arguments/ArgumentParser.swift" "$arguments/ArgumentValues.swift" "$arguments/PayloadBuilder.swift" "$arguments/PayloadOperand.swift")
 
 build dynamic-path CommandBus $core "$repo/Tests/Fuzz/DynamicPathFuzz.swift"
 build sdk-decoder CommandBusPlugin $sdk "$repo/Tests/Fuzz/SDKDecoderFuzz.swift"
@@ -40,14 +40,14 @@ library() {  # library MODULE SOURCES...
         -emit-library -static "$@" -o "$out/lib$module.a"
 }
 library CommandBusSupport $support
-library CommandBusHost "$repo/Sources/CommandBusHost/HostFailure.swift"
+library CommandBusHost "$repo/Sources/CommandBusHost/Session/HostFailure.swift"
 build arguments CommandBusCLI -I "$out" -L "$out" -lCommandBusHost -lCommandBusSupport -lCommandBus \
     "${cli[@]}" "$repo/Tests/Fuzz/ArgumentsFuzz.swift"
 
 build http-request CommandBusHTTP "$repo/Sources/CommandBusHTTP/HTTPRequestParser.swift" "$repo/Sources/CommandBusHTTP/HTTPRequest.swift" \
     "$repo/Sources/CommandBusHTTP/HTTPLimits.swift" "$repo/Tests/Fuzz/HTTPRequestFuzz.swift"
 build server-request CommandBusServer -I "$out" -L "$out" -lCommandBusSupport -lCommandBus \
-    "$repo/Sources/CommandBusServer/ServerRequest.swift" "$repo/Tests/Fuzz/ServerRequestFuzz.swift"
+    "$repo/Sources/CommandBusServer/Connections/ServerRequest.swift" "$repo/Tests/Fuzz/ServerRequestFuzz.swift"
 
 for target in dynamic-path sdk-decoder arguments http-request server-request; do
     corpus="$out/corpus-$target"

@@ -1,1 +1,1 @@
-../CommandBusTests/SeededValues.swift
+../CommandBusTests/JSON/SeededValues.swift
