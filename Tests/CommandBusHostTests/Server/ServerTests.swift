@@ -132,6 +132,8 @@ struct ServerTests {
                 '{"op": "send", "command": "greet", "payload": {"name": "\\\\ud800"}, "id": 6}',
                 json.dumps({"op": "post", "command": "x" * 100000, "id": 7}),
                 '{"op": "forget", "path": 1, "id": 8}', '{"op": "forget", "path": "plugins/libx.so", "id": 9}',
+                # Under a millisecond is a millisecond: it was no time at all.
+                '{"op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 5000}, "timeout": 0.0001, "id": 10}',
             ]:
                 reply = ask(f, request)
                 print(reply["ok"], reply["error"]["code"], json.dumps(reply["id"]), reply["error"]["message"])
@@ -166,6 +168,7 @@ struct ServerTests {
             False usage 7 request field 'command' is 100000 bytes long; a command's name is at most 255
             False usage 8 request field 'path' must be a string (a plugin file's path), not a number; fix the field or leave it out
             False usage 9 forget needs "path": a plugin file's absolute path, as 'cmdbus plugins' lists it, or its name
+            False timedOut 10 command 'fixture.sleep' timed out after 0.001 seconds
             7
             cancel needs "commandId"
             True
