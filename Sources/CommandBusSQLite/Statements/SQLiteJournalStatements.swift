@@ -16,11 +16,12 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     let selectOne: SQLiteStatement
     private let findRow: SQLiteStatement
     let selectUnfinished: SQLiteStatement
-    private let sweepBounds: SQLiteStatement
-    private let insertUnended: SQLiteStatement
+    // The sweep's statements, used by SQLiteJournalStatements+Sweep.swift.
+    let sweepBounds: SQLiteStatement
+    let insertUnended: SQLiteStatement
     private let rowInserts: JournalRowInserts
     /// Row ids of the commands accepted and not yet ended, so their endings name the row by integer key.
-    private var rowIDs: [CommandKey: Int64] = [:]
+    var rowIDs: [CommandKey: Int64] = [:]
     /// Prepared statements of ``records(_:)``, by their SQL.
     var queryStatements: [String: SQLiteStatement] = [:]
     /// How many query shapes ``queryStatements`` keeps.
@@ -28,20 +29,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     /// Endings recorded since this connection last swept (``SQLiteJournalSchema/sweep``).
     private var endingsSinceSweep = 0
     /// The row ids of the commands this connection inserted since it last swept, in order.
-    private var insertedSinceSweep: [Int64] = []
-
-    /// How many endings a writer records between sweeps. A sweep's cost does not grow with it, so
-    /// this bounds only how many commands recovery reads past the last one: about this many, and
-    /// ``sweepLag`` more.
-    package static let sweepInterval = 4_096
-    /// How many of the newest commands a writer's own sweep leaves past it (``sweepOwnCommands()``).
-    static let sweepLag: Int64 = 2_048
-    /// The most commands still in flight a writer's own sweep writes to `unended`; with more, it
-    /// stops short of the oldest of them (``sweepOwnCommands()``).
-    package static let unendedPerSweep = 64
-    /// How far behind the newest the oldest command in flight may hold a writer's own sweep
-    /// back; past it, the sweep writes every command in flight before it to `unended`.
-    static let sweepHoldLimit: Int64 = 65_536
+    var insertedSinceSweep: [Int64] = []
 
     /// The columns of a record, in the order ``record(from:)`` reads them.
     package static let columns = "seq, id, name, parent_id, correlation_id, created_at, metadata, payload, state, attempts, result, error_code, error_message, updated_at, undo_of, undone_by, excluded, owner, started_at, finished_at, discarded_at"
@@ -80,11 +68,6 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         sweepBounds = try database.prepare("SELECT through, (SELECT coalesce(max(seq), 0) FROM commands) FROM sweep")
         insertUnended = try database.prepare(writes ?? "INSERT OR IGNORE INTO unended (seq) VALUES (?1)")
         rowInserts = JournalRowInserts(database)
-    }
-
-    /// Runs a sweep (``SQLiteJournalSchema/sweep``) in the caller's transaction.
-    package static func sweep(_ database: SQLiteDatabase) throws(CommandBusError) {
-        try database.execute(SQLiteJournalSchema.sweep)
     }
 
     /// Whether the next commits sync (`FULL`) or leave the sync to a later commit (`NORMAL`; WAL mode
@@ -234,59 +217,6 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         endingsSinceSweep += endings.count
     }
 
-    /// Sweeps (``SQLiteJournalSchema/sweep``), cheaply when every command past the last sweep was
-    /// inserted on this connection, the usual case.
-    ///
-    /// Rows are never deleted, so the row ids past the sweep run without a gap to the newest, and
-    /// counting this connection's among them says whether another process wrote any. If none
-    /// did, the unended ones are the commands still in flight here (``rowIDs``): the sweep writes
-    /// those to `unended` instead of reading every command since the last sweep. And it stops
-    /// ``sweepLag`` commands short of the newest. The commands in flight are mostly the newest,
-    /// and each one written to `unended`, then deleted from it when it ends, cost two statements,
-    /// about 9,000 instructions; left past the sweep, most have ended by the next. If another
-    /// process wrote commands past the sweep, it sweeps them all as a fresh connection does.
-    ///
-    /// A burst of posts puts thousands of commands in flight at once, accepted and waiting for a
-    /// runner: written to `unended` and deleted from it again moments later, they cost a sweep
-    /// 12 million instructions, about 3,000 a command. With more than ``unendedPerSweep`` in
-    /// flight, the sweep stops short of the oldest of them instead, unless that one is more than
-    /// ``sweepHoldLimit`` commands old (a command that runs for hours must not hold the sweep,
-    /// and the reads of recovery, back forever).
-    private func sweepOwnCommands() throws(CommandBusError) {
-        guard try sweepBounds.step() else {
-            sweepBounds.reset()
-            insertedSinceSweep.removeAll(keepingCapacity: true)
-            return try Self.sweep(database)
-        }
-        let through = sweepBounds.int64(0), newest = sweepBounds.int64(1)
-        sweepBounds.reset()
-        guard newest - through == Int64(insertedSinceSweep.count { $0 > through }) else {
-            insertedSinceSweep.removeAll(keepingCapacity: true)
-            return try Self.sweep(database)
-        }
-        var sweptThrough = newest - Self.sweepLag
-        var inFlight = 0, oldestInFlight = Int64.max
-        for row in rowIDs.values where row > through && row <= sweptThrough {
-            inFlight += 1
-            oldestInFlight = min(oldestInFlight, row)
-        }
-        if inFlight > Self.unendedPerSweep, newest - oldestInFlight < Self.sweepHoldLimit {
-            sweptThrough = oldestInFlight - 1
-        }
-        guard sweptThrough > through else { return }
-        for row in rowIDs.values where row > through && row <= sweptThrough {
-            insertUnended.bind(1, row)
-            try run(insertUnended)
-        }
-        // As the full sweep does: a command that ended since, or was ended by another process
-        // (a discard, a failed replay), leaves `unended`.
-        try database.execute("""
-            DELETE FROM unended WHERE EXISTS (SELECT 1 FROM endings e WHERE e.seq = unended.seq);
-            UPDATE sweep SET through = \(sweptThrough);
-            """)
-        insertedSinceSweep.removeAll { $0 <= sweptThrough }
-    }
-
     /// Inserts one command, or accepts a known one again (a recovery, a retry): the upsert.
     private func accept(_ command: AcceptedCommand, owner: String) throws(CommandBusError) {
         // Row ids start at 1: a last insert id still 0 after the upsert means it inserted nothing.
@@ -418,7 +348,7 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
         return .success(())
     }
 
-    private func run(_ statement: SQLiteStatement) throws(CommandBusError) {
+    func run(_ statement: SQLiteStatement) throws(CommandBusError) {
         defer { statement.reset() }
         try statement.step()
     }
