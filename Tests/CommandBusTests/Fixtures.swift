@@ -100,34 +100,6 @@ func decodeJSON(_ data: Data) throws -> [String: Any] {
     try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
 }
 
-/// Holds whoever waits, deaf to cancellation, until opened: a handler that ignores
-/// cancellation without holding a thread. (A handler that blocks its thread instead, with
-/// `usleep`, can take the last of the two cooperative threads a small machine has, and with
-/// another test blocking the other one, the whole run stops.)
-final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}
-
 /// A journal that hands everything to an in-memory one: tests subclass it and override the one
 /// or two writes whose timing they hold or watch. Every requirement is implemented here, even
 /// those with a default, so that an override is what the bus calls.

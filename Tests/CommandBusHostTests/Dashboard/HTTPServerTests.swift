@@ -301,28 +301,3 @@ struct HTTPServerTests {
         #expect(TCPListener.parse("70000") == nil && TCPListener.parse("a:b") == nil && TCPListener.parse(":") == nil)
     }
 }
-
-/// A one-shot gate: `wait()` returns once `open()` was called, without holding a thread.
-private final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}

@@ -1,0 +1,1 @@
+../../CommandBusTests/Gate.swift
