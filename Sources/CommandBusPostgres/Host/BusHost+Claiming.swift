@@ -145,13 +145,11 @@ extension BusHost {
     func start(_ row: BusCommandRow) {
         state.withLock { state in
             state.inFlight += 1
+            state.deciding.insert(row.id)
             if state.offer.limits[row.name] != nil { state.inFlightOfLimited[row.name, default: 0] += 1 }
             state.correlations[row.correlationID, default: 0] += 1
         }
-        if row.cancelRequested {
-            return finish(row, .complete(id: row.id, attempt: row.attempt, state: .cancelled, result: nil, code: "cancelled",
-                                         message: "command '\(row.name)' was cancelled", retryAfter: nil))
-        }
+        if row.cancelRequested { return finishCancelled(row) }
         Task { [self] in
             // The full answer: a plugin whose handle() decides, or an isolated one, is asked for real.
             let takes: Bool
@@ -178,9 +176,17 @@ extension BusHost {
         var record = row.record
         record.envelope.metadata["cmdbus.attempt"] = String(row.attempt)
         record.envelope.metadata["cmdbus.host"] = label
+        // A cancel that came while this host decided whether to take the command ends it now,
+        // before it starts; one that comes from here on finds its ticket.
+        if state.withLock({ $0.cancelledWhileDeciding.contains(row.id) }) { return finishCancelled(row) }
         state.withLock { _ = $0.started.insert(row.id) }
         let ticket = bus.resubmit(record, timeout: row.timeout)
-        state.withLock { $0.running[row.id] = ticket }
+        let cancelledMeanwhile = state.withLock { state -> Bool in
+            state.running[row.id] = ticket
+            state.deciding.remove(row.id)
+            return state.cancelledWhileDeciding.remove(row.id) != nil
+        }
+        if cancelledMeanwhile { ticket.cancel() }
         Task { [self] in
             var outcome: Finish
             do throws(CommandBusError) {
@@ -239,10 +245,18 @@ extension BusHost {
         return .milliseconds(Int64(base * Double.random(in: 0.5...1.0)))
     }
 
+    /// Ends a command its sender asked to stop before it started here.
+    func finishCancelled(_ row: BusCommandRow) {
+        finish(row, .complete(id: row.id, attempt: row.attempt, state: .cancelled, result: nil, code: "cancelled",
+                              message: "command '\(row.name)' was cancelled", retryAfter: nil))
+    }
+
     func finish(_ row: BusCommandRow, _ outcome: Finish) {
         let drained = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             state.pending.append(outcome)
             state.inFlight -= 1
+            state.deciding.remove(row.id)
+            state.cancelledWhileDeciding.remove(row.id)
             if let count = state.inFlightOfLimited[row.name] { state.inFlightOfLimited[row.name] = count > 1 ? count - 1 : nil }
             state.freed = true
             if let count = state.correlations[row.correlationID] {
@@ -279,7 +293,15 @@ extension BusHost {
         finishWake.signal()
     }
 
+    /// Stops command `id` if it runs here, or, if this host is still deciding whether to take
+    /// it, ends it cancelled once it has decided. A cancel that found no ticket was lost: the
+    /// command then ran to its end, though its sender had been told it was asked to stop.
     func cancelLocally(_ id: UUID) {
-        state.withLock { $0.running[id] }?.cancel()
+        let ticket = state.withLock { state -> CommandTicket<Data>? in
+            if let ticket = state.running[id] { return ticket }
+            if state.deciding.contains(id) { state.cancelledWhileDeciding.insert(id) }
+            return nil
+        }
+        ticket?.cancel()
     }
 }

@@ -42,6 +42,12 @@ package final class BusHost: Sendable {
 
     struct State {
         var running: [UUID: CommandTicket<Data>] = [:]
+        /// Commands claimed here that are not running yet: the host is still asking whether a
+        /// handler here takes them (an isolated plugin's `canHandle` runs in its worker).
+        var deciding: Set<UUID> = []
+        /// Commands of ``deciding`` whose sender asked them to stop meanwhile: they end cancelled
+        /// instead of starting. The cancel's notification comes once, so it is kept until then.
+        var cancelledWhileDeciding: Set<UUID> = []
         /// Claimed commands not finished here yet (running or being checked).
         var inFlight = 0
         /// ``inFlight`` by command name, for the names whose handlers limit how many run at once.

@@ -142,6 +142,33 @@ extension SharedBusTests {
         #expect(row(rescuedNotAsked).hasSuffix("|pending||f|"), "\(states)")
     }
 
+    /// A cancel that comes while the host that claimed the command is still asking its plugin
+    /// whether to take it (an isolated plugin's `canHandle` runs in its worker) ends the command
+    /// cancelled, without its handler running. It found no running command to stop and was lost:
+    /// the command ran to its end, and `cancel` had said it was asked to stop.
+    @Test(.timeLimit(.minutes(2)))
+    func aCancelThatComesWhileItsHostDecidesIsKept() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--isolate"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let posted = try await Self.bus(
+            database.url, "run", "fixture.sleep", #"{"milliseconds": 5000, "decideAfterMilliseconds": 3000}"#, "--no-wait"
+        )
+        let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(posted.status == 0 && UUID(uuidString: id) != nil, "\(posted.stderr)")
+        // Claimed: the host now asks the worker, which takes three seconds to answer.
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT state FROM cmdbus.commands WHERE id = '\(id)'")) == "running\n"
+        })
+        #expect(try await Self.bus(database.url, "cancel", id).status == 0)
+        #expect(await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT finalized_at IS NOT NULL FROM cmdbus.commands WHERE id = '\(id)'")) == "t\n"
+        })
+        let ended = try await database.sql("SELECT state, error_message FROM cmdbus.commands WHERE id = '\(id)'")
+        #expect(ended == "cancelled|command 'fixture.sleep' was cancelled\n", "\(ended)")
+    }
+
     /// A command cancelled in an isolated worker whose handler does not stop has that worker
     /// stopped after a grace period, and with it the other commands it ran. Those did nothing
     /// wrong: their host runs them again on its next worker, where they failed for good (a
@@ -153,12 +180,16 @@ extension SharedBusTests {
         let database = try await SharedBusDatabase()
         let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--isolate"])
         defer { Task { await host.stop(); await database.drop() } }
-        func post() async throws -> String {
-            let posted = try await Self.bus(database.url, "run", "fixture.sleep", #"{"milliseconds": 3000, "stubborn": true}"#, "--no-wait")
+        func post(milliseconds: Int) async throws -> String {
+            let payload = #"{"milliseconds": \#(milliseconds), "stubborn": true}"#
+            let posted = try await Self.bus(database.url, "run", "fixture.sleep", payload, "--no-wait")
             #expect(posted.status == 0, "\(posted.stderr)")
             return posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        let cancelled = try await post(), neighbour = try await post()
+        // The one cancelled would run for a minute: under load the cancel once reached it more
+        // than two seconds into a run of three, and the handler ended first ('succeeded'). The
+        // neighbour runs long enough to be under way still when its worker is stopped.
+        let cancelled = try await post(milliseconds: 60_000), neighbour = try await post(milliseconds: 8_000)
         #expect(await waitUntil(.seconds(30)) {
             (try? await database.sql("SELECT count(*) FROM cmdbus.commands WHERE state = 'running'")) == "2\n"
         })

@@ -11,6 +11,9 @@ struct Sleep: PluginCommand {
     var milliseconds: Int
     /// Ignore cancellation and deadlines: sleep the whole time regardless.
     var stubborn: Bool?
+    /// Take this long to say whether the handler takes the command (`canHandle`), as one that
+    /// looks something up would.
+    var decideAfterMilliseconds: Int?
 }
 
 struct Slept: Codable, Sendable {
@@ -18,6 +21,11 @@ struct Slept: Codable, Sendable {
 }
 
 struct SleepHandler: PluginHandler {
+    func canHandle(_ command: Sleep) -> Bool {
+        if let milliseconds = command.decideAfterMilliseconds { usleep(UInt32(clamping: milliseconds * 1_000)) }
+        return true
+    }
+
     func handle(_ command: Sleep, context: PluginContext) async throws -> Slept {
         if command.stubborn == true {
             let end = ContinuousClock.now + .milliseconds(command.milliseconds)
