@@ -177,8 +177,13 @@ extension BusHost {
         record.envelope.metadata["cmdbus.attempt"] = String(row.attempt)
         record.envelope.metadata["cmdbus.host"] = label
         // A cancel that came while this host decided whether to take the command ends it now,
-        // before it starts; one that comes from here on finds its ticket.
-        if state.withLock({ $0.cancelledWhileDeciding.contains(row.id) }) { return finishCancelled(row) }
+        // before it starts, and a fence hands it back (see ``fence(_:handingBack:)``); one that
+        // comes from here on finds its ticket.
+        switch state.withLock({ ($0.handingBack.remove(row.id) != nil, $0.cancelledWhileDeciding.contains(row.id)) }) {
+        case (true, _): return finish(row, .handBack(id: row.id, attempt: row.attempt))
+        case (false, true): return finishCancelled(row)
+        case (false, false): break
+        }
         state.withLock { _ = $0.started.insert(row.id) }
         let ticket = bus.resubmit(record, timeout: row.timeout)
         let cancelledMeanwhile = state.withLock { state -> Bool in
@@ -257,6 +262,7 @@ extension BusHost {
             state.inFlight -= 1
             state.deciding.remove(row.id)
             state.cancelledWhileDeciding.remove(row.id)
+            state.handingBack.remove(row.id)  // one fenced while deciding, then declined
             if let count = state.inFlightOfLimited[row.name] { state.inFlightOfLimited[row.name] = count > 1 ? count - 1 : nil }
             state.freed = true
             if let count = state.correlations[row.correlationID] {

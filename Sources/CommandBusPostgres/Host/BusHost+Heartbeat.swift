@@ -86,7 +86,10 @@ extension BusHost {
             state.fenced = true
             if !handingBack { state.declaredDead += 1 } else if first { state.leaseLapses += 1 }
             guard first else { return nil }
-            if handingBack { state.handingBack.formUnion(state.running.keys) }
+            // What is still deciding must not start once decided: handed back or ended as the
+            // running ones are (see ``run(_:)``).
+            if handingBack { state.handingBack.formUnion(Array(state.running.keys) + state.deciding) }
+            state.cancelledWhileDeciding.formUnion(state.deciding)
             return Array(state.running.values)
         }
         // Already fenced, a host that stays cut off says nothing more at each failed heartbeat;
