@@ -77,7 +77,7 @@ extension CommandServer {
         let payload = (request.payload ?? .object([:])).data
         // The request refuses a timeout of 0 or less, and one whose milliseconds would not fit;
         // one under a millisecond is a millisecond, as on the command line.
-        let timeout = request.timeout.map { Duration.milliseconds(max(1, Int64($0 * 1000))) }
+        let timeout = request.timeout.map { Duration.positive(seconds: $0) }
         // Subscribed before the command starts, so none of its events is missed, and to its own
         // tree's alone: following every event of a busy bus, the follower fell behind, the
         // buffer dropped this command's end, and its reply never came.

@@ -2,3 +2,13 @@
 /// years): longer ones are typing mistakes, and their milliseconds would not fit the `Int64` a
 /// `Duration` is built from (`1e300` once stopped the process on the conversion).
 package let longestAcceptedSeconds: Double = 1_000_000_000
+
+extension Duration {
+    /// `seconds`, positive and at most ``longestAcceptedSeconds``, in whole milliseconds and at
+    /// least one: a positive wait must not become none (a timeout that ends a command before it
+    /// starts, a drain that waits for nothing). The command line's `--timeout` and `--drain`
+    /// and a socket request's `timeout` are kept so.
+    package static func positive(seconds: Double) -> Duration {
+        .milliseconds(max(1, Int64(seconds * 1000)))
+    }
+}

@@ -8,15 +8,13 @@ import CommandBusSupport
 extension ArgumentSpec.Parsed {
     /// The option's value as a positive duration (`--timeout`, `--drain`): seconds, or a number
     /// with a unit as ``duration(_:)`` takes (`--timeout 500ms` as `--delay 500ms` is); a bad value
-    /// names the option. A value under a millisecond is one: durations are kept in whole
-    /// milliseconds, and a positive one must not become none (a timeout that ends a command
-    /// before it starts, a drain that waits for nothing).
+    /// names the option. A value under a millisecond is one (``Duration/positive(seconds:)``).
     func seconds(_ name: String) throws(HostFailure) -> Duration? {
         guard let text = value(name) else { return nil }
         guard let seconds = Self.seconds(in: text), seconds > 0 else {
             throw .usage("--\(name) takes a positive number of seconds (or 500ms, 5m, 2h), at most \(Int(longestAcceptedSeconds)), got \(quoted(text))")
         }
-        return .milliseconds(max(1, Int64(seconds * 1000)))
+        return .positive(seconds: seconds)
     }
 
     /// The option's value as a duration: seconds, or a number with `ms`, `s`, `m`, `h`, `d` or `w`; a bad value names the option.
