@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Tasks waiting for a condition that their owner's state decides (no command in flight, a
 /// table empty), kept in that state and touched only under its lock. The owner resumes them,
 /// out of the lock, when the condition comes to hold; a drain whose deadline passes gives them
@@ -29,5 +31,16 @@ package struct ConditionWaiters {
     package mutating func giveUp() -> [UnsafeContinuation<Void, Never>] {
         givenUp = true
         return takeAll()
+    }
+}
+
+extension Mutex {
+    /// Returns once the condition the `waiters` kept in this lock's state stand for holds: at
+    /// once if `holdsNow` says it holds (read under the lock), or once the owner resumes them
+    /// (``ConditionWaiters/takeAll()``) or gives them up (``ConditionWaiters/giveUp()``).
+    package func wait(on waiters: WritableKeyPath<Value, ConditionWaiters> & Sendable, unlessNow holdsNow: @Sendable (Value) -> Bool) async {
+        await withUnsafeContinuation { continuation in
+            withLock { state in state[keyPath: waiters].wait(continuation, holdsNow: holdsNow(state)) }?.resume()
+        }
     }
 }

@@ -42,12 +42,7 @@ package final class TicketTable: Sendable {
 
     /// Returns once the table is empty (at once if it is), or once ``releaseEmptyWaiters()`` has been called.
     package func waitUntilEmpty() async {
-        await withUnsafeContinuation { continuation in
-            state.withLock { state in
-                let empty = state.tickets.isEmpty
-                return state.emptyWaiters.wait(continuation, holdsNow: empty)
-            }?.resume()
-        }
+        await state.wait(on: \.emptyWaiters) { $0.tickets.isEmpty }
     }
 
     /// Resumes whoever waits for the table to empty, now and from now on (a drain that gave up waiting).

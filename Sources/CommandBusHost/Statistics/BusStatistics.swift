@@ -55,12 +55,7 @@ package final class BusStatistics: CommandObserver {
 
     /// Returns once no command is in flight (at once if none is), or once ``releaseIdleWaiters()`` has been called.
     package func waitUntilIdle() async {
-        await withUnsafeContinuation { continuation in
-            state.withLock { state in
-                let idle = state.started.isEmpty
-                return state.idleWaiters.wait(continuation, holdsNow: idle)
-            }?.resume()
-        }
+        await state.wait(on: \.idleWaiters) { $0.started.isEmpty }
     }
 
     /// Resumes whoever waits for idleness, now and from now on (a drain that gave up waiting).

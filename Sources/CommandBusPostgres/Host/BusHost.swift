@@ -276,11 +276,7 @@ package final class BusHost: Sendable {
         heartbeatWake.signal()  // the bus hears of it at once: `bus status` says the host drains
         log(.info, "draining \(counted(inFlight, "command")) for up to \(drain.spoken)")
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { [self] in
-                await withUnsafeContinuation { continuation in
-                    state.withLock { $0.drained.wait(continuation, holdsNow: $0.inFlight == 0) }?.resume()
-                }
-            }
+            group.addTask { [self] in await state.wait(on: \.drained) { $0.inFlight == 0 } }
             group.addTask { try? await Task.sleep(for: drain) }
             await group.next()
             // Release the drain waiter if it is still parked (the drain ran out), so the group can
