@@ -149,7 +149,7 @@ extension BusHost {
             if state.offer.limits[row.name] != nil { state.inFlightOfLimited[row.name, default: 0] += 1 }
             state.correlations[row.correlationID, default: 0] += 1
         }
-        if row.cancelRequested { return finishCancelled(row) }
+        if row.cancelRequested { return finish(row, Self.cancelled(row)) }
         Task { [self] in
             // The full answer: a plugin whose handle() decides, or an isolated one, is asked for real.
             let takes: Bool
@@ -178,13 +178,14 @@ extension BusHost {
         record.envelope.metadata["cmdbus.host"] = label
         // A cancel that came while this host decided whether to take the command ends it now,
         // before it starts, and a fence hands it back (see ``fence(_:handingBack:)``); one that
-        // comes from here on finds its ticket.
-        switch state.withLock({ ($0.handingBack.remove(row.id) != nil, $0.cancelledWhileDeciding.contains(row.id)) }) {
-        case (true, _): return finish(row, .handBack(id: row.id, attempt: row.attempt))
-        case (false, true): return finishCancelled(row)
-        case (false, false): break
+        // comes from here on is kept until the ticket is registered, below, or finds it.
+        let stoppedWhileDeciding = state.withLock { state -> Finish? in
+            if state.handingBack.remove(row.id) != nil { return .handBack(id: row.id, attempt: row.attempt) }
+            if state.cancelledWhileDeciding.contains(row.id) { return Self.cancelled(row) }
+            state.started.insert(row.id)
+            return nil
         }
-        state.withLock { _ = $0.started.insert(row.id) }
+        if let stoppedWhileDeciding { return finish(row, stoppedWhileDeciding) }
         let ticket = bus.resubmit(record, timeout: row.timeout)
         let cancelledMeanwhile = state.withLock { state -> Bool in
             state.running[row.id] = ticket
@@ -250,10 +251,10 @@ extension BusHost {
         return .milliseconds(Int64(base * Double.random(in: 0.5...1.0)))
     }
 
-    /// Ends a command its sender asked to stop before it started here.
-    func finishCancelled(_ row: BusCommandRow) {
-        finish(row, .complete(id: row.id, attempt: row.attempt, state: .cancelled, result: nil, code: "cancelled",
-                              message: "command '\(row.name)' was cancelled", retryAfter: nil))
+    /// How a command its sender asked to stop before it started here ends.
+    static func cancelled(_ row: BusCommandRow) -> Finish {
+        .complete(id: row.id, attempt: row.attempt, state: .cancelled, result: nil, code: "cancelled",
+                  message: "command '\(row.name)' was cancelled", retryAfter: nil)
     }
 
     func finish(_ row: BusCommandRow, _ outcome: Finish) {
