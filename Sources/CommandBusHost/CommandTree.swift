@@ -91,10 +91,13 @@ package struct CommandTree: Sendable {
         return milliseconds(max(0, now.timeIntervalSince(node.start))) + " so far"
     }
 
-    /// A duration in milliseconds to one decimal, or "-" if unknown.
-    static func milliseconds(_ seconds: TimeInterval?) -> String {
+    /// A duration in milliseconds to one decimal, a whole number without its ".0" ("100 ms",
+    /// "2.5 ms", as the dashboard says them), or "-" if unknown.
+    package static func milliseconds(_ seconds: TimeInterval?) -> String {
         guard let seconds else { return "-" }
-        return "\((seconds * 10_000).rounded() / 10) ms"
+        let tenths = (seconds * 10_000).rounded()
+        let whole = Int64(tenths / 10)
+        return tenths.truncatingRemainder(dividingBy: 10) == 0 ? "\(whole) ms" : "\(tenths / 10) ms"
     }
 
     // MARK: Mermaid and DOT

@@ -42,11 +42,13 @@ extension DashboardAssets {
         function badge(state) { return h('span', { class: 'badge ' + state }, state); }
         function link(href, text, cls) { return h('a', { href, class: cls }, text); }
         function short(id) { return id ? id.slice(0, 8) + '…' + id.slice(-4) : ''; }
+        // Two decimals under a millisecond, one under a second, then seconds to two; without the
+        // trailing zeros ('100 ms', '2.5 ms', '1.5 s'), as the command line's tree says them.
         function ms(v) {
           if (v === null || v === undefined) return '–';
-          if (v < 1) return v.toFixed(2) + ' ms';
-          if (v < 1000) return v.toFixed(1) + ' ms';
-          return (v / 1000).toFixed(2) + ' s';
+          if (v < 1) return Number(v.toFixed(2)) + ' ms';
+          if (v < 1000) return Number(v.toFixed(1)) + ' ms';
+          return Number((v / 1000).toFixed(2)) + ' s';
         }
         function ago(seconds) {
           const d = Date.now() / 1000 - seconds;
