@@ -169,6 +169,34 @@ extension SharedBusTests {
         #expect(ended == "cancelled|command 'fixture.sleep' was cancelled\n", "\(ended)")
     }
 
+    /// A host the bus declares dead while it still decides whether to take a command does not
+    /// run it once it has decided: the command is the bus's again, and runs once, on the claim
+    /// that follows. The decision ended, the command started on the lease the host no longer
+    /// held, and ran twice (the fence stopped only what already ran).
+    @Test(.timeLimit(.minutes(2)))
+    func aHostDeclaredDeadWhileItDecidesDoesNotRunTheCommand() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        // A 3 s lease: the host beats every second, and hears it was declared dead well inside
+        // the four seconds its plugin takes to decide.
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "3", extra: ["--isolate"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let runs = host.work.file("runs.txt")
+        async let result = Self.bus(database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "decideAfterMilliseconds=4000")
+        #expect(await waitUntil(.seconds(30)) {
+            (try? await database.sql("SELECT state FROM cmdbus.commands WHERE name = 'fixture.append'")) == "running\n"
+        })
+        // What a rescue does to a host whose lease ran out (``aHostRemovedFromTheBusCannotFinishWhatItStillHolds``).
+        try await database.sql("DELETE FROM cmdbus.hosts")
+        let finished = try await result
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(host.output.contains("fenced: the bus declared this host dead"), "\(host.output)")
+        // Room for the first decision's run to write its line, where it ran.
+        try await Task.sleep(for: .seconds(3))
+        let lines = Self.lines(runs)
+        #expect(lines.count == 1 && lines.first?.split(separator: " ")[1] == "2", "ran on the lost lease: \(lines)")
+    }
+
     /// A command cancelled in an isolated worker whose handler does not stop has that worker
     /// stopped after a grace period, and with it the other commands it ran. Those did nothing
     /// wrong: their host runs them again on its next worker, where they failed for good (a

@@ -123,6 +123,8 @@ struct Append: PluginCommand {
     static let name = "fixture.append"
     var file: String
     var milliseconds: Int?
+    /// Take this long to say whether the handler takes the command, as `fixture.sleep`'s.
+    var decideAfterMilliseconds: Int?
 }
 
 struct Appended: Codable, Sendable {
@@ -131,6 +133,11 @@ struct Appended: Codable, Sendable {
 }
 
 struct AppendHandler: PluginHandler {
+    func canHandle(_ command: Append) -> Bool {
+        if let milliseconds = command.decideAfterMilliseconds { usleep(UInt32(clamping: milliseconds * 1_000)) }
+        return true
+    }
+
     func handle(_ command: Append, context: PluginContext) async throws -> Appended {
         guard let envelope = context.envelope() else { throw PluginError(.failed, "the host gave no envelope") }
         let attempt = envelope.metadata?["cmdbus.attempt"] ?? "1", host = envelope.metadata?["cmdbus.host"] ?? "local"
