@@ -236,6 +236,9 @@ enum BusCommand {
             if queue["commands"] == nil, pending != "0" || scheduled > 0, let name = queue["command"]?.stringValue, !handled.contains(name) {
                 parts.append("no live host handles it")
             }
+            if let labels = queue["quarantinedOn"]?.arrayValue?.compactMap(\.stringValue), !labels.isEmpty {
+                parts.append("quarantined on \(labels.map(quotedLine).joined(separator: ", "))")
+            }
             let limits = [queue["limit"].map { "\($0.text) at once" }, queue["rate"].flatMap(rateText)].compactMap { $0 }
             let pause = (queue["paused"] == .bool(true) ? " (paused)" : "") + (limits.isEmpty ? "" : " (at most \(limits.joined(separator: ", ")))")
             console.out("  \(quotedLine(queue["command"]?.stringValue ?? "?"))\(names)\(pause): \(parts.joined(separator: "; "))")

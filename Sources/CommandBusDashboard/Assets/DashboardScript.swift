@@ -551,7 +551,10 @@ extension DashboardAssets {
               q.paused ? h('span', { class: 'badge paused', title: paused.has(q.command) ? `paused ${duration(paused.get(q.command).pausedSeconds)} ago by ${paused.get(q.command).pausedBy}` : '' }, 'paused') : null,
               // What waits for a name no live host handles waits until a host whose plugins do joins.
               !q.commands && q.pending + (q.scheduled || 0) > 0 && !handled.has(q.command)
-                ? h('span', { class: 'badge failed', title: 'no live host handles it (none loads a plugin for it, or each has that plugin quarantined): what waits stays until one does' }, 'no live host') : null),
+                ? h('span', { class: 'badge failed', title: 'no live host handles it (none loads a plugin for it, or each has that plugin quarantined): what waits stays until one does' }, 'no live host') : null,
+              // Where its plugin is quarantined, those hosts take it no more; the Hosts page tries it again.
+              q.quarantinedOn ? h('span', { class: 'badge paused', title: `its plugin is quarantined on ${q.quarantinedOn.join(', ')}: ${handled.has(q.command) ? 'the other hosts that have it take it' : 'no other live host has it'} (the Hosts page says why, and tries it again)` },
+                `quarantined on ${q.quarantinedOn.length === 1 ? q.quarantinedOn[0] : q.quarantinedOn.length + ' hosts'}`) : null),
             h('td', { class: 'num', title: q.limit ? `at most ${num(q.limit)} at once across the bus` : '' },
               num(q.running || 0), q.limit ? h('span', { class: 'muted' }, ` / ${num(q.limit)}`) : null),
             h('td', { class: 'num' }, num(q.pending)), h('td', { class: 'num' }, q.pending ? duration(q.oldestPendingSeconds) : '–'),

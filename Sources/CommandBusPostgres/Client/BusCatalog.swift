@@ -46,6 +46,16 @@ package enum BusCatalog {
             }
             return workers + probed
         }
+
+        /// The commands of this host's quarantined isolated plugins: names it handles no more
+        /// (a file the probe refused was never loaded, and named no command).
+        package var quarantinedCommands: Set<String> {
+            var names: Set<String> = []
+            for plugin in BusCatalog.objects(catalog["plugins"]) where plugin["isolated"]?.objectValue?["quarantine"] != nil {
+                names.formUnion(plugin["commands"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+            }
+            return names
+        }
     }
 
     /// The fields that belong to one host's copy of a plugin rather than to its build (`isolated`:

@@ -47,6 +47,13 @@ package enum BusStatus {
         for case .object(let limit) in limits.arrayValue ?? [] { if let name = limit["command"]?.stringValue { limitOf[name] = limit } }
         let pausedNames = Set(paused.arrayValue?.compactMap { $0.objectValue?["command"]?.stringValue } ?? [])
         let waiting = Set(queues.all.compactMap { $0.text("name") })
+        // The live hosts that handle a name no more, its plugin quarantined there: the others
+        // that have it take it, and where none does, it waits ("no live host").
+        var quarantinedOn: [String: [String]] = [:]
+        for host in hosts.all where host.bool("live") == true {
+            let catalog = BusCatalog.Host(row: host)
+            for name in catalog.quarantinedCommands { quarantinedOn[name, default: []].append(catalog.label) }
+        }
         func queue(_ name: String, pending: Int64, oldest: Double, scheduled: Int64, nextDue: Double? = nil, names: Int64? = nil) -> JSONValue {
             var queue: [String: JSONValue] = [
                 "command": .string(name), "pending": .integer(pending), "oldestPendingSeconds": .number(oldest),
@@ -57,6 +64,7 @@ package enum BusStatus {
             if case .integer(let most)? = limitOf[name]?["limit"] { queue["limit"] = .integer(most) }
             if let rate = limitOf[name]?["rate"] { queue["rate"] = rate }
             if name == CountedName.other { queue["commands"] = .integer(names ?? 0) }
+            if let labels = quarantinedOn[name] { queue["quarantinedOn"] = .array(labels.map(JSONValue.string)) }
             return .object(queue)
         }
         return .object([

@@ -105,6 +105,51 @@ extension SharedBusTests {
         #expect(nowhere.status == 404 && nowhere.body.contains("no live host of the bus has a plugin file named 'nothing.so'"), "\(nowhere.body)")
     }
 
+    /// A name whose plugin is quarantined on some hosts only is marked in the bus's queues,
+    /// with where. The hosts that still have it take what waits, so nothing said why its queue
+    /// drained slower; only a name no live host handles was marked ("no live host").
+    @Test(.timeLimit(.minutes(3)))
+    func aNameQuarantinedOnSomeHostsIsMarkedInTheQueues() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let first = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("misbehave", [])], extra: ["--isolate", "--http", "127.0.0.1:0"])
+        let second = try await BusHostProcess(bus: database.url, plugins: [], fixtures: [("misbehave", [])], extra: ["--isolate"])
+        defer { Task { await first.stop(); await second.stop(); await database.drop() } }
+        // Three crashes within a minute quarantine the plugin on a host, which then claims no
+        // more of them: of five, one host has three, the other two at most.
+        for _ in 0..<5 {
+            #expect(try await Self.bus(database.url, "run", "bad.segv", "{}").status != 0)
+        }
+        #expect(await waitUntil(.seconds(30)) { [first, second].contains { $0.output.contains("no longer offering bad.abort") } })
+        let quarantined = first.output.contains("no longer offering bad.abort") ? first : second
+        let serving = quarantined === first ? second : first
+        #expect(!serving.output.contains("no longer offering"), "\(serving.output)")
+        // Paused, so what waits stays to be seen.
+        #expect(try await Self.bus(database.url, "bus", "pause", "ok.echo").status == 0)
+        try await database.insertPending(3, named: "ok.echo", payload: #"{"x":1}"#)
+
+        let status = try await Self.bus(database.url, "bus", "status")
+        let line = status.stdout.split(separator: "\n").first { $0.hasPrefix("  ok.echo") }.map(String.init) ?? ""
+        #expect(line.contains("3 pending") && line.contains("; quarantined on ") && line.hasSuffix(":\(quarantined.pid)"), "\(status.stdout)")
+        #expect(!line.contains("no live host"), "\(line)")
+        // The dashboard's queues read the same status: the host's label, not the other's.
+        let hosts = try await Self.get(try #require(dashboardURL(in: first.output)) + "/api/hosts")
+        let queues = try jsonObject(hosts.body)["queues"] as? [[String: Any]] ?? []
+        let marked = queues.first { $0["command"] as? String == "ok.echo" }?["quarantinedOn"] as? [String]
+        #expect(marked?.count == 1 && marked?.first?.hasSuffix(":\(quarantined.pid)") == true, "\(hosts.body)")
+        #expect(queues.first { $0["command"] as? String == "bad.segv" } == nil)
+        // And the hosts page marks the queue so, beside its pause.
+        let badges = "[...document.querySelectorAll('main .badge')].filter(b => b.textContent.startsWith('quarantined on'))"
+        let page = try await DashboardTests.browse(
+            try #require(dashboardURL(in: first.output)) + "/#/hosts", waitFor: "\(badges).length > 0", shot: "bus-queue-quarantined.png",
+            evals: ["\(badges).map(b => b.textContent + '|' + b.title).join('\\n')"]
+        )
+        let badge = page.results.first as? String ?? ""
+        #expect(badge.hasPrefix("quarantined on ") && badge.contains(":\(quarantined.pid)|its plugin is quarantined on ")
+                && badge.hasSuffix("the other hosts that have it take it (the Hosts page says why, and tries it again)"), "\(page.results) \(page.exceptions)")
+        #expect(page.exceptions.isEmpty, "\(page.exceptions)")
+    }
+
     /// `cmdbus plugins forget FILE --bus URL` has every live host with a file of that name load
     /// it again, and prints each one's answer: the quarantined host serves again, a host without
     /// the file says nothing, a name no host has is refused, and a host whose file does not load
