@@ -128,7 +128,9 @@ extension DashboardAssets {
         async function overview() {
           const data = await api('overview');
           let series = data.history.slice(-120);
-          const chartBox = h('div');
+          // The chart fills its card, as tall as the list beside it, drawn at the box's own size
+          // (its text at its real size, where a fixed drawing scaled to the card left a gap under it).
+          const chartBox = h('div', { class: 'chart-box' });
           const feed = h('ul', { class: 'feed' });
           const cards = h('div', { class: 'cards' },
             link('#/commands?state=pending,running', card('In flight', num(data.inFlight)), 'card-link'),
@@ -150,13 +152,17 @@ extension DashboardAssets {
             // The socket speaks NDJSON, not HTTP: this said "POST to the socket".
             'No commands have ended here yet. Send one: ' + (d.shared ? 'cmdbus run <command> --bus URL' : 'cmdbus run <command> --connect, or a request line on the socket') + '.'));
           renderNames(data);
-          chartBox.append(chart(series));
           page('Overview', 'What the bus is doing now.',
             cards,
             h('div', { class: 'wide-narrow' },
               panel('Commands per second · last 2 minutes', chartBox, legend()),
               panel('Just ended', feed)),
             panel('By command', namesBox));
+          const drawChart = () => chartBox.replaceChildren(chart(series, chartBox.clientWidth, chartBox.clientHeight));
+          drawChart();
+          // Drawn again at a new size; once the page is left (the box taken out), watched no more.
+          const resized = new ResizeObserver(() => chartBox.isConnected ? drawChart() : resized.disconnect());
+          resized.observe(chartBox);
           const feedItem = (e, cls) => h('li', cls ? { class: cls, 'data-id': e.id } : { 'data-id': e.id }, badge(e.state), link('#/command/' + e.id, e.command, 'mono name'),
             h('span', { class: 'muted' }, ms(e.durationMs)), h('span', { class: 'when' }, new Date(e.endedAt * 1000).toLocaleTimeString(undefined, { hour12: false })));
           // What ended before the page opened, newest first; then what ends while it is open.
@@ -173,7 +179,7 @@ extension DashboardAssets {
               series.push(tick.second);
               series = series.slice(-120);
             }
-            chartBox.replaceChildren(chart(series));
+            drawChart();
             if (tick.ended.length) {
               if (feed.firstChild && feed.firstChild.classList.contains('muted')) feed.replaceChildren();
               // The first tick can bring what the page was opened with: each command is listed once.
@@ -187,8 +193,9 @@ extension DashboardAssets {
         function legend() {
           return h('div', { class: 'legend' }, STATES.map(st => h('span', { style: '--c: var(--' + st + ')' }, st)));
         }
-        function chart(series) {
-          const width = 960, height = 190, left = 36, bottom = 20, top = 8;
+        // A stacked bar a second, `boxWidth` by `boxHeight` pixels (960 by 190 where the box has no size yet).
+        function chart(series, boxWidth, boxHeight) {
+          const width = Math.max(240, boxWidth || 960), height = Math.max(120, boxHeight || 190), left = 36, bottom = 20, top = 8;
           const totals = series.map(p => STATES.reduce((sum, st) => sum + (p[st] || 0), 0));
           const peak = Math.max(1, ...totals);
           const step = peak <= 4 ? 1 : Math.pow(10, Math.floor(Math.log10(peak))) / (peak / Math.pow(10, Math.floor(Math.log10(peak))) < 2 ? 4 : 2);

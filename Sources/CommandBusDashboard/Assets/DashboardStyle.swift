@@ -45,7 +45,7 @@ extension DashboardAssets {
         .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(380px, 1fr)); gap: 18px; }
         .grid2 > .panel { margin-bottom: 0; }
         .wide-narrow { display: grid; grid-template-columns: minmax(0, 2fr) minmax(260px, 1fr); gap: 18px; margin-bottom: 18px; }
-        .wide-narrow > .panel { margin-bottom: 0; }
+        .wide-narrow > .panel { margin-bottom: 0; display: flex; flex-direction: column; }
         .wide-narrow .feed { max-height: 230px; }
         @media (max-width: 1000px) { .wide-narrow { grid-template-columns: 1fr; } }
         table { border-collapse: collapse; width: 100%; }
@@ -82,7 +82,9 @@ extension DashboardAssets {
         .timeline li > span { overflow-wrap: anywhere; min-width: 0; }
         .timeline .kind { font-weight: 600; }
         .timeline .log-warning { color: var(--timedOut); } .timeline .log-error { color: var(--failed); }
-        .chart { width: 100%; height: auto; display: block; }
+        .chart { width: 100%; height: 100%; display: block; }
+        .chart-box { flex: 1; min-height: 180px; position: relative; }
+        .chart-box > .chart { position: absolute; inset: 0; }
         .chart .axis { stroke: var(--line); }
         .chart text { fill: var(--muted); font-size: 11px; }
         .legend { display: flex; gap: 14px; font-size: 12px; color: var(--muted); margin-top: 8px; }

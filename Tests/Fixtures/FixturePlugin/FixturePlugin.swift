@@ -16,15 +16,18 @@ struct Sleep: PluginCommand {
     var decideAfterMilliseconds: Int?
 }
 
+/// Says the handler takes the command, after `milliseconds` if given (a decision that takes its time).
+func takes(after milliseconds: Int?) -> Bool {
+    if let milliseconds { usleep(UInt32(clamping: milliseconds * 1_000)) }
+    return true
+}
+
 struct Slept: Codable, Sendable {
     var sawCancellation: Bool
 }
 
 struct SleepHandler: PluginHandler {
-    func canHandle(_ command: Sleep) -> Bool {
-        if let milliseconds = command.decideAfterMilliseconds { usleep(UInt32(clamping: milliseconds * 1_000)) }
-        return true
-    }
+    func canHandle(_ command: Sleep) -> Bool { takes(after: command.decideAfterMilliseconds) }
 
     func handle(_ command: Sleep, context: PluginContext) async throws -> Slept {
         if command.stubborn == true {
@@ -133,10 +136,7 @@ struct Appended: Codable, Sendable {
 }
 
 struct AppendHandler: PluginHandler {
-    func canHandle(_ command: Append) -> Bool {
-        if let milliseconds = command.decideAfterMilliseconds { usleep(UInt32(clamping: milliseconds * 1_000)) }
-        return true
-    }
+    func canHandle(_ command: Append) -> Bool { takes(after: command.decideAfterMilliseconds) }
 
     func handle(_ command: Append, context: PluginContext) async throws -> Appended {
         guard let envelope = context.envelope() else { throw PluginError(.failed, "the host gave no envelope") }
