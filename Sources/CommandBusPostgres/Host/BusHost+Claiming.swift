@@ -145,7 +145,7 @@ extension BusHost {
     func start(_ row: BusCommandRow) {
         state.withLock { state in
             state.inFlight += 1
-            state.deciding.insert(row.id)
+            state.deciding.insert(row.claim)
             if state.offer.limits[row.name] != nil { state.inFlightOfLimited[row.name, default: 0] += 1 }
             state.correlations[row.correlationID, default: 0] += 1
         }
@@ -180,17 +180,17 @@ extension BusHost {
         // before it starts, and a fence hands it back (see ``fence(_:handingBack:)``); one that
         // comes from here on is kept until the ticket is registered, below, or finds it.
         let stoppedWhileDeciding = state.withLock { state -> Finish? in
-            if state.handingBack.remove(row.id) != nil { return .handBack(id: row.id, attempt: row.attempt) }
-            if state.cancelledWhileDeciding.contains(row.id) { return Self.cancelled(row) }
+            if state.handingBack.remove(row.claim) != nil { return .handBack(id: row.id, attempt: row.attempt) }
+            if state.cancelledWhileDeciding.contains(row.claim) { return Self.cancelled(row) }
             state.started.insert(row.id)
             return nil
         }
         if let stoppedWhileDeciding { return finish(row, stoppedWhileDeciding) }
         let ticket = bus.resubmit(record, timeout: row.timeout)
         let cancelledMeanwhile = state.withLock { state -> Bool in
-            state.running[row.id] = ticket
-            state.deciding.remove(row.id)
-            return state.cancelledWhileDeciding.remove(row.id) != nil
+            state.running[row.claim] = ticket
+            state.deciding.remove(row.claim)
+            return state.cancelledWhileDeciding.remove(row.claim) != nil
         }
         if cancelledMeanwhile { ticket.cancel() }
         Task { [self] in
@@ -204,7 +204,7 @@ extension BusHost {
                 outcome = .complete(id: row.id, attempt: row.attempt, state: ended, result: nil,
                                     code: HostFailure.Code(error).name, message: error.message, retryAfter: retry)
             }
-            if state.withLock({ $0.handingBack.remove(row.id) != nil }) { outcome = .handBack(id: row.id, attempt: row.attempt) }
+            if state.withLock({ $0.handingBack.remove(row.claim) != nil }) { outcome = .handBack(id: row.id, attempt: row.attempt) }
             finishAfterItsEvents(row, outcome)
         }
     }
@@ -216,23 +216,23 @@ extension BusHost {
     /// stream far behind) is finished anyway.
     func finishAfterItsEvents(_ row: BusCommandRow, _ outcome: Finish) {
         let now = state.withLock { state -> Bool in
-            _ = state.running.removeValue(forKey: row.id)
+            _ = state.running.removeValue(forKey: row.claim)
             state.started.remove(row.id)
             if state.endSeen.remove(row.id) != nil { return true }
-            state.waitingForEvents[row.id] = (row, outcome)
+            state.waitingForEvents[row.claim] = (row, outcome)
             return false
         }
         if now { return finish(row, outcome) }
         Task { [self] in
             try? await Task.sleep(for: .seconds(1))
-            if let late = state.withLock({ $0.waitingForEvents.removeValue(forKey: row.id) }) { finish(late.row, late.outcome) }
+            if let late = state.withLock({ $0.waitingForEvents.removeValue(forKey: row.claim) }) { finish(late.row, late.outcome) }
         }
     }
 
     /// The event forwarder saw command `id` end: finishes it if its result is in, or notes it.
     func sawEnd(of id: UUID) {
         let waiting = state.withLock { state -> (row: BusCommandRow, outcome: Finish)? in
-            if let waiting = state.waitingForEvents.removeValue(forKey: id) { return waiting }
+            if let claim = state.waitingForEvents.keys.first(where: { $0.id == id }) { return state.waitingForEvents.removeValue(forKey: claim) }
             if state.started.contains(id) { state.endSeen.insert(id) }
             return nil
         }
@@ -261,9 +261,9 @@ extension BusHost {
         let drained = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             state.pending.append(outcome)
             state.inFlight -= 1
-            state.deciding.remove(row.id)
-            state.cancelledWhileDeciding.remove(row.id)
-            state.handingBack.remove(row.id)  // one fenced while deciding, then declined
+            state.deciding.remove(row.claim)
+            state.cancelledWhileDeciding.remove(row.claim)
+            state.handingBack.remove(row.claim)  // one fenced while deciding, then declined
             if let count = state.inFlightOfLimited[row.name] { state.inFlightOfLimited[row.name] = count > 1 ? count - 1 : nil }
             state.freed = true
             if let count = state.correlations[row.correlationID] {
@@ -300,15 +300,20 @@ extension BusHost {
         finishWake.signal()
     }
 
-    /// Stops command `id` if it runs here, or, if this host is still deciding whether to take
-    /// it, ends it cancelled once it has decided. A cancel that found no ticket was lost: the
-    /// command then ran to its end, though its sender had been told it was asked to stop.
+    /// Stops command `id` where it runs here, and where this host is still deciding whether to
+    /// take it, ends it cancelled once it has decided: every claim of it here (one made before
+    /// the bus declared this host dead may still be ending). A cancel that found no ticket was
+    /// lost: the command then ran to its end, though its sender had been told it was asked to stop.
     func cancelLocally(_ id: UUID) {
-        let ticket = state.withLock { state -> CommandTicket<Data>? in
-            if let ticket = state.running[id] { return ticket }
-            if state.deciding.contains(id) { state.cancelledWhileDeciding.insert(id) }
-            return nil
+        let tickets = state.withLock { state -> [CommandTicket<Data>] in
+            state.cancelledWhileDeciding.formUnion(state.deciding.filter { $0.id == id })
+            return state.running.filter { $0.key.id == id }.map(\.value)
         }
-        ticket?.cancel()
+        for ticket in tickets { ticket.cancel() }
     }
+}
+
+extension BusCommandRow {
+    /// This claim of the command: its id and the attempt the claim made.
+    var claim: BusHost.Claim { BusHost.Claim(id: id, attempt: attempt) }
 }

@@ -40,14 +40,24 @@ package final class BusHost: Sendable {
         package init(url: String) { self.url = url }
     }
 
+    /// One claim of a command by this host: the command and the attempt the claim made. A host
+    /// the bus declared dead joins again, and can claim a command once more while its earlier
+    /// claim of it still decides or ends; keyed by the command alone, the earlier claim's end
+    /// unmarked the later one, whose cancel or fence was then lost.
+    struct Claim: Hashable {
+        var id: UUID
+        var attempt: Int
+    }
+
     struct State {
-        var running: [UUID: CommandTicket<Data>] = [:]
-        /// Commands claimed here that are not running yet: the host is still asking whether a
-        /// handler here takes them (an isolated plugin's `canHandle` runs in its worker).
-        var deciding: Set<UUID> = []
-        /// Commands of ``deciding`` whose sender asked them to stop meanwhile: they end cancelled
+        /// The claims running here, with their tickets.
+        var running: [Claim: CommandTicket<Data>] = [:]
+        /// Claims not running yet: the host is still asking whether a handler here takes their
+        /// command (an isolated plugin's `canHandle` runs in its worker).
+        var deciding: Set<Claim> = []
+        /// Claims of ``deciding`` whose sender asked them to stop meanwhile: they end cancelled
         /// instead of starting. The cancel's notification comes once, so it is kept until then.
-        var cancelledWhileDeciding: Set<UUID> = []
+        var cancelledWhileDeciding: Set<Claim> = []
         /// Claimed commands not finished here yet (running or being checked).
         var inFlight = 0
         /// ``inFlight`` by command name, for the names whose handlers limit how many run at once.
@@ -84,10 +94,10 @@ package final class BusHost: Sendable {
         /// task finished them.
         var endSeen: Set<UUID> = []
         /// Finished commands waiting for the event forwarder to see their end (see ``finishAfterItsEvents``).
-        var waitingForEvents: [UUID: (row: BusCommandRow, outcome: Finish)] = [:]
-        /// Commands cancelled because this host could not renew its lease: handed back when they
+        var waitingForEvents: [Claim: (row: BusCommandRow, outcome: Finish)] = [:]
+        /// Claims cancelled because this host could not renew its lease: handed back when they
         /// end, not completed, since the cancellation was this host's, not the sender's.
-        var handingBack: Set<UUID> = []
+        var handingBack: Set<Claim> = []
         /// Times this host fenced itself because its lease ran out without a renewal.
         var leaseLapses = 0
         /// Times the bus declared this host dead and it joined again.

@@ -197,6 +197,42 @@ extension SharedBusTests {
         #expect(lines.count == 1 && lines.first?.split(separator: " ")[1] == "2", "ran on the lost lease: \(lines)")
     }
 
+    /// A host the bus declared dead joins again and can claim a command once more while its
+    /// earlier claim of it still decides. The earlier claim's end must leave the later one as it
+    /// is: a cancel that comes while the later one decides ends the command cancelled. Keyed by
+    /// the command alone, the earlier end unmarked the later claim, the cancel found nothing to
+    /// stop, and the command ran.
+    @Test(.timeLimit(.minutes(2)))
+    func aCancelReachesTheSecondClaimOfACommandOnOneHost() async throws {
+        await BusHostProcess.stopAll()
+        let database = try await SharedBusDatabase()
+        let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "3", extra: ["--isolate"])
+        defer { Task { await host.stop(); await database.drop() } }
+        let runs = host.work.file("runs.txt")
+        let posted = try await Self.bus(
+            database.url, "run", "fixture.append", "-p", "file=\(runs.path)", "-p", "decideAfterMilliseconds=4000", "--no-wait"
+        )
+        let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(posted.status == 0 && UUID(uuidString: id) != nil, "\(posted.stderr)")
+        let attempt = "SELECT state, attempt FROM cmdbus.commands WHERE id = '\(id)'"
+        #expect(await waitUntil(.seconds(30)) { (try? await database.sql(attempt)) == "running|1\n" })
+        // Declared dead a second into the first decision of four (an isolated plugin has five to
+        // answer): the host joins again, its rescue gives the command back, and it claims it
+        // again (attempt 2), a second or more after the first, so its decision ends that much later.
+        try await Task.sleep(for: .seconds(1))
+        try await database.sql("DELETE FROM cmdbus.hosts")
+        #expect(await waitUntil(.seconds(30)) { (try? await database.sql(attempt)) == "running|2\n" }, "\(host.output)")
+        // The first decision ends (its cancelled end refused: the lease is the new claim's).
+        #expect(await waitUntil(.seconds(30)) { host.output.contains("discarded the result") }, "\(host.output)")
+        #expect(try await Self.bus(database.url, "cancel", id).status == 0)
+        #expect(await waitUntil(.seconds(60)) {
+            (try? await database.sql("SELECT finalized_at IS NOT NULL FROM cmdbus.commands WHERE id = '\(id)'")) == "t\n"
+        })
+        let ended = try await database.sql("SELECT state, attempt, error_message FROM cmdbus.commands WHERE id = '\(id)'")
+        #expect(ended == "cancelled|2|command 'fixture.append' was cancelled\n", "\(ended)")
+        #expect(Self.lines(runs).isEmpty, "ran: \(Self.lines(runs))")
+    }
+
     /// A command cancelled in an isolated worker whose handler does not stop has that worker
     /// stopped after a grace period, and with it the other commands it ran. Those did nothing
     /// wrong: their host runs them again on its next worker, where they failed for good (a
