@@ -182,7 +182,7 @@ extension BusHost {
         let stoppedWhileDeciding = state.withLock { state -> Finish? in
             if state.handingBack.remove(row.claim) != nil { return .handBack(id: row.id, attempt: row.attempt) }
             if state.cancelledWhileDeciding.contains(row.claim) { return Self.cancelled(row) }
-            state.started.insert(row.id)
+            state.started[row.id, default: 0] += 1
             return nil
         }
         if let stoppedWhileDeciding { return finish(row, stoppedWhileDeciding) }
@@ -217,7 +217,7 @@ extension BusHost {
     func finishAfterItsEvents(_ row: BusCommandRow, _ outcome: Finish) {
         let now = state.withLock { state -> Bool in
             _ = state.running.removeValue(forKey: row.claim)
-            state.started.remove(row.id)
+            if let count = state.started[row.id] { state.started[row.id] = count > 1 ? count - 1 : nil }
             if state.endSeen.remove(row.id) != nil { return true }
             state.waitingForEvents[row.claim] = (row, outcome)
             return false
@@ -233,7 +233,7 @@ extension BusHost {
     func sawEnd(of id: UUID) {
         let waiting = state.withLock { state -> (row: BusCommandRow, outcome: Finish)? in
             if let claim = state.waitingForEvents.keys.first(where: { $0.id == id }) { return state.waitingForEvents.removeValue(forKey: claim) }
-            if state.started.contains(id) { state.endSeen.insert(id) }
+            if state.started[id] != nil { state.endSeen.insert(id) }
             return nil
         }
         if let waiting { finish(waiting.row, waiting.outcome) }
@@ -281,7 +281,7 @@ extension BusHost {
     /// with its attempt, retry or hand-back (a subcommand another host sent, claimed here, has a
     /// parent and a tree here too).
     package func isLocalSubcommand(_ envelope: CommandEnvelope) -> Bool {
-        state.withLock { $0.correlations[envelope.correlationID] != nil && !$0.started.contains(envelope.id) }
+        state.withLock { $0.correlations[envelope.correlationID] != nil && $0.started[envelope.id] == nil }
     }
 
     /// Records a subcommand that runs here (``LocalSubcommandLedger``).

@@ -89,7 +89,8 @@ package final class BusHost: Sendable {
         /// A drain waiting for the commands running here to end; given up when the drain runs out.
         var drained = ConditionWaiters()
         /// Commands started here whose results are not in yet: the event forwarder notes their end.
-        var started: Set<UUID> = []
+        /// How many claims of each, counted: two claims of one command can overlap (``Claim``).
+        var started: [UUID: Int] = [:]
         /// Commands started here whose end the event forwarder has seen, before their result's
         /// task finished them.
         var endSeen: Set<UUID> = []
