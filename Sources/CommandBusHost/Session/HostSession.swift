@@ -137,7 +137,15 @@ package struct HostSession: Sendable {
         if [.timedOut, .cancelled].contains(error.code), let route, !message.contains("plugin '") {
             message += " in plugin \(quoted(route.name)) (\(FileSystem.lastComponent(route.path)))"
         }
-        if error.code == .noHandler, let nearest = nearestName(to: command, among: catalog.routes.map(\.command)) {
+        let declining = error.code == .noHandler && bus.handlerCount(for: command) > 0 ? catalog.routes.first { $0.command == command }?.plugins ?? [] : []
+        if !declining.isEmpty {
+            // Registered, and each handler said no to this payload: where to look is its plugin,
+            // not the list of every plugin loaded.
+            let named = declining.map { "\(quoted($0.name)) (\(FileSystem.lastComponent($0.path)))" }
+            message += declining.count == 1
+                ? " (the handler in plugin \(named[0]) declined it)"
+                : " (the handlers in plugins \(named.joined(separator: ", ")) declined it)"
+        } else if error.code == .noHandler, let nearest = nearestName(to: command, among: catalog.routes.map(\.command)) {
             message += "; did you mean \(quoted(nearest))?"
         } else if error.code == .noHandler {
             // The plugins whose handlers are on the bus: a one-shot command opens a known file

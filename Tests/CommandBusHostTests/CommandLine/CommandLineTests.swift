@@ -140,7 +140,7 @@ struct CommandLineTests {
         (["run", "greet", #""Ada""#], 65, "does not decode in plugin 'greeter' (libGreeter.so): the payload should be an object"),
         (["run", "greet", #"{"name": 5}"#], 65, "does not decode in plugin 'greeter' (libGreeter.so): field 'name' should be a string"),
         (["run", "nope"], 69, "no handler for command 'nope'"),
-        (["run", "greet", #"{"name":""}"#], 69, "1 handler is registered but would not take it now"),
+        (["run", "greet", #"{"name":""}"#], 69, "1 handler is registered but would not take it now (the handler in plugin 'greeter' (libGreeter.so) declined it)"),
         (["run", "c.fail", "{}"], 1, "command 'c.fail' failed in plugin 'c-echo' (libCEcho.so): c.fail always fails, as asked"),
         (["run", "greet", "-p"], 64, "option '-p' of 'cmdbus run' needs a value"),
         (["run", "greet", "--frobnicate"], 64, "unknown option '--frobnicate' for 'cmdbus run'; see 'cmdbus run --help'"),
