@@ -23,6 +23,16 @@ extension CommandServer {
         }
     }
 
+    /// The answer to a send or a post that ended: a "no handler" failure says which plugin
+    /// declined the command, or a near name, as the command line says it in-process.
+    func reply(to request: ServerRequest, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> [UInt8] {
+        guard case .failure(let error) = outcome, error.code == .noHandler, let name = request.command else {
+            return Self.reply(to: request.id, ticket: ticket, outcome)
+        }
+        let detail = catalog.noHandlerDetail(for: name, registered: session.bus.handlerCount(for: name))
+        return ReplyLine.line(Self.failure(request.id, code: HostFailure.Code(error).name, error.message + detail, commandID: ticket))
+    }
+
     /// Handles one request line of a client, on the request loop's thread.
     func process(_ line: LineSplitter.Line, on connection: ClientConnection, owned: TicketTable) {
         switch line {
@@ -100,12 +110,12 @@ extension CommandServer {
         if request.cancelOnDisconnect == true { owned.insert(ticket) }
         guard let events else {
             // No task waits for the result: the reply is built and written by whoever ends the command.
-            return ticket.whenFinished { [running, inlineSends, log] outcome in
+            return ticket.whenFinished { [self, running, inlineSends, log] outcome in
                 if let started, let held = inlineSends.finished(name, started) {
                     log(.warning, "a send of \(quoted(name)) held the request loop (\(held.milliseconds) ms from start to end), so a new thread took the loop over; its sends run on the runners for the next \(InlineSends.probation.milliseconds / 1_000) s")
                 }
                 owned.remove(ticket.id)
-                connection.send(line: Self.reply(to: request.id, ticket: ticket.id, outcome))
+                connection.send(line: reply(to: request, ticket: ticket.id, outcome))
                 // After the answer is out: a drain waits for `running` to empty before the server exits.
                 running.remove(ticket.id)
             }
@@ -113,10 +123,10 @@ extension CommandServer {
         let forwarding = Task {
             await events.follow(ticket.id) { event in connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json])) }
         }
-        Task { [running] in
+        Task { [self, running] in
             let outcome: Result<Data, CommandBusError>
             do throws(CommandBusError) { outcome = .success(try await ticket.result) } catch { outcome = .failure(error) }
-            let reply = Self.reply(to: request.id, ticket: ticket.id, outcome)
+            let reply = reply(to: request, ticket: ticket.id, outcome)
             owned.remove(ticket.id)
             await forwarding.value
             connection.send(line: reply)
@@ -256,7 +266,7 @@ extension CommandServer {
         ticket.whenWrittenAhead { written in
             switch written {
             case .success: connection.sendSoon(line: ReplyLine.accepted(request.id, commandID: ticket.id))
-            case .failure(let error): connection.sendSoon(line: Self.reply(to: request.id, ticket: ticket.id, .failure(error)))
+            case .failure(let error): connection.sendSoon(line: self.reply(to: request, ticket: ticket.id, .failure(error)))
             }
         }
     }

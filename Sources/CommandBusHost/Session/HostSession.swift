@@ -137,24 +137,7 @@ package struct HostSession: Sendable {
         if [.timedOut, .cancelled].contains(error.code), let route, !message.contains("plugin '") {
             message += " in plugin \(quoted(route.name)) (\(FileSystem.lastComponent(route.path)))"
         }
-        let declining = error.code == .noHandler && bus.handlerCount(for: command) > 0 ? catalog.routes.first { $0.command == command }?.plugins ?? [] : []
-        if !declining.isEmpty {
-            // Registered, and each handler said no to this payload: where to look is its plugin,
-            // not the list of every plugin loaded.
-            let named = declining.map { "\(quoted($0.name)) (\(FileSystem.lastComponent($0.path)))" }
-            message += declining.count == 1
-                ? " (the handler in plugin \(named[0]) declined it)"
-                : " (the handlers in plugins \(named.joined(separator: ", ")) declined it)"
-        } else if error.code == .noHandler, let nearest = nearestName(to: command, among: catalog.routes.map(\.command)) {
-            message += "; did you mean \(quoted(nearest))?"
-        } else if error.code == .noHandler {
-            // The plugins whose handlers are on the bus: a one-shot command opens a known file
-            // only when a command reaches it, so "loaded" would not be true of them all.
-            let available = catalog.plugins.map(\.name)
-            message += available.isEmpty
-                ? " (no plugins in \(catalog.directories.joined(separator: ", ")))"
-                : " (plugins: \(available.joined(separator: ", ")))"
-        }
+        if error.code == .noHandler { message += catalog.noHandlerDetail(for: command, registered: bus.handlerCount(for: command)) }
         return HostFailure(.init(error), message, command: command, plugin: plugin)
     }
 }

@@ -88,6 +88,8 @@ struct ServerTests {
             print(ask(f, "not json")["error"]["code"])
             print(ask(f, {"id": 3, "op": "bogus"})["error"]["message"])
             print(ask(f, {"id": 4, "op": "send", "command": "nope"})["error"]["code"])
+            print(ask(f, {"id": 41, "op": "send", "command": "gret", "payload": {"name": "x"}})["error"]["message"])
+            print(ask(f, {"id": 42, "op": "send", "command": "greet", "payload": {"name": ""}})["error"]["message"])
             s.sendall(b'\\x00\\xff garbage \\x01\\n')
             print(json.loads(f.readline())["error"]["code"])
             s.sendall(b'x' * (100 << 20) + b'\\n')
@@ -103,6 +105,8 @@ struct ServerTests {
             usage
             unknown op 'bogus'; ops are send, post, can, cancel, status, plugins, forget, subscribe
             noHandler
+            no handler for command 'gret': no handler is registered for it; did you mean 'greet'?
+            no handler for command 'greet': 1 handler is registered but would not take it now (the handler in plugin 'greeter' (libGreeter.so) declined it)
             usage
             payloadTooLarge
             Hello, Lin!
