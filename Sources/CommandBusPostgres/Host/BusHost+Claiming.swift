@@ -217,7 +217,7 @@ extension BusHost {
     func finishAfterItsEvents(_ row: BusCommandRow, _ outcome: Finish) {
         let now = state.withLock { state -> Bool in
             _ = state.running.removeValue(forKey: row.claim)
-            if let count = state.started[row.id] { state.started[row.id] = count > 1 ? count - 1 : nil }
+            state.started.countDown(row.id)
             if state.endSeen.remove(row.id) != nil { return true }
             state.waitingForEvents[row.claim] = (row, outcome)
             return false
@@ -264,11 +264,9 @@ extension BusHost {
             state.deciding.remove(row.claim)
             state.cancelledWhileDeciding.remove(row.claim)
             state.handingBack.remove(row.claim)  // one fenced while deciding, then declined
-            if let count = state.inFlightOfLimited[row.name] { state.inFlightOfLimited[row.name] = count > 1 ? count - 1 : nil }
+            state.inFlightOfLimited.countDown(row.name)
             state.freed = true
-            if let count = state.correlations[row.correlationID] {
-                state.correlations[row.correlationID] = count > 1 ? count - 1 : nil
-            }
+            state.correlations.countDown(row.correlationID)
             return state.inFlight == 0 ? state.drained.takeAll() : []
         }
         finishWake.signal()
@@ -316,4 +314,13 @@ extension BusHost {
 extension BusCommandRow {
     /// This claim of the command: its id and the attempt the claim made.
     var claim: BusHost.Claim { BusHost.Claim(id: id, attempt: attempt) }
+}
+
+extension Dictionary where Value == Int {
+    /// Counts `key` down by one, removing it at zero: the host's counts by name, correlation and
+    /// command hold only what is in flight.
+    fileprivate mutating func countDown(_ key: Key) {
+        guard let count = self[key] else { return }
+        self[key] = count > 1 ? count - 1 : nil
+    }
 }
