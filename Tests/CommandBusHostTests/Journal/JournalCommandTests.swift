@@ -140,7 +140,8 @@ struct JournalCommandTests {
         #expect(undo.status == 1 && undo.stderr.contains("('greet-all') cannot be undone"), "\(undo.stderr)")
         let empty = try Setup()
         defer { empty.work.remove() }
-        _ = try await empty.run("run", "greet", "-p", "name=Ada", "--timeout", "0.000001")
+        let failed = try await empty.run("run", "fixture.fail", "-p", "message=broken")
+        #expect(failed.status == 1, "\(failed.status): \(failed.stderr)")
         let nothing = try await empty.run("journal", "undo")
         #expect(nothing.status == 1 && nothing.stderr.contains("has no succeeded command left to undo"), "\(nothing.stderr)")
     }
