@@ -96,6 +96,8 @@ func compileFixture(
 
 /// What a finished process printed and how it exited.
 struct ProcessResult {
+    /// The exit code, or 128 plus the signal that ended it, as a shell reports one (137: SIGKILL,
+    /// which is also how a process still running at the test's deadline ends).
     let status: Int32
     let stdout: String
     let stderr: String
@@ -123,8 +125,8 @@ func runProcess(
     defer { watchdog.cancel() }
     let status: Int32 = switch await process.wait() {
     case .exited(let code): code
-    case .signaled(let signal): signal
-    case .killedAtDeadline: SIGKILL
+    case .signaled(let signal): 128 + signal
+    case .killedAtDeadline: 128 + SIGKILL
     }
     return ProcessResult(
         status: status,
