@@ -169,6 +169,20 @@ func jsonObject(_ text: String) throws -> [String: Any] {
     try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not a JSON object: \(text)")
 }
 
+/// Runs `body`; if it has not ended within `limit`, says on stderr and as an issue of the test
+/// what it still waits for. A test that hangs past its time limit names only itself; this names
+/// the await that hangs, while the test goes on waiting for it.
+@discardableResult
+func naming<T>(_ what: String, within limit: Duration = .seconds(60), _ body: () async throws -> T) async rethrows -> T {
+    let watchdog = Task {
+        try await Task.sleep(for: limit)
+        FileHandle.standardError.write(Data("test still waits, after \(limit), for \(what)\n".utf8))
+        Issue.record("still waiting, after \(limit), for \(what)")
+    }
+    defer { watchdog.cancel() }
+    return try await body()
+}
+
 /// Waits until `condition` holds, polling every `interval`, for at most `timeout`: for conditions
 /// that run a process or ask a server, which must not hold a thread of the small cooperative
 /// pool every test shares (a test starved of it fails for no reason of its own).

@@ -132,17 +132,21 @@ struct IsolationTests {
             echoes.append(bus.post(name: "ok.echo", payload: json(#"{"i":\#(index)}"#)))
             if index % 50 == 0 { await Task.yield() }
         }
-        await #expect(throws: CommandBusError.self) { try await crash?.result }
+        await naming("the crash's result") {
+            await #expect(throws: CommandBusError.self) { try await crash?.result }
+        }
         var failures: [String] = []
-        for echo in echoes {
-            do { _ = try await echo.result } catch { failures.append("\(error)") }
+        for (index, echo) in echoes.enumerated() {
+            do { _ = try await naming("echo \(index)'s result") { try await echo.result } } catch { failures.append("\(error)") }
         }
         #expect(failures.isEmpty, "\(failures.count) failed: \(Set(failures))")
         // Each run again is in its command's log, and counted (cmdbus_worker_runs_again_total).
         bus.finishEventStreams()
         var ranAgain = 0
-        for await event in logs {
-            if case .log(.warning, let message) = event.kind, message.contains("running ok.echo again on a new worker") { ranAgain += 1 }
+        await naming("the end of the log stream") {
+            for await event in logs {
+                if case .log(.warning, let message) = event.kind, message.contains("running ok.echo again on a new worker") { ranAgain += 1 }
+            }
         }
         let worker = try #require(directory.catalog.plugins.first { $0.name == "misbehave" }?.worker)
         #expect(ranAgain > 0 && worker.runsAgain == ranAgain, "\(ranAgain) logged, \(worker.runsAgain) counted")
