@@ -55,7 +55,8 @@ extension ServerTests {
     }
 
     /// `cmdbus run --no-wait --connect` prints the command's id once the server has it and
-    /// returns while the command still runs; a command no handler takes is still refused.
+    /// returns while the command still runs; a command no handler takes is still refused. One
+    /// whose registered handler declines its payload is taken, and fails when it runs.
     @Test func runWithoutWaitingPrintsTheIdWhileTheServerRunsTheCommand() async throws {
         let server = try await Server()
         defer { server.work.remove() }
@@ -70,11 +71,17 @@ extension ServerTests {
         #expect(json.status == 0 && jsonID.flatMap(UUID.init(uuidString:)) != nil, "\(json.stdout)")
         let nope = try await cmdbus(["run", "nope", "--no-wait", connect])
         #expect(nope.status == 69 && nope.stderr.contains("nope"), "\(nope.stderr)")
+        let declined = try await cmdbus(["run", "greet", "-p", "name=", "--no-wait", connect])
+        let declinedID = declined.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(declined.status == 0 && UUID(uuidString: declinedID) != nil, "\(declined.stdout)\(declined.stderr)")
         await server.stop()
         // Stopping drains: the posted command ran to its end.
         let listing = try await cmdbus(["journal", "list", "--json", "--journal", server.journal], directory: server.work.url)
         let entries = (try? JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [[String: Any]]) ?? []
         #expect(entries.contains { $0["id"] as? String == id.uuidString && $0["state"] as? String == "succeeded" }, "\(listing.stdout)")
+        let declinedEntry = entries.first { $0["id"] as? String == declinedID }
+        #expect(declinedEntry?["state"] as? String == "failed", "\(listing.stdout)")
+        #expect((declinedEntry?["error"] as? [String: Any])?["code"] as? String == "noHandler", "\(listing.stdout)")
     }
 
     /// `cmdbus batch --no-wait --connect` prints a `pending` line with each command's id once the
