@@ -172,7 +172,7 @@ struct ServerTests {
             False usage 7 request field 'command' is 100000 bytes long; a command's name is at most 255
             False usage 8 request field 'path' must be a string (a plugin file's path), not a number; fix the field or leave it out
             False usage 9 forget needs "path": a plugin file's absolute path, as 'cmdbus plugins' lists it, or its name
-            False timedOut 10 command 'fixture.sleep' timed out after 0.001 seconds
+            False timedOut 10 command 'fixture.sleep' timed out after 1 ms
             7
             cancel needs "commandId"
             True
