@@ -135,6 +135,28 @@ public final class IsolatedPlugin: Sendable {
         return (result, before == nil && state.lifecycle.quarantine != nil ? state.onQuarantine : nil)
     }
 
+    /// Where the worker and its calls are, for a diagnosis: "ready (pid 4242); 2 calls out: 2 to
+    /// pid 4242 (1 never reached it); 1 start".
+    package var diagnosis: String {
+        state.withLock { state in
+            let where_: String = switch state.lifecycle.state {
+            case .idle: "idle"
+            case .starting(let waiters): "starting (\(counted(waiters.count, "waiter")))"
+            case .ready(let pid, _): "ready (pid \(pid))"
+            case .backingOff(let until): "backing off (\((until - .now).spoken) left)"
+            case .quarantined: "quarantined"
+            }
+            let byPID = Dictionary(grouping: state.pending.values, by: \.pid)
+                .sorted { $0.key < $1.key }
+                .map { pid, calls in
+                    let unreached = calls.filter { !$0.reachedWorker }.count
+                    return "\(calls.count) to pid \(pid)" + (unreached > 0 ? " (\(unreached) never reached it)" : "")
+                }
+            let calls = counted(state.pending.count, "call") + " out" + (byPID.isEmpty ? "" : ": " + byPID.joined(separator: ", "))
+            return "\(where_); \(calls); \(counted(state.lifecycle.starts, "start"))"
+        }
+    }
+
     /// Whether the plugin was taken off the bus: no worker starts again.
     package var isRetired: Bool { state.withLock { $0.lifecycle.isRetired } }
 
@@ -259,13 +281,15 @@ public final class IsolatedPlugin: Sendable {
         let end = ContinuousClock.now + Self.answerSpin
         while true {
             if let value = answer.value { return value }
-            switch worker.channel.receiveNow(ifFree: true) {
-            case .frame(let frame):
-                handle(frame, from: worker)
-                continue
+            // Every frame that has arrived, not only the next: one left in the buffer when this
+            // caller goes, having found its answer, is one the watcher never sees.
+            let (frames, then) = worker.channel.receiveArrived(ifFree: true)
+            for frame in frames { handle(frame, from: worker) }
+            if !frames.isEmpty { continue }
+            switch then {
             case .nothingYet where ContinuousClock.now < end:
                 continue
-            case .nothingYet, .busy, .ended:
+            case .frame, .nothingYet, .busy, .ended:
                 break
             }
             worker.reader.needWatcher()

@@ -136,8 +136,10 @@ struct IsolationTests {
             await #expect(throws: CommandBusError.self) { try await crash?.result }
         }
         var failures: [String] = []
+        let plugin = try #require(directory.catalog.plugins.first { $0.name == "misbehave" }?.worker)
         for (index, echo) in echoes.enumerated() {
-            do { _ = try await naming("echo \(index)'s result") { try await echo.result } } catch { failures.append("\(error)") }
+            let diagnose = { @Sendable in "the echo is \(echo.state); the worker is \(plugin.diagnosis)" }
+            do { _ = try await naming("echo \(index)'s result", diagnose: diagnose) { try await echo.result } } catch { failures.append("\(error)") }
         }
         #expect(failures.isEmpty, "\(failures.count) failed: \(Set(failures))")
         // Each run again is in its command's log, and counted (cmdbus_worker_runs_again_total).
@@ -148,8 +150,7 @@ struct IsolationTests {
                 if case .log(.warning, let message) = event.kind, message.contains("running ok.echo again on a new worker") { ranAgain += 1 }
             }
         }
-        let worker = try #require(directory.catalog.plugins.first { $0.name == "misbehave" }?.worker)
-        #expect(ranAgain > 0 && worker.runsAgain == ranAgain, "\(ranAgain) logged, \(worker.runsAgain) counted")
+        #expect(ranAgain > 0 && plugin.runsAgain == ranAgain, "\(ranAgain) logged, \(plugin.runsAgain) counted")
     }
 
     @Test func aHandlerStillRunningAtItsDeadlineIsKilled() async throws {
