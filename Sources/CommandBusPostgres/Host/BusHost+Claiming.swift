@@ -218,7 +218,7 @@ extension BusHost {
         let now = state.withLock { state -> Bool in
             _ = state.running.removeValue(forKey: row.claim)
             state.started.countDown(row.id)
-            if state.endSeen.remove(row.id) != nil { return true }
+            if state.endSeen.countDown(row.id) { return true }
             state.waitingForEvents[row.claim] = (row, outcome)
             return false
         }
@@ -233,7 +233,7 @@ extension BusHost {
     func sawEnd(of id: UUID) {
         let waiting = state.withLock { state -> (row: BusCommandRow, outcome: Finish)? in
             if let claim = state.waitingForEvents.keys.first(where: { $0.id == id }) { return state.waitingForEvents.removeValue(forKey: claim) }
-            if state.started[id] != nil { state.endSeen.insert(id) }
+            if state.started[id] != nil { state.endSeen[id, default: 0] += 1 }
             return nil
         }
         if let waiting { finish(waiting.row, waiting.outcome) }
@@ -318,9 +318,11 @@ extension BusCommandRow {
 
 extension Dictionary where Value == Int {
     /// Counts `key` down by one, removing it at zero: the host's counts by name, correlation and
-    /// command hold only what is in flight.
-    fileprivate mutating func countDown(_ key: Key) {
-        guard let count = self[key] else { return }
+    /// command hold only what is in flight. Returns whether `key` was counted.
+    @discardableResult
+    fileprivate mutating func countDown(_ key: Key) -> Bool {
+        guard let count = self[key] else { return false }
         self[key] = count > 1 ? count - 1 : nil
+        return true
     }
 }

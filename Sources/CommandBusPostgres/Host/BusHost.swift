@@ -92,8 +92,8 @@ package final class BusHost: Sendable {
         /// How many claims of each, counted: two claims of one command can overlap (``Claim``).
         var started: [UUID: Int] = [:]
         /// Commands started here whose end the event forwarder has seen, before their result's
-        /// task finished them.
-        var endSeen: Set<UUID> = []
+        /// task finished them: counted, as ``started`` is, since each claim's run ends once.
+        var endSeen: [UUID: Int] = [:]
         /// Finished commands waiting for the event forwarder to see their end (see ``finishAfterItsEvents``).
         var waitingForEvents: [Claim: (row: BusCommandRow, outcome: Finish)] = [:]
         /// Claims cancelled because this host could not renew its lease: handed back when they
