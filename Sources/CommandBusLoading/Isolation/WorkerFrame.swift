@@ -190,26 +190,27 @@ package final class FrameChannel: Sendable {
     /// ever. (Taking one frame at a time, a caller that found its answer left the rest there,
     /// and a test of 600 isolated echoes hung on one.)
     package func receiveArrived(ifFree: Bool = false) -> (frames: [WorkerFrame], then: Ready) {
-        let take = { (buffer: inout ReadBuffer) -> (frames: [WorkerFrame], then: Ready) in
-            var frames: [WorkerFrame] = []
-            while true {
-                taking: while true {
-                    switch buffer.takeFrame() {
-                    case .frame(let frame): frames.append(frame)
-                    case .malformed: return (frames, .ended)
-                    case .incomplete: break taking
-                    }
-                }
-                guard frames.isEmpty else { return (frames, .nothingYet) }
-                switch buffer.fill(from: self.descriptor, waiting: false) {
-                case .ended: return (frames, .ended)
-                case .nothingYet: return (frames, .nothingYet)
-                case .read: continue
+        if ifFree { return reading.withLockIfAvailable { takeArrived(&$0) } ?? ([], .busy) }
+        return reading.withLock { takeArrived(&$0) }
+    }
+
+    private func takeArrived(_ buffer: inout ReadBuffer) -> (frames: [WorkerFrame], then: Ready) {
+        var frames: [WorkerFrame] = []
+        while true {
+            taking: while true {
+                switch buffer.takeFrame() {
+                case .frame(let frame): frames.append(frame)
+                case .malformed: return (frames, .ended)
+                case .incomplete: break taking
                 }
             }
+            guard frames.isEmpty else { return (frames, .nothingYet) }
+            switch buffer.fill(from: descriptor, waiting: false) {
+            case .ended: return (frames, .ended)
+            case .nothingYet: return (frames, .nothingYet)
+            case .read: continue
+            }
         }
-        if ifFree { return reading.withLockIfAvailable { take(&$0) } ?? ([], .busy) }
-        return reading.withLock { take(&$0) }
     }
 
     private func takeReady(_ buffer: inout ReadBuffer) -> Ready {

@@ -5,11 +5,12 @@ import Glibc
 /// How the host reads one worker's frames without waking a thread for every answer.
 ///
 /// A caller waiting for its answer reads the socket itself for a moment (``IsolatedPlugin``
-/// does that with ``FrameChannel/receiveArrived(ifFree:)``, which leaves no whole frame behind): a quick plugin's answer is then taken
-/// on the caller's own thread, and no thread is woken on either side of the handoff. A watcher
-/// thread reads whenever nobody else does: it sleeps in `poll()` on the worker's hangup only,
-/// until a caller that gives up waiting asks for it (``needWatcher()``); then it reads every
-/// frame until no call is out, and sleeps again. Either way it sees the worker's end at once.
+/// does that with ``FrameChannel/receiveArrived(ifFree:)``, which leaves no whole frame
+/// behind): a quick plugin's answer is then taken on the caller's own thread, and no thread is
+/// woken on either side of the handoff. A watcher thread reads whenever nobody else does: it
+/// sleeps in `poll()` on the worker's hangup only, until a caller that gives up waiting asks
+/// for it (``needWatcher()``); then it reads every frame until no call is out, and sleeps
+/// again. Either way it sees the worker's end at once.
 package final class WorkerReader: Sendable {
     package let channel: FrameChannel
     /// A pipe that wakes the watcher out of `poll()`.
