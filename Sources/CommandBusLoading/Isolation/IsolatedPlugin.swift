@@ -139,7 +139,7 @@ public final class IsolatedPlugin: Sendable {
     /// pid 4242 (1 never reached it); 1 start".
     package var diagnosis: String {
         state.withLock { state in
-            let where_: String = switch state.lifecycle.state {
+            let worker: String = switch state.lifecycle.state {
             case .idle: "idle"
             case .starting(let waiters): "starting (\(counted(waiters.count, "waiter")))"
             case .ready(let pid, _): "ready (pid \(pid))"
@@ -153,7 +153,7 @@ public final class IsolatedPlugin: Sendable {
                     return "\(calls.count) to pid \(pid)" + (unreached > 0 ? " (\(unreached) never reached it)" : "")
                 }
             let calls = counted(state.pending.count, "call") + " out" + (byPID.isEmpty ? "" : ": " + byPID.joined(separator: ", "))
-            return "\(where_); \(calls); \(counted(state.lifecycle.starts, "start"))"
+            return "\(worker); \(calls); \(counted(state.lifecycle.starts, "start"))"
         }
     }
 
