@@ -172,16 +172,16 @@ func jsonObject(_ text: String) throws -> [String: Any] {
 /// Runs `body`; if it has not ended within `limit`, says on stderr and as an issue of the test
 /// what it still waits for. A test that hangs past its time limit names only itself; this names
 /// the await that hangs, while the test goes on waiting for it.
-@discardableResult
 /// - Parameter diagnose: What to say of the state of things then, beside the await's name.
+@discardableResult
 func naming<T>(
     _ what: String, within limit: Duration = .seconds(60), diagnose: (@Sendable () -> String)? = nil, _ body: () async throws -> T
 ) async rethrows -> T {
     let watchdog = Task {
         try await Task.sleep(for: limit)
         let diagnosis = diagnose.map { "; \($0())" } ?? ""
-        FileHandle.standardError.write(Data("test still waits, after \(limit), for \(what)\(diagnosis)\n".utf8))
-        Issue.record("still waiting, after \(limit), for \(what)\(diagnosis)")
+        FileHandle.standardError.write(Data("test still waits, after \(limit.spoken), for \(what)\(diagnosis)\n".utf8))
+        Issue.record("still waiting, after \(limit.spoken), for \(what)\(diagnosis)")
     }
     defer { watchdog.cancel() }
     return try await body()
