@@ -289,7 +289,7 @@ public final class IsolatedPlugin: Sendable {
             switch then {
             case .nothingYet where ContinuousClock.now < end:
                 continue
-            case .frame, .nothingYet, .busy, .ended:
+            case .nothingYet, .busy, .ended:
                 break
             }
             worker.reader.needWatcher()

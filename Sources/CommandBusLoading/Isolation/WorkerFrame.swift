@@ -109,9 +109,9 @@ package struct WorkerFrame: Equatable, Sendable {
 ///
 /// Writes reuse one buffer and cost one `send` each; reads fill a buffer with as much as the
 /// socket has and take frames from it, so a burst of frames costs one `recv`. A thread may
-/// block for the next frame (``receive(spinning:)``), take one only if it is there now
-/// (``receiveNow(ifFree:)``), or take every one that has arrived (``receiveArrived(ifFree:)``),
-/// which is how the host's callers read their own answers.
+/// block for the next frame (``receive(spinning:)``), as the worker's threads do, or take
+/// every one that has arrived without waiting (``receiveArrived(ifFree:)``), as the host's
+/// callers and its watcher do.
 package final class FrameChannel: Sendable {
     package let descriptor: Int32
     private let writing = Mutex<(buffer: [UInt8], closed: Bool)>(([], false))
@@ -160,11 +160,9 @@ package final class FrameChannel: Sendable {
         }
     }
 
-    /// What ``receiveNow(ifFree:)`` found.
+    /// What ``receiveArrived(ifFree:)`` found after the frames it took.
     package enum Ready: Sendable {
-        /// The next frame.
-        case frame(WorkerFrame)
-        /// No whole frame has arrived yet.
+        /// No more whole frames have arrived yet.
         case nothingYet
         /// Another thread is reading (only when asked `ifFree`).
         case busy
@@ -172,23 +170,17 @@ package final class FrameChannel: Sendable {
         case ended
     }
 
-    /// The next frame if it has arrived, without waiting for one.
-    /// - Parameter ifFree: Answer ``Ready/busy`` at once if another thread is reading, instead of waiting for it.
-    package func receiveNow(ifFree: Bool = false) -> Ready {
-        if ifFree { return reading.withLockIfAvailable { takeReady(&$0) } ?? .busy }
-        return reading.withLock { takeReady(&$0) }
-    }
-
     /// Every whole frame that has arrived, in order, taken in one hold of the lock: those in the
     /// buffer, or if there are none, those the socket has now, read without waiting. Then
     /// ``Ready/nothingYet`` or ``Ready/ended`` (``Ready/busy``, with no frames, if `ifFree` and
     /// another thread reads).
     ///
-    /// A caller that reads the socket for its own answer takes the frames this way, so it never
-    /// leaves a whole frame in the buffer when it goes: the watcher sleeps in `poll()` on the
-    /// socket, which has nothing more to say of them, and the calls they answer would wait for
-    /// ever. (Taking one frame at a time, a caller that found its answer left the rest there,
-    /// and a test of 600 isolated echoes hung on one.)
+    /// The host's callers and its watcher both read this way. A caller that reads the socket for
+    /// its own answer so never leaves a whole frame in the buffer when it goes: the watcher
+    /// sleeps in `poll()` on the socket, which has nothing more to say of them, and the calls
+    /// they answer would wait for ever. (Taking one frame at a time, a caller that found its
+    /// answer left the rest there, and a test of 600 isolated echoes hung on one.)
+    /// - Parameter ifFree: Answer ``Ready/busy`` at once if another thread is reading, instead of waiting for it.
     package func receiveArrived(ifFree: Bool = false) -> (frames: [WorkerFrame], then: Ready) {
         if ifFree { return reading.withLockIfAvailable { takeArrived(&$0) } ?? ([], .busy) }
         return reading.withLock { takeArrived(&$0) }
@@ -208,21 +200,6 @@ package final class FrameChannel: Sendable {
             switch buffer.fill(from: descriptor, waiting: false) {
             case .ended: return (frames, .ended)
             case .nothingYet: return (frames, .nothingYet)
-            case .read: continue
-            }
-        }
-    }
-
-    private func takeReady(_ buffer: inout ReadBuffer) -> Ready {
-        while true {
-            switch buffer.takeFrame() {
-            case .frame(let frame): return .frame(frame)
-            case .malformed: return .ended
-            case .incomplete: break
-            }
-            switch buffer.fill(from: descriptor, waiting: false) {
-            case .ended: return .ended
-            case .nothingYet: return .nothingYet
             case .read: continue
             }
         }

@@ -69,12 +69,11 @@ package final class WorkerReader: Sendable {
                 _ = read(wakeRead, &drain, drain.count)
             }
             guard watching[0].revents != 0 else { continue }
-            drain: while true {
-                switch channel.receiveNow() {
-                case .frame(let frame): handle(frame)
-                case .nothingYet, .busy: break drain
-                case .ended: return
-                }
+            while true {
+                let (frames, then) = channel.receiveArrived()
+                for frame in frames { handle(frame) }
+                if case .ended = then { return }
+                if frames.isEmpty { break }
             }
         }
     }
