@@ -13,24 +13,25 @@ import Foundation
 // the response lines it gets.
 extension CommandServer {
     /// The response to a `send`: its result, or its error.
-    static func reply(to id: JSONValue?, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> [UInt8] {
+    /// - Parameter detail: What a failure's message is followed by (what a "no handler" failure adds).
+    static func reply(to id: JSONValue?, ticket: UUID, _ outcome: Result<Data, CommandBusError>, detail: String = "") -> [UInt8] {
         switch outcome {
         case .success(let result):
             let value = JSONValue.parse(bytes: result) ?? .string(String(decoding: result, as: UTF8.self))
             return ReplyLine.succeeded(id, commandID: ticket, result: value)
         case .failure(let error):
-            return ReplyLine.line(failure(id, code: HostFailure.Code(error).name, error.message, commandID: ticket))
+            return ReplyLine.line(failure(id, code: HostFailure.Code(error).name, error.message + detail, commandID: ticket))
         }
     }
 
     /// The answer to a send or a post that ended: a "no handler" failure says which plugin
     /// declined the command, or a near name, as the command line says it in-process.
     func reply(to request: ServerRequest, ticket: UUID, _ outcome: Result<Data, CommandBusError>) -> [UInt8] {
-        guard case .failure(let error) = outcome, error.code == .noHandler, let name = request.command else {
-            return Self.reply(to: request.id, ticket: ticket, outcome)
+        var detail = ""
+        if case .failure(let error) = outcome, error.code == .noHandler, let name = request.command {
+            detail = catalog.noHandlerDetail(for: name, registered: session.bus.handlerCount(for: name))
         }
-        let detail = catalog.noHandlerDetail(for: name, registered: session.bus.handlerCount(for: name))
-        return ReplyLine.line(Self.failure(request.id, code: HostFailure.Code(error).name, error.message + detail, commandID: ticket))
+        return Self.reply(to: request.id, ticket: ticket, outcome, detail: detail)
     }
 
     /// Handles one request line of a client, on the request loop's thread.
