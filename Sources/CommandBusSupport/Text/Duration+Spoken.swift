@@ -6,9 +6,8 @@ extension Duration {
     /// of the host's, keeps a copy for its own (`CommandBusError.timedOut`).
     package var spoken: String {
         let (seconds, attoseconds) = components
-        let attosecondsPerMillisecond: Int64 = 1_000_000_000_000_000
         if attoseconds == 0 { return counted(Int(seconds), "second") }
-        if seconds == 0, attoseconds % attosecondsPerMillisecond == 0 { return "\(attoseconds / attosecondsPerMillisecond) ms" }
+        if seconds == 0, self == .milliseconds(milliseconds) { return "\(milliseconds) ms" }
         return "\(self)"
     }
 }
