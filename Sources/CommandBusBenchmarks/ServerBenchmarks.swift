@@ -77,7 +77,9 @@ enum ServerBenchmarks {
                 latencies.percentile(50) / 1_000 / (try JournalBenchmarks.sqliteCommitLatency(directory: work.path))
             )
         case .none:
-            break
+            let echo = try SocketEcho.latency(directory: work.path, request: send)
+            report.record("socket_echo_p50_us", echo)
+            report.record("socket_send_no_journal_vs_echo_ratio", latencies.percentile(50) / 1_000 / echo)
         }
         report.record("socket_throughput\(suffix)_per_s", try throughput(socketPath))
         if case .batched = journaling { report.record("hot_load_ms", try hotLoad(client: client, plugins: plugins)) }
@@ -151,21 +153,8 @@ final class LineClient: @unchecked Sendable {
     private var chunk = [UInt8](repeating: 0, count: 65_536)
 
     init?(path: String) {
-        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(path.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if connected != 0 {
-            close(descriptor)
-            return nil
-        }
+        guard let descriptor = try? UnixSocket.connect(to: path) else { return nil }
+        self.descriptor = descriptor
     }
 
     deinit { close(descriptor) }

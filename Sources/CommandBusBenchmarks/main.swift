@@ -4,6 +4,7 @@ import Foundation
 //   CommandBusBenchmarks [--json]                      every timed figure
 //   CommandBusBenchmarks --workload NAME --count N     one fixed workload for the instruction-count mode
 //   CommandBusBenchmarks --list-workloads              their names, one a line
+//   CommandBusBenchmarks --echo PATH                   the socket echo the server's figures are compared with
 // Every measurement runs in a detached task, off the main actor, whose hops cost tens of microseconds on Linux.
 // The main thread waits on a semaphore rather than in `dispatch_main`, which valgrind cannot follow.
 
@@ -26,6 +27,7 @@ let usage = """
     usage: CommandBusBenchmarks [--json]
            CommandBusBenchmarks --workload NAME --count N
            CommandBusBenchmarks --list-workloads
+           CommandBusBenchmarks --echo PATH
     $CMDBUS_BENCH_ONLY=core,plugin,journal,server,bus,dashboard runs those groups only.
     """
 if arguments.contains("--help") || arguments.contains("-h") {
@@ -33,7 +35,7 @@ if arguments.contains("--help") || arguments.contains("-h") {
     exit(0)
 }
 // A flag this program does not know would otherwise start a full run of several minutes.
-let flagsWithValues: Set = ["--workload", "--count"]
+let flagsWithValues: Set = ["--workload", "--count", "--echo"]
 var position = 1
 while position < arguments.count {
     let flag = arguments[position]
@@ -68,7 +70,9 @@ func runBlocking(_ body: @escaping @Sendable () async throws -> Void) {
     done.wait()
 }
 
-if arguments.contains("--list-workloads") {
+if let path = argument(after: "--echo") {
+    do { try SocketEcho.serve(at: path) } catch { refuse("\(error)") }
+} else if arguments.contains("--list-workloads") {
     print(CountedWorkloads.all.map(\.name).joined(separator: "\n"))
 } else if let name = argument(after: "--workload") {
     guard let workload = CountedWorkloads.all.first(where: { $0.name == name }) else {
