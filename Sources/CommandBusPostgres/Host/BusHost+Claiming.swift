@@ -216,7 +216,7 @@ extension BusHost {
     /// stream far behind) is finished anyway.
     func finishAfterItsEvents(_ row: BusCommandRow, _ outcome: Finish) {
         let now = state.withLock { state -> Bool in
-            _ = state.running.removeValue(forKey: row.claim)
+            state.running.remove(row.claim)
             state.started.countDown(row.id)
             if state.endSeen.countDown(row.id) { return true }
             state.waitingForEvents[row.claim] = (row, outcome)
@@ -225,14 +225,14 @@ extension BusHost {
         if now { return finish(row, outcome) }
         Task { [self] in
             try? await Task.sleep(for: .seconds(1))
-            if let late = state.withLock({ $0.waitingForEvents.removeValue(forKey: row.claim) }) { finish(late.row, late.outcome) }
+            if let late = state.withLock({ $0.waitingForEvents.remove(row.claim) }) { finish(late.row, late.outcome) }
         }
     }
 
     /// The event forwarder saw command `id` end: finishes it if its result is in, or notes it.
     func sawEnd(of id: UUID) {
         let waiting = state.withLock { state -> (row: BusCommandRow, outcome: Finish)? in
-            if let claim = state.waitingForEvents.keys.first(where: { $0.id == id }) { return state.waitingForEvents.removeValue(forKey: claim) }
+            if let waiting = state.waitingForEvents.removeAny(of: id) { return waiting }
             if state.started[id] != nil { state.endSeen[id, default: 0] += 1 }
             return nil
         }
@@ -305,7 +305,7 @@ extension BusHost {
     func cancelLocally(_ id: UUID) {
         let tickets = state.withLock { state -> [CommandTicket<Data>] in
             state.cancelledWhileDeciding.formUnion(state.deciding.filter { $0.id == id })
-            return state.running.filter { $0.key.id == id }.map(\.value)
+            return state.running.values(of: id)
         }
         for ticket in tickets { ticket.cancel() }
     }

@@ -88,9 +88,9 @@ extension BusHost {
             guard first else { return nil }
             // What is still deciding must not start once decided: handed back or ended as the
             // running ones are (see ``run(_:)``).
-            if handingBack { state.handingBack.formUnion(Array(state.running.keys) + state.deciding) }
+            if handingBack { state.handingBack.formUnion(state.running.claims + state.deciding) }
             state.cancelledWhileDeciding.formUnion(state.deciding)
-            return Array(state.running.values)
+            return state.running.values
         }
         // Already fenced, a host that stays cut off says nothing more at each failed heartbeat;
         // the bus declaring it dead is news.

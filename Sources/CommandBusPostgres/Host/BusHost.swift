@@ -51,7 +51,7 @@ package final class BusHost: Sendable {
 
     struct State {
         /// The claims running here, with their tickets.
-        var running: [Claim: CommandTicket<Data>] = [:]
+        var running = ClaimTable<CommandTicket<Data>>()
         /// Claims not running yet: the host is still asking whether a handler here takes their
         /// command (an isolated plugin's `canHandle` runs in its worker).
         var deciding: Set<Claim> = []
@@ -95,7 +95,7 @@ package final class BusHost: Sendable {
         /// task finished them: counted, as ``started`` is, since each claim's run ends once.
         var endSeen: [UUID: Int] = [:]
         /// Finished commands waiting for the event forwarder to see their end (see ``finishAfterItsEvents``).
-        var waitingForEvents: [Claim: (row: BusCommandRow, outcome: Finish)] = [:]
+        var waitingForEvents = ClaimTable<(row: BusCommandRow, outcome: Finish)>()
         /// Claims cancelled because this host could not renew its lease: handed back when they
         /// end, not completed, since the cancellation was this host's, not the sender's.
         var handingBack: Set<Claim> = []
