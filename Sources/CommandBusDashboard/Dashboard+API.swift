@@ -190,6 +190,7 @@ extension Dashboard {
             guard let worker = plugin.worker else { return nil }
             return .object([
                 "name": .string(plugin.name), "path": .string(plugin.path), "running": .bool(worker.isRunning),
+                "pid": worker.workerPID.map { .integer(Int64($0)) } ?? .null, "callsInProgress": .integer(Int64(worker.callsInProgress)),
                 "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),
             ])
         }

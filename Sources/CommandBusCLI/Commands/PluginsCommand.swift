@@ -170,12 +170,18 @@ enum PluginsCommand {
     }
 
     /// An isolated plugin's worker, from its JSON (`isolated`): quarantined and what ends it, or
-    /// running or not, and how often it was started again after a crash or a stop.
-    private static func workerLine(_ worker: [String: JSONValue]) -> String {
+    /// running (as which process, with how many calls in progress) or not, and how often it was
+    /// started again after a crash or a stop.
+    static func workerLine(_ worker: [String: JSONValue]) -> String {
         if let quarantine = worker["quarantine"]?.stringValue { return quotedLine(quarantine) }
         let restarts = worker["restarts"]?.intValue ?? 0
-        return (worker["running"] == .bool(true) ? "isolated: its worker is running" : "isolated: no worker running; the next command starts one")
-            + (restarts > 0 ? " (\(counted(restarts, "restart")) so far)" : "")
+        var line = "isolated: no worker running; the next command starts one"
+        if worker["running"] == .bool(true) {
+            line = "isolated: its worker is running"
+            if let pid = worker["pid"]?.intValue { line += " as pid \(pid)" }
+            if let calls = worker["callsInProgress"]?.intValue { line += ", \(counted(calls, "call")) in progress" }
+        }
+        return line + (restarts > 0 ? " (\(counted(restarts, "restart")) so far)" : "")
     }
 
     /// The catalog as text, from its JSON: the same for a local and a `--connect` listing; the

@@ -464,6 +464,11 @@ extension DashboardAssets {
           } catch (e) { toast(e.message, true); }
           setTimeout(route, 400);
         }
+        // An isolated plugin's worker under its badge, a line each: which process, its calls, its restarts.
+        function workerDetail(w) {
+          const parts = w.running && w.pid != null ? [`pid ${w.pid}`, `${w.callsInProgress} call${w.callsInProgress === 1 ? '' : 's'} in progress`] : [];
+          return parts.concat(`${w.restarts} restart${w.restarts === 1 ? '' : 's'}`).map(part => h('div', { class: 'nowrap' }, part));
+        }
         async function plugins() {
           const data = await api('plugins');
           const catalog = data.catalog;
@@ -476,7 +481,7 @@ extension DashboardAssets {
               h('td', { class: 'num' }, p.priority),
               h('td', {}, p.commands.map(c => h('span', { class: 'chip mono' }, c))),
               h('td', {}, w ? [h('span', { class: 'badge ' + (w.quarantine ? 'failed' : w.running ? 'succeeded' : 'pending') }, w.quarantine ? 'quarantined' : w.running ? 'worker running' : 'worker idle'),
-                h('div', { class: 'muted' }, `${w.restarts} restart${w.restarts === 1 ? '' : 's'}`)] : h('span', { class: 'muted' }, 'in process')));
+                h('div', { class: 'muted' }, ...workerDetail(w))] : h('span', { class: 'muted' }, 'in process')));
           });
           // Files the probe quarantined or the loader skipped, and loaded isolated plugins whose
           // worker crashed too often: each with why, and what ends it.

@@ -8,7 +8,8 @@ import Foundation
 
 extension PluginCatalog {
     /// One plugin as `cmdbus plugins --json` and the server's `plugins` op show it; an isolated
-    /// one with its worker (`isolated`: `running`, `restarts`, `runsAgain` and, if quarantined, `quarantine`).
+    /// one with its worker (`isolated`: `running`, with its `pid` while it runs, `callsInProgress`,
+    /// `restarts`, `runsAgain` and, if quarantined, `quarantine`).
     package static func json(_ plugin: LoadedPlugin) -> JSONValue {
         .object([
             "path": .string(plugin.path), "name": .string(plugin.name), "version": .string(plugin.version),
@@ -31,7 +32,9 @@ extension PluginCatalog {
 
     private static func worker(_ worker: IsolatedPlugin) -> JSONValue {
         .object([
-            "running": .bool(worker.isRunning), "restarts": .integer(Int64(worker.restarts)), "runsAgain": .integer(Int64(worker.runsAgain)),
+            "running": .bool(worker.isRunning), "pid": worker.workerPID.map { .integer(Int64($0)) } ?? .null,
+            "callsInProgress": .integer(Int64(worker.callsInProgress)),
+            "restarts": .integer(Int64(worker.restarts)), "runsAgain": .integer(Int64(worker.runsAgain)),
             "quarantine": .optional(worker.quarantine),
         ].filter { $0.value != .null })
     }

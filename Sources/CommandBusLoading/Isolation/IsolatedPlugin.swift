@@ -163,6 +163,14 @@ public final class IsolatedPlugin: Sendable {
     /// Whether a worker is running now.
     package var isRunning: Bool { state.withLock { $0.lifecycle.running != nil } }
 
+    /// The process id of the worker running now, if one is: what an operator gives `top`, `strace`
+    /// or `kill` to look at it.
+    package var workerPID: pid_t? { state.withLock { $0.lifecycle.running?.pid } }
+
+    /// Calls written to a worker and not answered yet: commands running there and `canHandle`
+    /// questions.
+    package var callsInProgress: Int { state.withLock { $0.pending.count } }
+
     /// How many times a worker was started again after the first (after a crash, a timeout or a stop).
     package var restarts: Int { state.withLock { max(0, $0.lifecycle.starts - 1) } }
 

@@ -189,6 +189,13 @@ struct DashboardTests {
         let after = try jsonObject(try await server.http("GET", "/api/overview").body)
         #expect(after["plugins"] as? [String: Int] == ["loaded": 4, "quarantined": 0, "skipped": 0], "\(after)")
         #expect(try await server.run("ok.echo").status == 0)
+        // Its new worker's row names the process and its calls.
+        let workers = try jsonObject(try await server.http("GET", "/api/plugins").body)["workers"] as? [[String: Any]] ?? []
+        let worker = try #require(workers.first { $0["name"] as? String == "misbehave" }, "\(workers)")
+        let pid = try #require(worker["pid"] as? Int, "\(worker)")
+        let row = "[...document.querySelectorAll('main table')[0].rows].find(r => r.textContent.includes('misbehave.so')).cells[6].innerText"
+        let rowPage = try await Self.browse(server.url + "/#/plugins", waitFor: "document.querySelectorAll('main table').length >= 2", shot: "plugins-worker.png", evals: [row])
+        #expect(rowPage.results.first as? String == "worker running\npid \(pid)\n0 calls in progress\n0 restarts", "\(rowPage.results)")
         #expect(try await server.http("POST", "/api/plugins/forget?path=/etc/hostname").status == 403, "a POST without the page's token is refused")
         let page = try await server.http("GET", "/")
         let token = try #require(page.body.split(separator: "\"").first { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }.map(String.init))

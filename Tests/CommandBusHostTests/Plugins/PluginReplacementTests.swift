@@ -174,7 +174,7 @@ struct PluginReplacementTests {
         let echoed = try await client("run", "ok.echo", #"{"a":1}"#)
         #expect(echoed.status == 0 && echoed.stdout == "{\"a\":1}\n", "\(echoed.stderr)")
         let relisted = try await client("plugins")
-        #expect(!relisted.stdout.contains("quarantined") && relisted.stdout.contains("\n    isolated: its worker is running\n"), "\(relisted.stdout)")
+        #expect(!relisted.stdout.contains("quarantined") && relisted.stdout.contains("\n    isolated: its worker is running as pid "), "\(relisted.stdout)")
         #expect(!(try await client("status").stdout.contains("quarantined")))
         await server.stop()
     }
@@ -235,8 +235,8 @@ struct PluginReplacementTests {
         await server.stop()
     }
 
-    /// The plugin named `name` in `cmdbus plugins --json` output.
-    private static func listed(_ name: String, in output: String) throws -> [String: Any]? {
+    /// The plugin named `name` in a `cmdbus plugins --json` listing.
+    static func listed(_ name: String, in output: String) throws -> [String: Any]? {
         let plugins = try jsonObject(output)["plugins"] as? [[String: Any]]
         return plugins?.first { $0["name"] as? String == name }
     }

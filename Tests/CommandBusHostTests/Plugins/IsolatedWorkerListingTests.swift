@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+
+/// `cmdbus plugins --connect` names an isolated plugin's worker process and counts its calls in
+/// progress, so an operator can find the process a stuck command runs in.
+@Suite struct IsolatedWorkerListingTests {
+    @Test func theListingNamesTheWorkerProcessAndItsCallsInProgress() async throws {
+        let work = try TemporaryDirectory("cmdbus-serve")
+        try await compileFixture("misbehave", into: try work.subdirectory("plugins"))
+        let server = try await ServerTests.Server(work: work, arguments: ["--isolate"])
+        defer { server.work.remove() }
+        @Sendable func client(_ arguments: String...) async throws -> ProcessResult {
+            try await cmdbus(arguments + ["--connect", server.socket], directory: server.work.url)
+        }
+        let posted = try await client("run", "bad.loop", "{}", "--no-wait")
+        let id = posted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(posted.status == 0 && UUID(uuidString: id) != nil, "\(posted.stdout)\(posted.stderr)")
+        let listed = await naming("the listing to count the looping call") {
+            await waitUntil { (try? await client("plugins").stdout.contains(", 1 call in progress\n")) == true }
+        }
+        #expect(listed)
+        let plugin = try #require(try PluginReplacementTests.listed("misbehave", in: try await client("plugins", "--json").stdout))
+        let worker = try #require(plugin["isolated"] as? [String: Any], "\(plugin)")
+        let pid = try #require(worker["pid"] as? Int, "\(worker)")
+        #expect(worker["callsInProgress"] as? Int == 1 && worker["running"] as? Bool == true, "\(worker)")
+        // The pid is the worker's: a live process other than the server, which started it.
+        let parent = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8).split(separator: " ")[3]
+        #expect(pid != server.process.pid && parent == "\(server.process.pid)", "pid \(pid), parent \(parent)")
+        #expect(try await client("plugins").stdout.contains("\n    isolated: its worker is running as pid \(pid), 1 call in progress\n"))
+
+        // The looping command cancelled: a plugin without cancel() has its worker killed at once.
+        #expect(try await client("cancel", id).status == 0)
+        let ended = await naming("the worker to end after the cancel") {
+            await waitUntil { !FileManager.default.fileExists(atPath: "/proc/\(pid)") || (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") == true }
+        }
+        #expect(ended)
+        let after = try #require(try PluginReplacementTests.listed("misbehave", in: try await client("plugins", "--json").stdout))
+        let workerAfter = try #require(after["isolated"] as? [String: Any], "\(after)")
+        #expect(workerAfter["callsInProgress"] as? Int == 0 && workerAfter["pid"] as? Int != pid, "\(workerAfter)")
+        await server.stop()
+    }
+}
