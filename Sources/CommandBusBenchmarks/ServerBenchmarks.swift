@@ -80,6 +80,7 @@ enum ServerBenchmarks {
             let echo = try SocketEcho.latency(directory: work.path, request: send)
             report.record("socket_echo_p50_us", echo)
             report.record("socket_send_no_journal_vs_echo_ratio", latencies.percentile(50) / 1_000 / echo)
+            report.record("socket_send_no_journal_over_echo_us", latencies.percentile(50) / 1_000 - echo)
         }
         report.record("socket_throughput\(suffix)_per_s", try throughput(socketPath))
         if case .batched = journaling { report.record("hot_load_ms", try hotLoad(client: client, plugins: plugins)) }
