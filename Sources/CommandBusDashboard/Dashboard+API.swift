@@ -188,9 +188,10 @@ extension Dashboard {
         let catalog = sources.catalog()
         let workers: [JSONValue] = catalog.plugins.compactMap { plugin in
             guard let worker = plugin.worker else { return nil }
+            let pid = worker.workerPID
             return .object([
-                "name": .string(plugin.name), "path": .string(plugin.path), "running": .bool(worker.isRunning),
-                "pid": worker.workerPID.map { .integer(Int64($0)) } ?? .null, "callsInProgress": .integer(Int64(worker.callsInProgress)),
+                "name": .string(plugin.name), "path": .string(plugin.path), "running": .bool(pid != nil),
+                "pid": pid.map { .integer(Int64($0)) } ?? .null, "callsInProgress": .integer(Int64(worker.callsInProgress)),
                 "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),
             ])
         }

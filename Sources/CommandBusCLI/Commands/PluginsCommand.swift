@@ -172,7 +172,7 @@ enum PluginsCommand {
     /// An isolated plugin's worker, from its JSON (`isolated`): quarantined and what ends it, or
     /// running (as which process, with how many calls in progress) or not, and how often it was
     /// started again after a crash or a stop.
-    static func workerLine(_ worker: [String: JSONValue]) -> String {
+    private static func workerLine(_ worker: [String: JSONValue]) -> String {
         if let quarantine = worker["quarantine"]?.stringValue { return quotedLine(quarantine) }
         let restarts = worker["restarts"]?.intValue ?? 0
         var line = "isolated: no worker running; the next command starts one"

@@ -31,8 +31,10 @@ extension PluginCatalog {
     }
 
     private static func worker(_ worker: IsolatedPlugin) -> JSONValue {
-        .object([
-            "running": .bool(worker.isRunning), "pid": worker.workerPID.map { .integer(Int64($0)) } ?? .null,
+        // Running is told by the pid, read once, so the two never disagree.
+        let pid = worker.workerPID
+        return .object([
+            "running": .bool(pid != nil), "pid": pid.map { .integer(Int64($0)) } ?? .null,
             "callsInProgress": .integer(Int64(worker.callsInProgress)),
             "restarts": .integer(Int64(worker.restarts)), "runsAgain": .integer(Int64(worker.runsAgain)),
             "quarantine": .optional(worker.quarantine),

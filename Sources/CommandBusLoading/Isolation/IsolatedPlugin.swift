@@ -160,12 +160,12 @@ public final class IsolatedPlugin: Sendable {
     /// Whether the plugin was taken off the bus: no worker starts again.
     package var isRetired: Bool { state.withLock { $0.lifecycle.isRetired } }
 
-    /// Whether a worker is running now.
-    package var isRunning: Bool { state.withLock { $0.lifecycle.running != nil } }
-
     /// The process id of the worker running now, if one is: what an operator gives `top`, `strace`
     /// or `kill` to look at it.
     package var workerPID: pid_t? { state.withLock { $0.lifecycle.running?.pid } }
+
+    /// Whether a worker is running now.
+    package var isRunning: Bool { workerPID != nil }
 
     /// Calls written to a worker and not answered yet: commands running there and `canHandle`
     /// questions.
