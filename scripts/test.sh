@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 source scripts/lib/postgres.sh
 source scripts/lib/instructions.sh
+# Each phase's line says when it began (minutes:seconds into the run).
+LOG_ELAPSED=1
 
 ensure_system_packages
 log "checking the module layering"

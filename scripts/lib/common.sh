@@ -1,6 +1,14 @@
 # Shared helpers for the scripts in scripts/. Source it; don't run it.
 
-log() { printf '==> %s\n' "$*" >&2; }
+# A phase's line on stderr. With $LOG_ELAPSED set (scripts/test.sh sets it) each begins with the
+# minutes and seconds since the script started, so a CI log shows where its time went.
+log() {
+    if [ -n "${LOG_ELAPSED:-}" ]; then
+        printf '==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2
+    else
+        printf '==> %s\n' "$*" >&2
+    fi
+}
 
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 

@@ -175,11 +175,12 @@ extension DashboardAssets {
             const failedCard = cards.querySelector('[data-card="Failed"]');
             failedCard.textContent = num(tick.totals.failed);
             failedCard.className = 'value ' + (tick.totals.failed ? 'failed' : '');
+            // Drawn again only when a second is added: a tick without one changes no bar.
             if (tick.second && (!series.length || tick.second.time > series[series.length - 1].time)) {
               series.push(tick.second);
               series = series.slice(-120);
+              drawChart();
             }
-            drawChart();
             if (tick.ended.length) {
               if (feed.firstChild && feed.firstChild.classList.contains('muted')) feed.replaceChildren();
               // The first tick can bring what the page was opened with: each command is listed once.
