@@ -76,6 +76,19 @@ enum BusBenchmarks {
         return Double(total) / seconds(ContinuousClock.now - started)
     }
 
+    /// What the first command of the benchmark that did not succeed says of itself: its name,
+    /// id, state, attempt and error, so a failed run can be looked into.
+    private static func firstFailure(on connection: PGConnection) throws -> String {
+        let rows = try connection.execute("""
+            SELECT id::text AS id, name, state, attempt::int8 AS attempt, coalesce(error_code, '') AS code, coalesce(error_message, '') AS message
+            FROM cmdbus.commands WHERE finalized_at IS NOT NULL AND state <> 'succeeded' ORDER BY finalized_at LIMIT 1
+            """)
+        guard rows.count > 0 else { return "a command of the benchmark failed" }
+        let row = rows[row: 0]
+        return "command \(row.text("name") ?? "?") \(row.text("id") ?? "?") ended \(row.text("state") ?? "?") "
+            + "on attempt \(row.integer("attempt") ?? 0): \(row.text("code") ?? "") \(row.text("message") ?? "")"
+    }
+
     /// Inserts `count` root commands of `name`, pending, with `payload`, due `dueIn` seconds from now.
     private static func insertPending(_ count: Int, named name: String, payload: String = "{}", dueIn seconds: Int = 0, on connection: PGConnection) throws {
         try connection.execute("""
@@ -93,7 +106,7 @@ enum BusBenchmarks {
                 SELECT count(*)::int8 AS done, count(*) FILTER (WHERE state <> 'succeeded')::int8 AS failed
                 FROM cmdbus.commands WHERE finalized_at IS NOT NULL AND ($1::text IS NULL OR name = $1)
                 """, [name.map(PGValue.text)])
-            if (done[row: 0].integer("failed") ?? 0) > 0 { throw BenchmarkFailure("a command of the benchmark failed") }
+            if (done[row: 0].integer("failed") ?? 0) > 0 { throw BenchmarkFailure(try firstFailure(on: connection)) }
             if (done[row: 0].integer("done") ?? 0) >= total { return }
             try await Task.sleep(for: .milliseconds(5))
             if ContinuousClock.now - started > .seconds(600) { throw BenchmarkFailure("\(total) commands did not end within 600 s") }
