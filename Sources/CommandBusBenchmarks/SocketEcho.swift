@@ -8,11 +8,12 @@ import Glibc
 /// Between requests it asks without sleeping for as long as the server's request loop does
 /// (``LineSocketReader/spin``) before it sleeps in `poll`, so the two wake the same way.
 ///
-/// The server's unjournaled `send` is compared with it (`socket_send_no_journal_vs_echo_ratio`).
-/// On a virtual machine most of a round trip is the kernel waking the client, and that costs
-/// several times more when the two sides run on different CPUs than on one (here about 25 µs
-/// against 4 µs a wake), which the scheduler decides anew each run; so the ratio says what the
-/// server adds where its time alone cannot.
+/// The server's unjournaled `send` is compared with it (`socket_send_no_journal_vs_echo_ratio`,
+/// `socket_send_no_journal_over_echo_us`). On a virtual machine most of a round trip is the
+/// kernel waking the client, and that costs several times more when the two sides run on
+/// different CPUs than on one (here about 25 µs against 4 µs a wake). The scheduler decides that
+/// anew for the echo and for the server, so the echo shows what the floor was in the run, beside
+/// the server's figure; it is not a correction that takes the swing out.
 enum SocketEcho {
     /// Microseconds (p50) of `request`'s round trip through an echo process listening in `directory`.
     static func latency(directory: String, request: String) throws -> Double {
