@@ -1,4 +1,5 @@
 import CommandBusServer
+import CommandBusSupport
 import Foundation
 import Glibc
 
@@ -162,11 +163,20 @@ final class LineClient: @unchecked Sendable {
 
     /// A client of the server at `path` once it answers `status`, trying for about five seconds.
     static func whenServing(_ path: String) throws -> LineClient {
+        guard let client = connecting(to: path, ready: { $0.ask(#"{"id":0,"op":"status"}"#).contains(#""ok":true"#) }) else {
+            throw BenchmarkFailure("cmdbus serve never answered on \(path)")
+        }
+        return client
+    }
+
+    /// A client of whatever listens at `path` once `ready` says so of a connection, trying for
+    /// about five seconds; `nil` if it never did.
+    static func connecting(to path: String, ready: (LineClient) -> Bool = { _ in true }) -> LineClient? {
         for _ in 0..<500 {
-            if let client = LineClient(path: path), client.ask(#"{"id":0,"op":"status"}"#).contains(#""ok":true"#) { return client }
+            if let client = LineClient(path: path), ready(client) { return client }
             usleep(10_000)
         }
-        throw BenchmarkFailure("cmdbus serve never answered on \(path)")
+        return nil
     }
 
     func ask(_ line: String) -> String {
@@ -175,13 +185,7 @@ final class LineClient: @unchecked Sendable {
     }
 
     func write(_ text: String) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent <= 0 { return }
-            offset += sent
-        }
+        _ = sendAll(descriptor, Array(text.utf8))
     }
 
     func readLine() -> String {

@@ -1,12 +1,14 @@
 import CommandBusServer
+import CommandBusSupport
 import Foundation
 import Glibc
 
 /// The floor under a round trip through a Unix socket between two processes on this machine,
 /// measured in the same run as the server: a process (this executable with `--echo PATH`) that
 /// writes back whatever it reads, asked by the same ``LineClient`` the server's figures use.
-/// Between requests it asks without sleeping for as long as the server's request loop does
-/// (``LineSocketReader/spin``) before it sleeps in `poll`, so the two wake the same way.
+/// It reads through the server's own ``LineSocketReader``, which asks without sleeping for as
+/// long as the server's request loop does (``LineSocketReader/spin``) before it sleeps, so the
+/// two wake the same way.
 ///
 /// The server's unjournaled `send` is compared with it (`socket_send_no_journal_vs_echo_ratio`,
 /// `socket_send_no_journal_over_echo_us`). On a virtual machine most of a round trip is the
@@ -23,7 +25,7 @@ enum SocketEcho {
         echo.arguments = ["--echo", path]
         try echo.run()
         defer { echo.terminate(); echo.waitUntilExit() }
-        let client = try connect(to: path)
+        guard let client = LineClient.connecting(to: path) else { throw BenchmarkFailure("the echo never listened on \(path)") }
         for _ in 0..<200 { _ = client.ask(request) }
         var latencies = LatencySampler(capacity: 2_000)
         for _ in 0..<2_000 {
@@ -34,17 +36,8 @@ enum SocketEcho {
         return latencies.percentile(50) / 1_000
     }
 
-    /// A client of the echo at `path` once it listens, trying for about five seconds.
-    private static func connect(to path: String) throws -> LineClient {
-        for _ in 0..<500 {
-            if let client = LineClient(path: path) { return client }
-            usleep(10_000)
-        }
-        throw BenchmarkFailure("the echo never listened on \(path)")
-    }
-
-    /// The echo process's work: listens at `path`, takes one connection and writes back what it
-    /// reads until the client closes, then returns.
+    /// The echo process's work: listens at `path`, takes one connection and writes back each line
+    /// it reads until the client closes, then returns.
     static func serve(at path: String) throws {
         let listener: UnixSocket
         do { listener = try UnixSocket.listen(at: path) } catch { throw BenchmarkFailure("cannot listen for the echo: \(error)") }
@@ -52,26 +45,10 @@ enum SocketEcho {
         let connection = accept(listener.descriptor, nil, nil)
         guard connection >= 0 else { throw BenchmarkFailure("the echo at \(path) could not accept its client") }
         defer { close(connection) }
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        let spin = LineSocketReader.spin
-        var spinUntil = ContinuousClock.now + spin
-        while true {
-            let got = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            if got < 0, errno == EAGAIN || errno == EINTR {
-                if ContinuousClock.now >= spinUntil {
-                    var ready = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
-                    _ = poll(&ready, 1, -1)
-                }
-                continue
-            }
-            guard got > 0 else { return }
-            var offset = 0
-            while offset < got {
-                let sent = buffer.withUnsafeBytes { send(connection, $0.baseAddress! + offset, got - offset, Int32(MSG_NOSIGNAL)) }
-                guard sent > 0 else { return }
-                offset += sent
-            }
-            spinUntil = ContinuousClock.now + spin
+        // The server's own reader, which spins before it sleeps, and its own writer.
+        let reader = LineSocketReader(descriptor: connection, limit: 1 << 20)
+        while case .text(let line)? = reader.next() {
+            guard sendAll(connection, line + [0x0A]) else { return }
         }
     }
 }
