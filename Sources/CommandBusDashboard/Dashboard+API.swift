@@ -187,13 +187,10 @@ extension Dashboard {
     func plugins() -> JSONValue {
         let catalog = sources.catalog()
         let workers: [JSONValue] = catalog.plugins.compactMap { plugin in
-            guard let worker = plugin.worker else { return nil }
-            let pid = worker.workerPID
-            return .object([
-                "name": .string(plugin.name), "path": .string(plugin.path), "running": .bool(pid != nil),
-                "pid": pid.map { .integer(Int64($0)) } ?? .null, "callsInProgress": .integer(Int64(worker.callsInProgress)),
-                "restarts": .integer(Int64(worker.restarts)), "quarantine": .optional(worker.quarantine),
-            ])
+            guard let worker = plugin.worker, case .object(var fields) = PluginCatalog.worker(worker) else { return nil }
+            fields["name"] = .string(plugin.name)
+            fields["path"] = .string(plugin.path)
+            return .object(fields)
         }
         return .object(["catalog": catalog.json, "workers": .array(workers), "loadsAgain": .bool(sources.loadPluginAgain != nil)])
     }

@@ -467,7 +467,7 @@ extension DashboardAssets {
         }
         // An isolated plugin's worker under its badge, a line each: which process, its calls, its restarts.
         function workerDetail(w) {
-          const parts = w.running && w.pid != null ? [`pid ${w.pid}`, `${w.callsInProgress} call${w.callsInProgress === 1 ? '' : 's'} in progress`] : [];
+          const parts = w.pid != null ? [`pid ${w.pid}`, `${w.callsInProgress} call${w.callsInProgress === 1 ? '' : 's'} in progress`] : [];
           return parts.concat(`${w.restarts} restart${w.restarts === 1 ? '' : 's'}`).map(part => h('div', { class: 'nowrap' }, part));
         }
         async function plugins() {

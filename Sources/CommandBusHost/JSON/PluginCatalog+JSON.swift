@@ -30,7 +30,9 @@ extension PluginCatalog {
         }
     }
 
-    private static func worker(_ worker: IsolatedPlugin) -> JSONValue {
+    /// An isolated plugin's worker as `isolated` shows it in ``json(_:)``, and the dashboard's
+    /// plugins page beside the plugin's name and path.
+    package static func worker(_ worker: IsolatedPlugin) -> JSONValue {
         // Running is told by the pid, read once, so the two never disagree.
         let pid = worker.workerPID
         return .object([
