@@ -113,10 +113,14 @@ final class RequestLoop: @unchecked Sendable {
     private func drive(as generation: UInt64) {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         while executor.runQueued(as: generation) {
+            // Before waiting, not after: a client that caught up while the last burst was handled
+            // woke the loop with a job, just run, and is read again nowhere else. Looked at once
+            // the wait returned, it was left out of the set until something else woke the loop:
+            // a lone client posting past the bound (``InFlightLimit``) waited for good.
+            if !paused.isEmpty { resumeCaughtUp() }
             let count = wait(&events)
             // Only a broken epoll descriptor fails here (an interrupted wait returns no events).
             guard count >= 0 else { return }
-            if !paused.isEmpty { resumeCaughtUp() }
             for event in events.prefix(Int(count)) {
                 switch event.data.u64 {
                 case Self.wakeID: continue

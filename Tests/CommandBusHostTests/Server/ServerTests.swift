@@ -619,6 +619,37 @@ struct ServerTests {
         #expect(figures["max"] as? Int == 8 && figures["reached"] as? Bool == true, "\(output)")
     }
 
+    /// A lone client that posts faster than its commands run is read to its last post, however
+    /// often the bound holds it back. Room made while the loop handled a burst woke the loop with
+    /// a job that it ran before it went to sleep, with the client still out of its set: the client
+    /// waited until something else woke the loop (the status asked every 20 ms in the test above
+    /// did), and alone, for good: 20,000 posts at a bound of 16 stalled after 249 to 19,806.
+    @Test(.timeLimit(.minutes(2)))
+    func aLoneClientPostingPastTheBoundIsReadToItsLastPost() async throws {
+        let server = try await Server(arguments: ["--max-in-flight", "16"])
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import threading
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            posts = "".join(json.dumps({"id": n, "op": "post", "command": "greet", "payload": {"name": "a"}}) + "\\n" for n in range(20000)).encode()
+            s.settimeout(20)
+            threading.Thread(target=lambda: s.sendall(posts), daemon=True).start()
+            answers, rest = 0, b""
+            try:
+                while answers < 20000:
+                    chunk = s.recv(65536)
+                    if not chunk: break
+                    rest += chunk
+                    lines = rest.split(b"\\n"); rest = lines.pop()
+                    answers += sum(1 for line in lines if json.loads(line).get("ok"))
+            except socket.timeout:
+                pass
+            print(answers)
+            """)
+        await server.stop()
+        #expect(output == "20000\n", "posts taken before the server stopped reading for 20 s: \(output)")
+    }
+
     /// A client that subscribes and goes away ends its stream. Each stream held a subscriber of
     /// the bus, and 7 KB, until an event of its command came: for ever for a command that had
     /// ended or never was. A client that subscribed and left 9,000 times left 60 MB behind.
