@@ -624,14 +624,18 @@ struct ServerTests {
     /// a job that it ran before it went to sleep, with the client still out of its set: the client
     /// waited until something else woke the loop (the status asked every 20 ms in the test above
     /// did), and alone, for good: 20,000 posts at a bound of 16 stalled after 249 to 19,806.
-    @Test(.timeLimit(.minutes(2)))
-    func aLoneClientPostingPastTheBoundIsReadToItsLastPost() async throws {
-        let server = try await Server(arguments: ["--max-in-flight", "16"])
+    ///
+    /// A lone client with more `send`s unanswered than ``ClientConnection/maxUnanswered`` is held
+    /// back too, and read again by the same path. (Its case passed on the loop as it was, once:
+    /// its room is mostly made on other threads, while the loop sleeps, and their job wakes it.)
+    @Test(.timeLimit(.minutes(2)), arguments: [("post", ["--max-in-flight", "16"]), ("send", [])])
+    func aLoneClientHeldBackIsReadToItsLastRequest(op: String, arguments: [String]) async throws {
+        let server = try await Server(arguments: arguments)
         defer { server.work.remove() }
         let output = try await server.client("""
             import threading
             s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-            posts = "".join(json.dumps({"id": n, "op": "post", "command": "greet", "payload": {"name": "a"}}) + "\\n" for n in range(20000)).encode()
+            posts = "".join(json.dumps({"id": n, "op": sys.argv[2], "command": "greet", "payload": {"name": "a"}}) + "\\n" for n in range(20000)).encode()
             s.settimeout(20)
             threading.Thread(target=lambda: s.sendall(posts), daemon=True).start()
             answers, rest = 0, b""
@@ -645,9 +649,9 @@ struct ServerTests {
             except socket.timeout:
                 pass
             print(answers)
-            """)
+            """, op)
         await server.stop()
-        #expect(output == "20000\n", "posts taken before the server stopped reading for 20 s: \(output)")
+        #expect(output == "20000\n", "\(op)s answered before the server stopped reading for 20 s: \(output)")
     }
 
     /// A client that subscribes and goes away ends its stream. Each stream held a subscriber of
