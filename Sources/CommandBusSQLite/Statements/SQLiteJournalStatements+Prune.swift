@@ -9,6 +9,15 @@ import Foundation
 /// every subcommand under it ended before a time, a batch of trees per transaction, so a
 /// server writing to the same file waits for one batch at most.
 extension SQLiteJournalStatements {
+    /// How many entries the trees in `prune_roots` hold: the roots, and their subcommands through
+    /// the correlation index (whose rows have `correlation_id <> id`). Counted as one set, by
+    /// `correlation_id IN (…)` alone, the roots kept the index out: every batch of a dry run
+    /// read the whole table, and a dry run over 612,000 entries took 92 s, where the prune took 5.
+    static let prunedEntriesCount = """
+        SELECT (SELECT count(*) FROM prune_roots)
+            + (SELECT count(*) FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id)
+        """
+
     /// Removes up to `limit` trees, oldest first, past `after` (a root's entry number), whose
     /// root ended in one of `rootStates` (any final state if empty) and whose every entry ended
     /// before `cutoff`. Unfinished work is never removed.
@@ -48,8 +57,7 @@ extension SQLiteJournalStatements {
             keep.bind(1, cutoff.timeIntervalSince1970)
             _ = try keep.step()
             if dryRun {
-                // A root's tree id is its own id, so this counts the roots and their subcommands.
-                let count = try database.integer("SELECT count(*) FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots)")
+                let count = try database.integer(Self.prunedEntriesCount)
                 rollback()
                 return (Int(count), last)
             }
