@@ -42,9 +42,7 @@ struct JournalDeadLettersReadTests {
         let check = try SQLiteDatabase(path: path, create: false)
         defer { check.close() }
         #expect(try check.integer("PRAGMA user_version") == 6)
-        let plan = try check.prepare("EXPLAIN QUERY PLAN " + SQLiteJournalStatements.sql(reading: deadLetters))
-        var steps: [String] = []
-        while try plan.step() { steps.append(plan.string(3) ?? "") }
+        let steps = try check.planSteps(of: SQLiteJournalStatements.sql(reading: deadLetters))
         #expect(steps.contains { $0.contains("USING INDEX endings_dead_letters") }, "\(steps)")
         #expect(!steps.contains { $0.hasPrefix("SCAN") && !$0.contains("USING INDEX endings_dead_letters") }, "a read of every entry: \(steps)")
         #expect(!steps.contains { $0.contains("TEMP B-TREE") || $0.contains("LIST SUBQUERY") }, "a sort, or a list of every dead letter: \(steps)")

@@ -16,9 +16,7 @@ struct JournalPrunePlanTests {
         let database = try SQLiteDatabase(path: path, create: false)
         defer { database.close() }
         try database.execute("CREATE TEMP TABLE prune_roots (seq INTEGER PRIMARY KEY, id TEXT NOT NULL)")
-        let plan = try database.prepare("EXPLAIN QUERY PLAN " + SQLiteJournalStatements.prunedEntriesCount)
-        var steps: [String] = []
-        while try plan.step() { steps.append(plan.string(3) ?? "") }
+        let steps = try database.planSteps(of: SQLiteJournalStatements.prunedEntriesCount)
         #expect(steps.contains { $0.contains("USING INDEX commands_correlation") }, "\(steps)")
         #expect(!steps.contains { $0.hasPrefix("SCAN") && !$0.hasPrefix("SCAN prune_roots") && !$0.hasPrefix("SCAN CONSTANT ROW") }, "a read of every entry: \(steps)")
     }

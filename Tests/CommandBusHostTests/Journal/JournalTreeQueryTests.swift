@@ -55,9 +55,7 @@ struct JournalTreeQueryTests {
         _ = try SQLiteJournal(path: path)
         let database = try SQLiteDatabase(path: path, create: false)
         defer { database.close() }
-        let plan = try database.prepare("EXPLAIN QUERY PLAN SELECT seq FROM entries WHERE \(SQLiteJournalStatements.treeCondition) ORDER BY seq")
-        var steps: [String] = []
-        while try plan.step() { steps.append(plan.string(3) ?? "") }
+        let steps = try database.planSteps(of: "SELECT seq FROM entries WHERE \(SQLiteJournalStatements.treeCondition) ORDER BY seq")
         #expect(steps.contains { $0.contains("USING INDEX sqlite_autoindex_commands_1 (id=?)") }, "\(steps)")
         #expect(steps.contains { $0.contains("USING INDEX commands_correlation (correlation_id=?)") }, "\(steps)")
         #expect(!steps.contains { $0.hasPrefix("SCAN c") }, "\(steps)")
