@@ -628,30 +628,31 @@ struct ServerTests {
     /// A lone client with more `send`s unanswered than ``ClientConnection/maxUnanswered`` is held
     /// back too, and read again by the same path. (Its case passed on the loop as it was, once:
     /// its room is mostly made on other threads, while the loop sleeps, and their job wakes it.)
+    ///
+    /// Without a journal: the loop is what is tested, and its pace is not a loaded disk's. (A
+    /// CI rehearsal with the journal wrote its posts for more than 20 s, and the client's
+    /// `sendall` under a socket timeout of 20 s, which bounds the whole call, gave up on the rest.)
     @Test(.timeLimit(.minutes(2)), arguments: [("post", ["--max-in-flight", "16"]), ("send", [])])
     func aLoneClientHeldBackIsReadToItsLastRequest(op: String, arguments: [String]) async throws {
-        let server = try await Server(arguments: arguments)
+        let server = try await Server(arguments: ["--no-journal"] + arguments)
         defer { server.work.remove() }
         let output = try await server.client("""
-            import threading
+            import select, threading
             s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
             posts = "".join(json.dumps({"id": n, "op": sys.argv[2], "command": "greet", "payload": {"name": "a"}}) + "\\n" for n in range(20000)).encode()
-            s.settimeout(20)
             threading.Thread(target=lambda: s.sendall(posts), daemon=True).start()
             answers, rest = 0, b""
-            try:
-                while answers < 20000:
-                    chunk = s.recv(65536)
-                    if not chunk: break
-                    rest += chunk
-                    lines = rest.split(b"\\n"); rest = lines.pop()
-                    answers += sum(1 for line in lines if json.loads(line).get("ok"))
-            except socket.timeout:
-                pass
+            # Until every answer is in, or none has come for 20 s.
+            while answers < 20000 and select.select([s], [], [], 20)[0]:
+                chunk = s.recv(65536)
+                if not chunk: break
+                rest += chunk
+                lines = rest.split(b"\\n"); rest = lines.pop()
+                answers += sum(1 for line in lines if json.loads(line).get("ok"))
             print(answers)
             """, op)
         await server.stop()
-        #expect(output == "20000\n", "\(op)s answered before the server stopped reading for 20 s: \(output)")
+        #expect(output == "20000\n", "\(op)s answered before none came for 20 s: \(output)")
     }
 
     /// A client that subscribes and goes away ends its stream. Each stream held a subscriber of
