@@ -9,13 +9,18 @@ import Foundation
 /// every subcommand under it ended before a time, a batch of trees per transaction, so a
 /// server writing to the same file waits for one batch at most.
 extension SQLiteJournalStatements {
+    /// The subcommands of the trees in `prune_roots`, as a condition on `commands` (or `entries`).
+    /// It says `correlation_id <> id`, as the correlation index's `WHERE` does, so SQLite reads
+    /// them through that partial index; a condition without it reads the whole table. The dry
+    /// run's count and the prune's deletes share it, so the count is of the rows that would go.
+    private static let subcommandsOfBatch = "correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id"
+
     /// How many entries the trees in `prune_roots` hold: the roots, and their subcommands through
-    /// the correlation index (whose rows have `correlation_id <> id`). Counted as one set, by
-    /// `correlation_id IN (…)` alone, the roots kept the index out: every batch of a dry run
-    /// read the whole table, and a dry run over 612,000 entries took 92 s, where the prune took 5.
+    /// the correlation index (``subcommandsOfBatch``). Counted as one set, by `correlation_id IN (…)`
+    /// alone, the roots kept the index out: every batch of a dry run read the whole table, and a
+    /// dry run over 612,000 entries took 92 s, where the prune took 5.
     static let prunedEntriesCount = """
-        SELECT (SELECT count(*) FROM prune_roots)
-            + (SELECT count(*) FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id)
+        SELECT (SELECT count(*) FROM prune_roots) + (SELECT count(*) FROM commands WHERE \(subcommandsOfBatch))
         """
 
     /// Removes up to `limit` trees, oldest first, past `after` (a root's entry number), whose
@@ -51,7 +56,7 @@ extension SQLiteJournalStatements {
             // A tree goes only whole: not while a subcommand is unfinished or ended since.
             let keep = try database.prepare("""
                 DELETE FROM prune_roots WHERE id IN (
-                    SELECT correlation_id FROM entries WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id
+                    SELECT correlation_id FROM entries WHERE \(Self.subcommandsOfBatch)
                         AND (state IN ('pending', 'running') OR finished_at IS NULL OR finished_at >= ?1))
                 """)
             keep.bind(1, cutoff.timeIntervalSince1970)
@@ -64,8 +69,8 @@ extension SQLiteJournalStatements {
             // Subcommands through the correlation index (whose rows have `correlation_id <> id`), then the roots.
             try database.execute("""
                 DELETE FROM endings WHERE seq IN (
-                    SELECT seq FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id);
-                DELETE FROM commands WHERE correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id;
+                    SELECT seq FROM commands WHERE \(Self.subcommandsOfBatch));
+                DELETE FROM commands WHERE \(Self.subcommandsOfBatch);
                 """)
             let children = database.changes
             try database.execute("""
