@@ -29,8 +29,10 @@ struct LoopExecutorTests {
         var all: [String] { names.withLock { $0 } }
     }
 
+    /// With takeovers only after 10 s: under the default 10 ms, a job whose thread a loaded machine
+    /// left waiting that long was taken over, and ran on the next driver (a CI rehearsal saw it).
     @Test func jobsRunOnTheDrivingThread() async throws {
-        let executor = LoopExecutor()
+        let executor = LoopExecutor(takeoverAfter: .seconds(10))
         let drivers = Drivers()
         executor.start { generation in drivers.drive(executor, as: generation) }
         for _ in 0..<20 {
