@@ -163,9 +163,10 @@ extension SharedBusTests {
     @Test(.timeLimit(.minutes(3)))
     func aBatchPostedThroughARestartOfTheDatabasePostsEveryLineOnce() async throws {
         await BusHostProcess.stopAll()
-        let database = try await SharedBusDatabase()
+        let cluster = try await ThrowawayCluster()
+        let database = try await SharedBusDatabase(in: cluster)
         let scratch = try TemporaryDirectory()
-        defer { scratch.remove() }
+        defer { scratch.remove(); Task { await cluster.stop() } }
         let input = scratch.file("batch.fifo")
         #expect(mkfifo(input.path, 0o600) == 0)
         // The schema first, so the test can count what the batch has posted.
@@ -185,7 +186,7 @@ extension SharedBusTests {
         }
         #expect(posting)
         let before = try await database.sql("SELECT count(*) FROM cmdbus.commands")
-        try await Self.restartPostgres(down: .seconds(3))
+        try await cluster.restart(down: .seconds(3))
         let posted = try await batch
         #expect(try await written.status == 0)
         #expect(posted.status == 0, "\(posted.stderr)")
