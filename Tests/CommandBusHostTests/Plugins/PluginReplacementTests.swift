@@ -316,15 +316,17 @@ struct PluginReplacementTests {
     /// A command still running in a replaced plugin's old worker when the drain (`--drain 1`)
     /// ends and stops that worker is taken by the plugin that replaced it, and succeeds, its log
     /// saying why it ran again. It failed with "its worker was stopped before this call ended".
-    /// (It runs 10 s, so the drain surely ends first: a CI run under load replaced the file more
-    /// than 2 s after a 3 s command had started, and it ended in the old worker.)
+    /// The command runs until the test has seen it run again, so the drain ends first however
+    /// slowly a loaded machine notices the new file and starts its worker: a CI run replaced the
+    /// file more than 2 s after a 3 s command had started, and another 10 s after a 10 s one,
+    /// and each command ended in the old worker.
     @Test func aCommandOutlastingAReplacedPluginsDrainRunsInItsReplacement() async throws {
         let server = try await ServerTests.Server(drain: "1", arguments: ["--isolate"])
         defer { server.work.remove() }
         let path = server.plugins.file("libFixturePlugin.so").path
-        async let slept = cmdbus(
-            ["run", "fixture.sleep", #"{"milliseconds": 10000, "stubborn": true}"#, "--connect", server.socket], directory: server.work.url
-        )
+        let ranAgain = server.work.file("ran-again").path
+        let sleep = #"{"milliseconds": 120000, "stubborn": true, "untilFileExists": "\#(ranAgain)"}"#
+        async let slept = cmdbus(["run", "fixture.sleep", sleep, "--connect", server.socket], directory: server.work.url)
         // Running: its call is in the old worker's hands.
         #expect(await waitUntil(.seconds(30)) {
             let status = try? await cmdbus(["status", "--json", "--connect", server.socket], directory: server.work.url)
@@ -332,9 +334,10 @@ struct PluginReplacementTests {
         })
         try copyClosingOnExec(try TestPaths.product("libFixturePlugin.so"), to: URL(fileURLWithPath: path + ".new"))
         #expect(rename(path + ".new", path) == 0)
+        let log = await Self.log(of: server, containing: "running fixture.sleep again on a new worker (1 of 2)", count: 1)
+        #expect(FileManager.default.createFile(atPath: ranAgain, contents: nil))
         let result = try await slept
         #expect(result.status == 0 && result.stdout == "{\"sawCancellation\":false}\n", "\(result.stderr)")
-        let log = await Self.log(of: server, containing: "running fixture.sleep again on a new worker (1 of 2)", count: 1)
         #expect(log.contains("its file was removed or replaced, and its worker was stopped before this call ended; running fixture.sleep again"), "\(log.suffix(2_000))")
         await server.stop()
     }

@@ -11,6 +11,10 @@ struct Sleep: PluginCommand {
     var milliseconds: Int
     /// Ignore cancellation and deadlines: sleep the whole time regardless.
     var stubborn: Bool?
+    /// With `stubborn`: end as soon as a file exists at this path, `milliseconds` then being the
+    /// longest wait, so a test ends the command once it has seen what it waits for, at whatever
+    /// pace a loaded machine runs.
+    var untilFileExists: String?
     /// Take this long to say whether the handler takes the command (`canHandle`), as one that
     /// looks something up would.
     var decideAfterMilliseconds: Int?
@@ -32,7 +36,10 @@ struct SleepHandler: PluginHandler {
     func handle(_ command: Sleep, context: PluginContext) async throws -> Slept {
         if command.stubborn == true {
             let end = ContinuousClock.now + .milliseconds(command.milliseconds)
-            while ContinuousClock.now < end { usleep(5_000) }
+            while ContinuousClock.now < end {
+                if let path = command.untilFileExists, access(path, F_OK) == 0 { break }
+                usleep(5_000)
+            }
             return Slept(sawCancellation: false)
         }
         do {
