@@ -37,7 +37,7 @@ export CMDBUS_FIXTURE_NOISE="$PWD/.build/test-artifacts/fixture-noise.log"
 # cooperative pool missed their time limits. A few test cases per core keep both busy.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-$(( $(nproc) * 4 ))}"
 # The suites that run the built `cmdbus` end to end, run once more against the release build.
-RELEASE_SUITES='ServerTests|CommandLineTests|JournalCommandTests|JournalReliabilityTests|IsolationTests|SharedBusTests|SharedBusQueueTests|DashboardTests'
+RELEASE_SUITES='ServerTests|CommandLineTests|JournalCommandTests|JournalReliabilityTests|IsolationTests|SharedBusTests|DashboardTests'
 log "running the tests, at most $SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH at once (full log: .build/test-artifacts/swift-test.log)"
 set +e
 if [ $# -eq 0 ]; then

@@ -253,28 +253,19 @@ enum ChildrenKilledAtExit {
     }
 }
 
-/// The servers of one kind that tests started and have not stopped, by the suite of the test
-/// that started each: each test stops what an earlier, failed one of its suite left (a deferred
-/// async stop may not run before the test process exits; after the run's last test,
-/// ``ChildrenKilledAtExit`` ends what is left). Only its own suite's: two serialized suites run
-/// side by side, and one's test must not stop the servers the other's test is using.
+/// The servers of one kind that tests started and have not stopped: each test stops what an
+/// earlier, failed one left (a deferred async stop may not run before the test process exits;
+/// after the run's last test, ``ChildrenKilledAtExit`` ends what is left).
 final class StartedProcesses<Server: AnyObject & Sendable>: Sendable {
-    private let servers = Mutex<[(suite: Test.ID?, server: Server)]>([])
+    private let servers = Mutex<[Server]>([])
 
-    /// The suite of the test running now; `nil` outside a test.
-    private static var currentSuite: Test.ID? { Test.current?.id.parent }
+    func add(_ server: Server) { servers.withLock { $0.append(server) } }
 
-    func add(_ server: Server) {
-        let suite = Self.currentSuite
-        servers.withLock { $0.append((suite, server)) }
-    }
-
-    /// Every one the running test's suite added and did not take yet, for stopping.
+    /// Every one added and not taken yet, for stopping.
     func takeAll() -> [Server] {
-        let suite = Self.currentSuite
-        return servers.withLock { servers in
-            defer { servers.removeAll { $0.suite == suite } }
-            return servers.filter { $0.suite == suite }.map(\.server)
+        servers.withLock { servers in
+            defer { servers = [] }
+            return servers
         }
     }
 }

@@ -5,7 +5,7 @@
 #   CMDBUS_TEST_POSTGRES_DIR  the directory (data in data/, socket and log beside it)
 #   CMDBUS_TEST_POSTGRES_BIN  the server binaries, for tests that restart it
 #   CMDBUS_TEST_POSTGRES_OPTIONS  the server options, for tests that stop it and start it again
-# stop_test_postgres: stops it and removes the directory (and any cluster a test made of its own).
+# stop_test_postgres: stops it and removes the directory.
 
 postgres_bin() { pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1; }
 
@@ -38,11 +38,6 @@ stop_test_postgres() {
     pkill -KILL -f "cmdbus serve --bus .*host=$CMDBUS_TEST_POSTGRES_DIR" 2>/dev/null || true
     as_postgres "$CMDBUS_TEST_POSTGRES_BIN/pg_ctl" -D "$CMDBUS_TEST_POSTGRES_DIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$CMDBUS_TEST_POSTGRES_DIR"
-    # Clusters of a test's own (ThrowawayCluster, cmdbus-pg-own-*) that a failed or interrupted
-    # test left running, and the hosts it pointed at them.
-    pkill -KILL -f "cmdbus serve --bus .*host=[^&]*/cmdbus-pg-own-" 2>/dev/null || true
-    pkill -KILL -f "postgres -D [^ ]*/cmdbus-pg-own-" 2>/dev/null || true
-    rm -rf "${TMPDIR:-/tmp}"/cmdbus-pg-own-*
 }
 
 # Network namespaces a killed test run may have left (the shared-bus network test makes cmdbus-*).

@@ -163,10 +163,9 @@ extension SharedBusTests {
     @Test(.timeLimit(.minutes(3)))
     func aBatchPostedThroughARestartOfTheDatabasePostsEveryLineOnce() async throws {
         await BusHostProcess.stopAll()
-        let cluster = try await ThrowawayCluster()
-        let database = try await SharedBusDatabase(in: cluster)
+        let database = try await SharedBusDatabase()
         let scratch = try TemporaryDirectory()
-        defer { scratch.remove(); Task { await cluster.stop() } }
+        defer { scratch.remove() }
         let input = scratch.file("batch.fifo")
         #expect(mkfifo(input.path, 0o600) == 0)
         // The schema first, so the test can count what the batch has posted.
@@ -186,7 +185,7 @@ extension SharedBusTests {
         }
         #expect(posting)
         let before = try await database.sql("SELECT count(*) FROM cmdbus.commands")
-        try await cluster.restart(down: .seconds(3))
+        try await Self.restartPostgres(down: .seconds(3))
         let posted = try await batch
         #expect(try await written.status == 0)
         #expect(posted.status == 0, "\(posted.stderr)")

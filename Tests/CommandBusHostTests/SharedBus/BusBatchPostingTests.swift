@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// Posting a batch in one statement keeps what posting one by one promises: a key seen
     /// before (in the bus or earlier in the batch) gives the first command's id and inserts
     /// nothing, a batch sent again (a retry after a lost answer) inserts nothing, and what each

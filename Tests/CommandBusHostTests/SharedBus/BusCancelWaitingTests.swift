@@ -3,7 +3,7 @@ import CommandBus
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `bus cancel NAME`: every command of the name that waits (due now, or later) ends
     /// cancelled at once, and a `run --bus` waiting for one hears of it; what runs finishes,
     /// unless `--running` asks it to stop.

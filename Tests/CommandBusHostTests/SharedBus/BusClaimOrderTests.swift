@@ -3,7 +3,7 @@ import CommandBus
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// The claim, run as a host runs it, against rows set up by hand: across the host's names,
     /// the highest priority first (a probe before any command), then the oldest due; nothing due
     /// later, declined by this host or of a paused name (but a paused name's probe); at most as

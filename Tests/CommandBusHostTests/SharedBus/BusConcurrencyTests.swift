@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// A host claimed up to its capacity (64) of a command whose handler runs one at a time, so
     /// one host took ten commands of 300 ms and ran them in turn for 3 s while another host that
     /// had the plugin did nothing, holding them `running` under its lease. It claims no more of a

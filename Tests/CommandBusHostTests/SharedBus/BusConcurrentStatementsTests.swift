@@ -3,7 +3,7 @@ import CommandBus
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// Every statement that changes many commands at once takes them in id order (a host's
     /// batch of ends by being written in that order), so two of them wanting the same rows never
     /// wait on each other: a host's finisher ending a batch and its poster cancelling trees in a

@@ -3,7 +3,7 @@ import CommandBus
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// The dead letters, newest first, as the dashboard's page reads them again and again: the
     /// plan PostgreSQL keeps for the statement (a generic one, made for any parameters) reads
     /// the dead letters' index, a few pages, where it read the whole table back to front for

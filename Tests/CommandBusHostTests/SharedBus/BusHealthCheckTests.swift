@@ -35,4 +35,19 @@ extension SharedBusTests {
         #expect(try await Self.get(joined + "/readyz") == (200, "ready\n"))
         await host.stop()
     }
+
+    /// A GET from Python's standard library: the status and the body.
+    static func get(_ url: String) async throws -> (status: Int, body: String) {
+        let script = """
+            import sys, urllib.request, urllib.error
+            try:
+                response = urllib.request.urlopen(sys.argv[1], timeout=30); print(response.status); sys.stdout.write(response.read().decode())
+            except urllib.error.HTTPError as error:
+                print(error.code); sys.stdout.write(error.read().decode())
+            """
+        let result = try await runProcess("/usr/bin/env", ["python3", "-c", script, url])
+        try #require(result.status == 0, "request failed: \(result.stderr)")
+        let lines = result.stdout.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        return (Int(lines[0]) ?? 0, lines.count > 1 ? String(lines[1]) : "")
+    }
 }

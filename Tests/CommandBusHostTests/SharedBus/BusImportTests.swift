@@ -5,7 +5,7 @@ import CommandBusSQLite
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `journal import --bus` keeps a journal's history whole: trees at their depths, failures,
     /// undo links, attempts, times and payloads of any size, in statements of many entries.
     /// An entry a dead process left unfinished failed the whole import with PostgreSQL's

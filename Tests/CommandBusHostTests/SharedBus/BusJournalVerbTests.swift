@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `journal tree --bus` draws a tree of work from the shared bus (it said the verb was
     /// unknown, though the bus host's dashboard draws the same tree), and the two verbs only a
     /// journal file has say why, and what to use, instead of calling themselves unknown.

@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `bus limit NAME N`: at most N of a name run at once on every host together. Three hosts
     /// that each would run all of them claim at the same moment (one batch wakes them all),
     /// under the name's lock: never more than the limit run; raised, more run; removed, all.

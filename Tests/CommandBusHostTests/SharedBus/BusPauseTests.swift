@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `cmdbus bus pause` stops every host claiming a command name: what is posted waits,
     /// pending, past several of the hosts' one-second polls, while `can` still gets its answer;
     /// `bus status`, `/metrics` and the dashboard say it is paused; `bus resume` (or the

@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `bus periodic --pause NAME`: the entry keeps its schedule and posts nothing, setting it
     /// again leaves it paused, and `--run-now` posts its command at once, paused or not;
     /// `--resume` goes on from its next slot, on the interval's grid, the slots it was paused for

@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// The commands a periodic entry posted: its slots (milliseconds since 1970, from the
     /// idempotency key) in order, with their states.
     private static func posted(_ name: String, in database: SharedBusDatabase) async throws -> [(slot: Int64, state: String)] {

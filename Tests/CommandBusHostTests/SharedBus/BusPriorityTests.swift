@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `--priority N` on `run`, a batch line's `"priority"` and `bus periodic --priority`: a host
     /// that runs one command at a time takes the highest first from a queue that waited;
     /// `--max-attempts N` bounds how often a retryable failure runs again. Without the shared

@@ -3,7 +3,7 @@ import CommandBus
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// A bus host whose isolated plugin is quarantined for crashing stops offering that
     /// plugin's commands at once: what is put on the bus for them waits (for another host, or
     /// for the file to be replaced) instead of failing on this host one after another, and a

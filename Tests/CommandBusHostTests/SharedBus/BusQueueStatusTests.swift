@@ -3,7 +3,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// The shared bus keeps a post no host handles, so a client inventing names grew
     /// `bus status`, the dashboard's queue table and `cmdbus_bus_pending` by a line a name
     /// (1,500 names, 1,500 series in every scrape). The deepest queues are shown apart up to

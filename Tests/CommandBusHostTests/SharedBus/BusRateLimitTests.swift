@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `bus limit NAME --rate 3/700ms`: on two hosts together (one that would run eight at once,
     /// more than the rate lets start in a period, and one that runs one at a time), no more
     /// than three commands of the name start in any 0.7 s

@@ -2,7 +2,7 @@ import CommandBusPostgres
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// `bus retry NAME`: every dead letter of the name goes back to pending together and runs
     /// again; `--since` keeps to those that ended lately, `--state cancelled` takes the cancelled;
     /// an option another verb reads is refused, not ignored.

@@ -3,7 +3,7 @@ import CommandBus
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// A host's claim is planned once for its connection (``PGConnection/Planning/once``): left
     /// to PostgreSQL, it was planned anew at every claim, which took longer than the claim ran
     /// (0.3 to 0.45 ms of planning, 0.1 to 0.2 of running, every command), as the one plan's

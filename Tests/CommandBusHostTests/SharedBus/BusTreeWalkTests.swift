@@ -3,7 +3,7 @@ import CommandBus
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// Cancelling trees and pruning them walk down `parent_id` by its index, whatever plan
     /// PostgreSQL makes: joined as a table, the walk was planned as a read of the whole table
     /// for each level once the trees were many (cancelling 500 took 189 ms on 200,000

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-extension SharedBusQueueTests {
+extension SharedBusTests {
     /// Commands posted for a name no live host handles wait until a host whose plugins do
     /// joins; `bus status` and the dashboard's queues say so beside the queue, where before
     /// the row read like any other backlog. A name a host handles, waiting for later, is not marked.

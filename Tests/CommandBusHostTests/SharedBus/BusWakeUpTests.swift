@@ -127,11 +127,10 @@ extension SharedBusTests {
     @Test(.timeLimit(.minutes(3)))
     func aSubcommandSentWhileTheDatabaseRestartsWaitsForIt() async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
-        let cluster = try await ThrowawayCluster()
-        let database = try await SharedBusDatabase(in: cluster)
+        let database = try await SharedBusDatabase()
         let greeter = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"], lease: "30")
         let sender = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "30")
-        defer { Task { await greeter.stop(); await sender.stop(); await database.drop(); await cluster.stop() } }
+        defer { Task { await greeter.stop(); await sender.stop(); await database.drop() } }
         let count = 20
         let input = sender.work.file("later.ndjson")
         try (0..<count).map { #"{"command": "fixture.greet-later", "payload": {"milliseconds": 3000, "name": "n\#($0)"}}"# }
@@ -142,7 +141,7 @@ extension SharedBusTests {
         #expect(await waitUntil(.seconds(30)) {
             await Self.psqlNow(database.url, "SELECT count(*) FROM cmdbus.commands WHERE name = 'fixture.greet-later' AND state = 'running'") == "\(count)\n"
         })
-        try await cluster.restart(down: .seconds(5))
+        try await Self.restartPostgres(down: .seconds(5))
         #expect(await waitUntil(.seconds(90)) {
             await Self.psqlNow(database.url, "SELECT count(*) FROM cmdbus.commands WHERE finalized_at IS NOT NULL") == "\(2 * count)\n"
         })

@@ -23,8 +23,7 @@ extension PGConnection {
 }
 
 /// A database of its own in the throwaway PostgreSQL cluster scripts/test.sh starts
-/// (`$CMDBUS_TEST_POSTGRES`), or in a test's own ``ThrowawayCluster``, so each test sees an
-/// empty bus.
+/// (`$CMDBUS_TEST_POSTGRES`), so each test sees an empty bus.
 struct SharedBusDatabase {
     /// Whether the cluster is there: scripts/test.sh always starts one.
     static var isAvailable: Bool { ProcessInfo.processInfo.environment["CMDBUS_TEST_POSTGRES"].map { !$0.isEmpty } ?? false }
@@ -32,15 +31,11 @@ struct SharedBusDatabase {
 
     let name: String
     let url: String
-    /// The cluster's `postgres` database, where this one is made and dropped.
-    private let maintenanceURL: String
 
-    /// A database in the cluster scripts/test.sh starts, or in `cluster`, a test's own.
-    init(in cluster: ThrowawayCluster? = nil) async throws {
-        maintenanceURL = cluster?.url ?? Self.clusterURL
+    init() async throws {
         name = "bus_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try await Self.psql(maintenanceURL, "CREATE DATABASE \(name)")
-        url = maintenanceURL.replacingOccurrences(of: ":///postgres?", with: ":///\(name)?")
+        try await Self.psql(Self.clusterURL, "CREATE DATABASE \(name)")
+        url = Self.clusterURL.replacingOccurrences(of: ":///postgres?", with: ":///\(name)?")
     }
 
     /// Runs SQL through psql; returns its unaligned, tuples-only output.
@@ -82,7 +77,7 @@ struct SharedBusDatabase {
     /// Drops the database, best effort: a drop a test left for after its end can meet the next
     /// test restarting the cluster, and must not fail that test (``psql(_:_:)`` records an issue).
     func drop() async {
-        _ = try? await runProcess("/usr/bin/env", ["psql", maintenanceURL, "-At", "-c", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"])
+        _ = try? await runProcess("/usr/bin/env", ["psql", Self.clusterURL, "-At", "-c", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"])
     }
 }
 
@@ -192,19 +187,37 @@ struct NetworkNamespace {
 /// A PostgreSQL of its own that listens on TCP at `address` and wants a password (scram-sha-256)
 /// from there: for the test that puts a host across a real network.
 struct PasswordCluster {
-    let cluster: ThrowawayCluster
+    let directory: TemporaryDirectory
+    let port: Int
+    let bin: String
     let address: String
-    var port: Int { cluster.port }
 
     init(listeningOn address: String, role: String, password: String) async throws {
+        let environment = ProcessInfo.processInfo.environment
+        bin = try #require(environment["CMDBUS_TEST_POSTGRES_BIN"])
+        directory = try TemporaryDirectory("cmdbus-pg-tcp")
         self.address = address
+        port = Int.random(in: 20_000..<40_000)
+        let data = directory.file("data").path, socket = directory.path
+        let asPostgres = getuid() == 0 ? "runuser -u postgres -- " : ""
+        await shell("chmod 755 \(socket); chown postgres \(socket)")
+        var status = await shell("\(asPostgres)\(bin)/initdb -D \(data) -A trust -U postgres --no-sync")
+        try #require(status == 0, "initdb failed")
         let hba = "local all all trust\nhost all \(role) \(address.split(separator: ".").prefix(3).joined(separator: ".")).0/24 scram-sha-256\n"
-        cluster = try await ThrowawayCluster(listenOn: address, hba: hba)
+        try hba.write(toFile: data + "/pg_hba.conf", atomically: true, encoding: .utf8)
+        await shell("chown postgres \(data)/pg_hba.conf")
+        status = await shell("\(asPostgres)\(bin)/pg_ctl -D \(data) -l \(socket)/server.log -w "
+            + "-o \"-k \(socket) -p \(port) -c listen_addresses=\(address) -c password_encryption=scram-sha-256\" start")
+        try #require(status == 0, "the TCP cluster did not start")
         _ = try await SharedBusDatabase.psql(localURL, "CREATE ROLE \(role) LOGIN SUPERUSER PASSWORD '\(password)'")
     }
 
     /// The cluster over its Unix socket, as the superuser.
-    var localURL: String { cluster.url }
+    var localURL: String { "postgresql:///postgres?host=\(directory.path)&port=\(port)&user=postgres" }
 
-    func stop() async { await cluster.stop() }
+    func stop() async {
+        let asPostgres = getuid() == 0 ? "runuser -u postgres -- " : ""
+        await shell("\(asPostgres)\(bin)/pg_ctl -D \(directory.file("data").path) -m immediate stop")
+        directory.remove()
+    }
 }

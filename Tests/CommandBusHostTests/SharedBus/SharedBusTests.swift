@@ -6,7 +6,12 @@ import Testing
 /// The shared bus: real `cmdbus serve --bus` processes and a real PostgreSQL (the throwaway
 /// cluster scripts/test.sh starts), each test in a database of its own.
 @Suite(.serialized, .enabled(if: SharedBusDatabase.isAvailable, "needs the PostgreSQL that scripts/test.sh starts"))
-struct SharedBusTests: SharedBusSuite {
+struct SharedBusTests {
+    /// `cmdbus ... --bus URL`.
+    static func bus(_ url: String, _ arguments: String...) async throws -> ProcessResult {
+        try await cmdbus(arguments + ["--bus", url])
+    }
+
     /// A bus at schema version 1 (before commands kept their depth) is migrated by the next
     /// cmdbus that opens it, keeping what it holds: its commands read back at depth 0. The last
     /// migration runs again on a schema that already has what it adds.
@@ -358,17 +363,16 @@ struct SharedBusTests: SharedBusSuite {
     @Test(.timeLimit(.minutes(3)))
     func aHostAndAClientStartedWhileTheDatabaseIsDownWaitForIt() async throws {
         await BusHostProcess.stopAll()
-        let cluster = try await ThrowawayCluster()
-        let database = try await SharedBusDatabase(in: cluster)
+        let database = try await SharedBusDatabase()
         // A host that was there before the stop, so the command has a live host when it comes.
         let first = try await BusHostProcess(bus: database.url, plugins: ["libGreeter.so"], lease: "5")
-        defer { Task { await first.stop(); await database.drop(); await cluster.stop() } }
-        try await cluster.pgctl("stop")
+        defer { Task { await first.stop(); await database.drop() } }
+        try await Self.pgctl("stop")
         async let second = BusHostProcess(bus: database.url, plugins: ["libGreeter.so"])
         async let sent = Self.bus(database.url, "run", "greet", "-p", "name=Ada")
         // Down for 2 s: the client waits 10 s, which leaves a loaded machine time to start PostgreSQL.
         try await Task.sleep(for: .seconds(2))
-        try await cluster.pgctl("start")
+        try await Self.pgctl("start")
         let host = try await second
         let result = try await sent
         #expect(result.status == 0 && result.stdout.contains("Hello, Ada!"), "\(result.stderr)")
@@ -429,10 +433,9 @@ struct SharedBusTests: SharedBusSuite {
     @Test(.timeLimit(.minutes(3)))
     func aCommandSentJustAfterARestartWaitsForTheHostsInsteadOfFailingUnhandled() async throws {
         await BusHostProcess.stopAll()
-        let cluster = try await ThrowawayCluster()
-        let database = try await SharedBusDatabase(in: cluster)
+        let database = try await SharedBusDatabase()
         let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], lease: "5")
-        defer { Task { await host.stop(); await database.drop(); await cluster.stop() } }
+        defer { Task { await host.stop(); await database.drop() } }
         // The host stops heartbeating; the database restarts a while later; by the time the command
         // is sent the host's last heartbeat is older than its lease, and the restart is not.
         // The restart comes 4 s after the stop: the host's last heartbeat is then within 60 s
@@ -443,7 +446,7 @@ struct SharedBusTests: SharedBusSuite {
         host.signal(SIGSTOP)
         let stopped = ContinuousClock.now
         try await Task.sleep(for: .seconds(4))
-        try await cluster.restart()
+        try await Self.restartPostgres()
         let stale = stopped + .seconds(6)
         if ContinuousClock.now < stale { try await Task.sleep(until: stale) }
         try #require(try await database.sql(
@@ -464,10 +467,9 @@ struct SharedBusTests: SharedBusSuite {
     @Test(.timeLimit(.minutes(3)))
     func aHostThatCannotRenewItsLeaseStopsWhatItRunsAndHandsItBack() async throws {
         await BusHostProcess.stopAll()
-        let cluster = try await ThrowawayCluster()
-        let database = try await SharedBusDatabase(in: cluster)
+        let database = try await SharedBusDatabase()
         let host = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"], extra: ["--http", "127.0.0.1:0"])
-        defer { Task { await host.stop(); await database.drop(); await cluster.stop() } }
+        defer { Task { await host.stop(); await database.drop() } }
         #expect(await waitUntil(.seconds(30)) { host.output.contains("dashboard on ") })
         let metricsURL = try #require(dashboardURL(in: host.output)) + "/metrics"
         let runs = host.work.file("runs.txt")
@@ -483,7 +485,7 @@ struct SharedBusTests: SharedBusSuite {
             }
             return seen
         }
-        try await cluster.restart(down: .seconds(5))
+        try await Self.restartPostgres(down: .seconds(5))
         let finished = try await result
         probes.cancel()
         let seen = await probes.value
@@ -501,11 +503,10 @@ struct SharedBusTests: SharedBusSuite {
     @Test(.timeLimit(.minutes(4)))
     func restartsAndKilledConnectionsLoseNothing() async throws {
         await BusHostProcess.stopAll()  // what an earlier test left running
-        let cluster = try await ThrowawayCluster()
-        let database = try await SharedBusDatabase(in: cluster)
+        let database = try await SharedBusDatabase()
         let first = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
         let second = try await BusHostProcess(bus: database.url, plugins: ["libFixturePlugin.so"])
-        defer { Task { await first.stop(); await second.stop(); await database.drop(); await cluster.stop() } }
+        defer { Task { await first.stop(); await second.stop(); await database.drop() } }
         let runs = first.work.file("runs.txt"), input = first.work.file("batch.ndjson")
         let count = 1000
         try (0..<count).map { _ in #"{"command": "fixture.append", "payload": {"file": "\#(runs.path)", "milliseconds": 150}}"# }
@@ -514,7 +515,7 @@ struct SharedBusTests: SharedBusSuite {
         #expect(await waitUntil(.seconds(60)) { Self.lines(runs).count >= 100 })
         try await database.sql("SELECT count(pg_terminate_backend(pid)) >= 0 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
         #expect(await waitUntil(.seconds(60)) { Self.lines(runs).count >= 300 })
-        try await cluster.restart()
+        try await Self.restartPostgres()
         #expect(Self.lines(runs).count < count, "the restart came after the work: it tested nothing")
         let finished = try await batch
         #expect(finished.status == 0, "\(finished.stderr)")
@@ -740,5 +741,38 @@ struct SharedBusTests: SharedBusSuite {
         let finalAttempts = try await database.sql("SELECT count(*) FROM cmdbus.commands WHERE attempt > 1")
         print("chaos: \(total) commands, \(faults.count) faults (\(faults.joined(separator: ", "))), \(fenced.count) host(s) that lost their lease (\(fencedOnly.count) of them neither killed nor stopped), \(reruns) re-runs, "
             + "\(finalAttempts.trimmingCharacters(in: .whitespacesAndNewlines)) commands finished on a later attempt")
+    }
+
+    /// Runs SQL with psql synchronously (for polling in `waitUntil`).
+    static func psqlNow(_ url: String, _ sql: String) async -> String? {
+        await stdoutOf(URL(fileURLWithPath: "/usr/bin/env"), ["psql", url, "-At", "-c", sql])
+    }
+
+    /// The lines of a file, without the empty last one.
+    static func lines(_ url: URL) -> [Substring] {
+        ((try? String(contentsOf: url, encoding: .utf8)) ?? "").split(separator: "\n")
+    }
+
+    /// `pg_ctl restart` on the test cluster, as the user it runs as; with `down`, a stop, that
+    /// long without a database, and a start.
+    static func restartPostgres(down: Duration? = nil) async throws {
+        guard let down else { return try await pgctl("restart") }
+        try await pgctl("stop")
+        try await Task.sleep(for: down)
+        try await pgctl("start")
+    }
+
+    /// `pg_ctl ACTION` on the test cluster, as the user it runs as.
+    private static func pgctl(_ action: String) async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let bin = try #require(environment["CMDBUS_TEST_POSTGRES_BIN"]), directory = try #require(environment["CMDBUS_TEST_POSTGRES_DIR"])
+        // A start is told the options the cluster was first started with; a restart reuses them itself.
+        let options = action == "start" ? ["-o", try #require(environment["CMDBUS_TEST_POSTGRES_OPTIONS"])] : []
+        let command = ["\(bin)/pg_ctl", "-D", "\(directory)/data", "-l", "\(directory)/server.log", "-m", "fast", "-w"] + options + [action]
+        // With system(), which waits for its own child: Foundation's Process never saw this one end
+        // (the restarted server, in a session of its own, seems to confuse its child tracking).
+        let line = ((getuid() == 0 ? ["runuser", "-u", "postgres", "--"] : []) + command).map { "'\($0)'" }.joined(separator: " ")
+        let status = await Task.detached { system(line + " </dev/null >/dev/null 2>&1") }.value
+        try #require(status == 0, "pg_ctl \(action) failed with status \(status)")
     }
 }
