@@ -67,10 +67,20 @@ struct ServerTests {
             if process.isRunning { process.send(SIGKILL) }
         }
 
+        /// What every client script starts with. `connect()` gives the socket and a line file
+        /// that reads and writes through files of their own: one file from `makefile('rw')`
+        /// drops the lines it has read ahead whenever it is written to, and a script that wrote
+        /// a request while events waited in it lost them.
         static let prelude = """
             import json, socket, sys
+            class Lines:
+                def __init__(self, s): self.reading, self.writing = s.makefile('r'), s.makefile('w')
+                def readline(self): return self.reading.readline()
+                def write(self, text): return self.writing.write(text)
+                def flush(self): self.writing.flush()
+                def close(self): self.reading.close(); self.writing.close()
             def connect():
-                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); return s, s.makefile('rw')
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); return s, Lines(s)
             def ask(f, request):
                 f.write((request if isinstance(request, str) else json.dumps(request)) + '\\n'); f.flush()
                 return json.loads(f.readline())
@@ -1067,7 +1077,7 @@ struct ServerTests {
     /// whose answer says it is in flight sends its ending. 300 commands are each subscribed to as
     /// soon as their post is answered, so some end while the server reads their state: 2 to 14
     /// of 300 had their ending sent after an answer that said they had ended. (The client reads
-    /// the socket itself: a file from `makefile` drops the lines it has read ahead when written to.)
+    /// the socket itself, to stop at 2 s without a line.)
     @Test func aSubscriptionAnsweredEndedSendsNothingAndOneInFlightSendsItsEnding() async throws {
         let server = try await Server()
         defer { server.work.remove() }
