@@ -209,8 +209,8 @@ extension CommandServer {
             if let state { answer["state"] = .string(state.rawValue) }
             connection.send(Self.success(request.id, answer))
             // A command the answer says has ended sends nothing after it: its ending, which can
-            // reach the stream while the state is read, would tell the client twice (16 of 300
-            // subscriptions made as their commands ended did so).
+            // reach the stream while the state is read, would tell the client twice (2 to 16 of
+            // 300 subscriptions made as their posts were answered did so).
             if request.commandId != nil, state?.isTerminal == true { return }
             for await event in events {
                 guard !connection.isClosed else { break }

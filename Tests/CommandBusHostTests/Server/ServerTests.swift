@@ -1075,7 +1075,7 @@ struct ServerTests {
 
     /// A subscription whose answer says the command has ended sends nothing after it, and one
     /// whose answer says it is in flight sends its ending. 300 commands are each subscribed to as
-    /// soon as their post is answered, so some end while the server reads their state: 2 to 14
+    /// soon as their post is answered, so some end while the server reads their state: 2 to 16
     /// of 300 had their ending sent after an answer that said they had ended. (The client reads
     /// the socket itself, to stop at 2 s without a line.)
     @Test func aSubscriptionAnsweredEndedSendsNothingAndOneInFlightSendsItsEnding() async throws {
