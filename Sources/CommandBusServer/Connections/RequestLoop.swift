@@ -70,6 +70,11 @@ final class RequestLoop: @unchecked Sendable {
     private var lastToldOfRefusals: ContinuousClock.Instant?
     /// Clients out of the set until enough of their requests are answered.
     private var paused: Set<UInt64> = []
+    /// Whether the next wait spins before it sleeps: not after a sleep that lasted more than two
+    /// spins (a lone client's next request comes far later, and a spin would burn the core and
+    /// keep that client, woken on this core by its answer, waiting behind it); again once work
+    /// comes within two spins of a sleep, or is there at once.
+    private var spinning = true
     /// Paused clients whose answers caught up, for the driver to read again: added to by the
     /// threads that answer, taken by the driver.
     private let caughtUpIDs = Mutex<[UInt64]>([])
@@ -131,9 +136,9 @@ final class RequestLoop: @unchecked Sendable {
         }
     }
 
-    /// Waits for events, asking without sleeping for a moment first: a client's next request
-    /// often follows its answer within that, and waking a sleeping thread costs tens of
-    /// microseconds on a virtual machine.
+    /// Waits for events, asking without sleeping for a moment first while that pays
+    /// (``spinning``): a client's next request often follows its answer within that, and waking
+    /// a sleeping thread costs tens of microseconds on a virtual machine.
     ///
     /// A wait a signal interrupts returns 0 events: after the process is stopped and continued
     /// (`kill -STOP`, then `-CONT`; a shell's Ctrl-Z and `fg`; a tracer attaching), Linux ends a
@@ -141,16 +146,22 @@ final class RequestLoop: @unchecked Sendable {
     /// `errno` after ``LoopExecutor/awake()`` had overwritten it (its `read` of the wake descriptor
     /// finds nothing: `EAGAIN`), took it for a broken loop and stopped serving.
     private func wait(_ events: inout [epoll_event]) -> Int32 {
-        let spinUntil = ContinuousClock.now + LineSocketReader.spin
+        let spin = LineSocketReader.spin
+        let spinUntil = ContinuousClock.now + (spinning ? spin : .zero)
         while true {
             let count = epoll_wait(epoll, &events, Int32(events.count), 0)
-            if count > 0 || count < 0 && errno != EINTR { return count }
+            if count > 0 || count < 0 && errno != EINTR {
+                spinning = true
+                return count
+            }
             if executor.hasQueued { return 0 }
             if ContinuousClock.now >= spinUntil {
                 guard executor.prepareToSleep() else { return 0 }
+                let asleep = ContinuousClock.now
                 let count = epoll_wait(epoll, &events, Int32(events.count), -1)
                 let interrupted = count < 0 && errno == EINTR
                 executor.awake()
+                spinning = ContinuousClock.now - asleep < spin * 2
                 return interrupted ? 0 : count
             }
         }
