@@ -21,6 +21,24 @@ struct JSONParser {
         case tooDeep
         /// A `\u` escape of half a surrogate pair, at this offset.
         case loneSurrogate(at: Int)
+        /// A number past what a `Double` holds (as `1e999`), from this offset for this many bytes.
+        case numberOutOfRange(at: Int, length: Int)
+        /// Bytes in a string that are not UTF-8, the first at this offset.
+        case invalidUTF8(at: Int)
+        /// A control character (below U+0020) in a string, unescaped, at this offset.
+        case controlCharacter(at: Int)
+        /// A backslash at this offset that starts no escape JSON has (as `\x`, or `\u` without four hex digits).
+        case badEscape(at: Int)
+
+        /// Where the failure lies, where that is not the byte the parser stopped at.
+        var offset: Int? {
+            switch self {
+            case .tooDeep: nil
+            case .loneSurrogate(let offset), .numberOutOfRange(let offset, _), .invalidUTF8(let offset),
+                .controlCharacter(let offset), .badEscape(let offset):
+                offset
+            }
+        }
     }
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) {
@@ -44,7 +62,7 @@ struct JSONParser {
             parser.skipWhitespace()
             if parser.position == bytes.count { return nil }
         }
-        if case .loneSurrogate(let offset)? = parser.problem { return (offset, parser.problem) }
+        if let offset = parser.problem?.offset { return (offset, parser.problem) }
         return (min(parser.position, bytes.count), parser.problem)
     }
 
@@ -179,7 +197,10 @@ struct JSONParser {
         }
         if integral, let integer = Self.integer(UnsafeBufferPointer(rebasing: bytes[start..<position])) { return .integer(integer) }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
-        guard let double = Double(text), double.isFinite else { return nil }
+        guard let double = Double(text), double.isFinite else {
+            problem = .numberOutOfRange(at: start, length: position - start)
+            return nil
+        }
         return .number(double)
     }
 
@@ -214,7 +235,10 @@ struct JSONParser {
         // The common case: no escapes, so the bytes between the quotes are the string.
         var anyNonASCII: UInt8 = 0
         while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
-            guard byte >= 0x20 else { return nil }
+            guard byte >= 0x20 else {
+                problem = .controlCharacter(at: position)
+                return nil
+            }
             anyNonASCII |= byte
             position += 1
         }
@@ -232,11 +256,22 @@ struct JSONParser {
                 }
             }
             // Invalid UTF-8 is refused, as JSONDecoder refuses it, rather than repaired.
-            return String(validating: text, as: UTF8.self)
+            return String(validating: text, as: UTF8.self) ?? invalidUTF8(from: start)
         }
         var raw = Array(UnsafeBufferPointer(rebasing: bytes[start..<position]))
         guard escapedRest(into: &raw) else { return nil }
-        return String(validating: raw, as: UTF8.self)
+        return String(validating: raw, as: UTF8.self) ?? invalidUTF8(from: start)
+    }
+
+    /// Refuses the string from `start` to its closing quote, just read, naming its first byte
+    /// that is not UTF-8. Escapes are ASCII, so the bytes as written hold the fault.
+    private mutating func invalidUTF8(from start: Int) -> String? {
+        var parser = Unicode.UTF8.ForwardParser()
+        var bytes = UnsafeBufferPointer(rebasing: self.bytes[start..<(position - 1)]).makeIterator()
+        var offset = start
+        while case .valid(let scalar) = parser.parseScalar(from: &bytes) { offset += scalar.count }
+        problem = .invalidUTF8(at: offset)
+        return nil
     }
 
     /// The rest of a string that has escapes, from the first backslash through the closing quote.
@@ -259,9 +294,12 @@ struct JSONParser {
                 case UInt8(ascii: "u"):
                     guard let scalar = unicodeEscape() else { return false }
                     raw.append(contentsOf: String(Character(scalar)).utf8)
-                default: return false
+                default:
+                    problem = .badEscape(at: position - 2)
+                    return false
                 }
             case 0..<0x20:
+                problem = .controlCharacter(at: position - 1)
                 return false
             default:
                 raw.append(byte)
@@ -273,7 +311,10 @@ struct JSONParser {
     /// The scalar of a `\u` escape (the `\u` already read), joining a surrogate pair.
     private mutating func unicodeEscape() -> Unicode.Scalar? {
         let start = position - 2
-        guard let high = hex4() else { return nil }
+        guard let high = hex4() else {
+            problem = .badEscape(at: start)
+            return nil
+        }
         if (0xD800..<0xDC00).contains(high) {
             guard current == UInt8(ascii: "\\"), position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "u") else {
                 problem = .loneSurrogate(at: start)

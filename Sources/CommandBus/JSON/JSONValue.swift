@@ -54,7 +54,9 @@ package enum JSONValue: Codable, Sendable, Equatable {
 
     /// Why `bytes` are not one JSON value, and where, for an error message: `unexpected 'b' at
     /// line 1, column 2`, `it ends at line 1, column 6 before the value does`, `nested deeper than
-    /// 512 levels at …` or `a lone surrogate (half of a \uD83D\uDE00 pair) at …`; `nil` if they are one.
+    /// 512 levels at …`, `\ud800 at … is half a surrogate pair …`, `the number 1e999 at … is
+    /// out of range …`, `byte 0xFF at … is not UTF-8`, `a tab at … is inside a string unescaped; write it
+    /// \t` or `\x at … is not an escape JSON has …`; `nil` if they are one.
     package static func syntaxError(in bytes: some ContiguousBytes) -> String? {
         bytes.withUnsafeBytes { raw -> String? in
             let bytes = raw.assumingMemoryBound(to: UInt8.self)
@@ -69,6 +71,19 @@ package enum JSONValue: Codable, Sendable, Equatable {
             case .loneSurrogate?:
                 let escape = String(decoding: bytes[offset..<min(offset + 6, bytes.count)], as: UTF8.self)
                 return "\(escape) at line \(line), column \(column) is half a surrogate pair (as in \\uD83D\\uDE00), which encodes no character"
+            case .numberOutOfRange(_, let length)?:
+                let number = String(decoding: bytes[offset..<(offset + length)].prefix(40), as: UTF8.self) + (length > 40 ? "…" : "")
+                return "the number \(number) at line \(line), column \(column) is out of range (a double holds up to about ±1.8e308)"
+            case .invalidUTF8?:
+                return "byte 0x\(String(bytes[offset], radix: 16, uppercase: true)) at line \(line), column \(column) is not UTF-8"
+            case .controlCharacter?:
+                let (name, escape) = Self.controlCharacterNames[bytes[offset]]
+                    ?? ("U+" + String(bytes[offset], radix: 16, uppercase: true), "\\u00" + (bytes[offset] < 0x10 ? "0" : "") + String(bytes[offset], radix: 16, uppercase: true))
+                return "\(name) at line \(line), column \(column) is inside a string unescaped; write it \(escape)"
+            case .badEscape?:
+                let end = min(offset + (bytes[offset + 1] == UInt8(ascii: "u") ? 6 : 2), bytes.count)
+                let escape = String(decoding: bytes[offset..<end], as: UTF8.self)
+                return "\(escape) at line \(line), column \(column) is not an escape JSON has (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)"
             case nil:
                 break
             }
@@ -82,6 +97,12 @@ package enum JSONValue: Codable, Sendable, Equatable {
             return "unexpected \(shown) at line \(line), column \(column)"
         }
     }
+
+    /// How a syntax error names the control characters people type, and their escapes.
+    private static let controlCharacterNames: [UInt8: (name: String, escape: String)] = [
+        0x09: ("a tab", "\\t"), 0x0A: ("a line break", "\\n"), 0x0D: ("a carriage return", "\\r"),
+        0x08: ("a backspace", "\\b"), 0x0C: ("a form feed", "\\f"),
+    ]
 
     /// The members of the JSON object `bytes` hold, in order (of a repeated key, the first, as
     /// ``parse(bytes:)`` keeps); `nil` if they are not one JSON object.

@@ -135,6 +135,8 @@ struct CommandLineTests {
         (["run", "greet", "{\"name\": \"Ada\"\n]"], 65, "payload for 'greet' is not valid JSON: unexpected ']' at line 2, column 1;"),
         (["run", "greet", "{\"name\": \"Ad"], 65, "payload for 'greet' is not valid JSON: it ends at line 1, column 13 before the value does;"),
         (["run", "nope", "{\"é\": 1} x"], 65, "payload for 'nope' is not valid JSON: unexpected 'x' at line 1, column 10;"),
+        (["run", "greet", #"{"name": "Ada", "n": 1e999}"#], 65, "payload for 'greet' is not valid JSON: the number 1e999 at line 1, column 22 is out of range"),
+        (["run", "greet", "{\"name\": \"Ada\tLovelace\"}"], 65, #"is not valid JSON: a tab at line 1, column 14 is inside a string unescaped; write it \t;"#),
         (["run", "greet", #"{"nom":"x"}"#], 65, "missing field 'name'"),
         // JSON's words for what was wanted, not Swift's type names (`Dictionary<String, Any>`).
         (["run", "greet", #""Ada""#], 65, "does not decode in plugin 'greeter' (libGreeter.so): the payload should be an object"),

@@ -50,7 +50,7 @@ struct JSONParserTests {
             ("{\"a\":\n  [1,2}", "unexpected '}' at line 2, column 7"),
             ("[\"é\", tru]", "unexpected 't' at line 1, column 7"),
             ("[1] 2", "unexpected '2' at line 1, column 5"),
-            ("\"\u{1}\"", "unexpected U+1 at line 1, column 2"),
+            ("\"\u{1}\"", #"U+1 at line 1, column 2 is inside a string unescaped; write it \u0001"#),
             ("[é, 1]", "unexpected U+E9 at line 1, column 2"),
             ("{\"a\": \"b", "it ends at line 1, column 9 before the value does"),
             // Found by hand: these said "unexpected '\"'" and "unexpected '['", where the reason lay elsewhere.
@@ -58,12 +58,24 @@ struct JSONParserTests {
             (#"["\uDE00x"]"#, #"\uDE00 at line 1, column 3 is half a surrogate pair (as in \uD83D\uDE00), which encodes no character"#),
             (#"["\ud83d\u0041"]"#, #"\ud83d at line 1, column 3 is half a surrogate pair (as in \uD83D\uDE00), which encodes no character"#),
             (String(repeating: "[", count: 600) + String(repeating: "]", count: 600), "nested deeper than 512 levels at line 1, column 513"),
+            // Found by hand too: these said "unexpected ','", "unexpected '\"'" (after the escape) and "unexpected U+9".
+            (#"{"n": 1e999, "m": 2}"#, "the number 1e999 at line 1, column 7 is out of range (a double holds up to about ±1.8e308)"),
+            (#"[-2.5E+400]"#, "the number -2.5E+400 at line 1, column 2 is out of range (a double holds up to about ±1.8e308)"),
+            (#"{"name": "a\xb"}"#, #"\x at line 1, column 12 is not an escape JSON has (\" \\ \/ \b \f \n \r \t \uXXXX)"#),
+            (#"["é\u00G1"]"#, #"\u00G1 at line 1, column 4 is not an escape JSON has (\" \\ \/ \b \f \n \r \t \uXXXX)"#),
+            ("{\"name\": \"a\tb\"}", #"a tab at line 1, column 12 is inside a string unescaped; write it \t"#),
+            ("[\"\\n\nx\"]", #"a line break at line 1, column 5 is inside a string unescaped; write it \n"#),
         ]
         for (text, expected) in cases {
             #expect(JSONValue.syntaxError(in: Array(text.utf8)) == expected, "\(text)")
         }
-        // A byte that is not UTF-8 is named as a byte.
+        // A byte that is not UTF-8 is named as a byte: out of a string, and in one (where the
+        // parser stops at its end, and said "unexpected" of whatever followed).
         #expect(JSONValue.syntaxError(in: [0x5B, 0xFF, 0x5D]) == "unexpected byte 0xFF at line 1, column 2")
+        let name = Array(#"{"name": "ab"#.utf8) + [0xC3, 0xA9, 0xFF, 0x63] + Array(#"", "x": 1}"#.utf8)
+        #expect(JSONValue.syntaxError(in: name) == "byte 0xFF at line 1, column 14 is not UTF-8")
+        let escaped = Array(#"["\n"#.utf8) + [0xE2, 0x82] + Array(#"\t"]"#.utf8)
+        #expect(JSONValue.syntaxError(in: escaped) == "byte 0xE2 at line 1, column 5 is not UTF-8")
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<500 {
             let text = JSONValue.object(["k": randomJSONValue(using: &generator)]).text
@@ -71,6 +83,11 @@ struct JSONParserTests {
             // Cut short anywhere but whole, a document is refused, and the reason says where.
             let cut = Array(text.utf8.prefix(Int.random(in: 0..<text.utf8.count, using: &generator)))
             if JSONValue.parse(bytes: cut) == nil { #expect(JSONValue.syntaxError(in: cut)?.contains(" at line 1, column ") == true) }
+            // With one byte changed to anything, it is refused with a reason, or it parses and has none.
+            var changed = Array(text.utf8)
+            changed[Int.random(in: 0..<changed.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            let reason = JSONValue.syntaxError(in: changed)
+            #expect((JSONValue.parse(bytes: changed) == nil) == (reason?.contains(" at line ") == true), "\(reason ?? "parses")")
         }
     }
 
