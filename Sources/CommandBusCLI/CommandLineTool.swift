@@ -49,8 +49,9 @@ public enum CommandLineTool {
         Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.
         """
 
-    /// Runs `cmdbus` with `arguments` (without the program name) and returns the exit code.
-    public static func run(_ arguments: [String]) async -> Int32 {
+    /// Runs `cmdbus` with `arguments` (without the program name) and returns the exit code; or,
+    /// given an argument that was not UTF-8 as the process got it (`notUTF8`), refuses to run.
+    public static func run(_ arguments: [String], notUTF8: ArgumentNotUTF8? = nil) async -> Int32 {
         let console = Console()
         let wantsJSON = arguments.contains("--json")
         // Ctrl-C means cancel: the first SIGINT or SIGTERM cancels the commands of a one-shot
@@ -59,6 +60,7 @@ public enum CommandLineTool {
         let interrupted = Atomic<Bool>(false)
         let work = Task {
             do throws(HostFailure) {
+                if let notUTF8 { throw notUTF8.failure }
                 try await dispatch(arguments, console: console)
                 return ExitCode.ok.rawValue
             } catch {

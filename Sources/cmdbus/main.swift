@@ -19,7 +19,7 @@ PluginCrashReport.install()
 // Results keep stdout to themselves: a plugin's own prints go to stderr.
 Console.keepResultsPrivate()
 Task.detached {
-    let status = await CommandLineTool.run(arguments)
+    let status = await CommandLineTool.run(arguments, notUTF8: .inProcess())
     fflush(nil)
     _exit(status)
 }

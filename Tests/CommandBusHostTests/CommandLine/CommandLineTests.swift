@@ -121,6 +121,23 @@ struct CommandLineTests {
         #expect(result.stderr == "cmdbus: warning: skipped /nonexistent: plugin directory does not exist\n")
     }
 
+    /// Found by hand: a payload argument holding a byte that is not UTF-8 ran with U+FFFD in its
+    /// place ("Hello, \u{FFFD}!"), as Swift's `CommandLine.arguments` repairs it. A shell passes
+    /// the raw bytes here; Foundation's `Process` takes only strings.
+    @Test func anArgumentThatIsNotUTF8IsRefusedNotRepaired() async throws {
+        let work = try TemporaryDirectory()
+        defer { work.remove() }
+        try work.subdirectory("plugins").install("libGreeter.so")
+        let script = #"exec "$0" run greet --no-journal "$(printf '{"name": "Ad\303\251\377"}')""#
+        let refused = try await runProcess("/bin/sh", ["-c", script, try TestPaths.product("cmdbus").path], directory: work.url)
+        #expect(refused.status == 64)
+        #expect(refused.stdout == "")
+        #expect(refused.stderr == "cmdbus: error: argument 4 is not UTF-8 text (byte 0xFF at byte 15 of it), which cmdbus would have to change; give it as UTF-8 (iconv -t UTF-8 converts a file) and run again\n")
+        // The same bytes with the last left out are UTF-8, and run.
+        let accepted = try await runProcess("/bin/sh", ["-c", script.replacingOccurrences(of: #"\377"#, with: ""), try TestPaths.product("cmdbus").path], directory: work.url)
+        #expect(accepted.stdout == "{\"greeting\":\"Hello, Adé!\"}\n")
+    }
+
     @Test func theDefaultDirectoryIsPluginsInTheWorkingDirectory() async throws {
         let work = try TemporaryDirectory()
         defer { work.remove() }
