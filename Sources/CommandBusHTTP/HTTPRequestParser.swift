@@ -20,9 +20,10 @@ package struct HTTPRequestParser: Sendable {
         self.limits = limits
     }
 
-    /// Parses the request at the start of `buffer`.
+    /// Parses the request at the start of `buffer`. Its head's lines end in CRLF, or in a bare
+    /// LF, which RFC 9112 lets a server accept (as `printf 'GET / HTTP/1.1\n\n' | nc` sends).
     package func parse(_ buffer: [UInt8]) -> Outcome {
-        guard let headEnd = Self.find([13, 10, 13, 10], in: buffer, limit: limits.maxHeadBytes + 4) else {
+        guard let (headEnd, bodyStart) = Self.endOfHead(in: buffer, limit: limits.maxHeadBytes + 4) else {
             if buffer.count > limits.maxHeadBytes {
                 return .refused(status: 431, reason: "request head is longer than \(limits.maxHeadBytes) bytes")
             }
@@ -31,7 +32,10 @@ package struct HTTPRequestParser: Sendable {
         guard let head = String(validating: buffer[..<headEnd], as: UTF8.self) else {
             return .refused(status: 400, reason: "request head is not UTF-8")
         }
-        var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
+        // Split by bytes: "\r\n" is one Character, which a split on "\n" would not see.
+        var lines = head.utf8.split(separator: 10, omittingEmptySubsequences: false).map { line in
+            Substring(line.last == 13 ? line.dropLast() : line)
+        }
         let requestLine = lines.removeFirst()
         let parts = requestLine.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
@@ -86,7 +90,6 @@ package struct HTTPRequestParser: Sendable {
         guard length <= limits.maxBodyBytes else {
             return .refused(status: 413, reason: "request body of \(length) bytes is larger than \(limits.maxBodyBytes)")
         }
-        let bodyStart = headEnd + 4
         guard buffer.count >= bodyStart + length else { return .needMore }
         let connection = headers.first { $0.name == "connection" }?.value.lowercased()
         let keepAlive = version == "HTTP/1.1" ? connection != "close" : connection == "keep-alive"
@@ -168,16 +171,17 @@ package struct HTTPRequestParser: Sendable {
         }
     }
 
-    /// The index of `needle` in the first `limit` bytes of `buffer`.
-    static func find(_ needle: [UInt8], in buffer: [UInt8], limit: Int) -> Int? {
-        let end = min(buffer.count, limit) - needle.count
-        guard end >= 0 else { return nil }
+    /// Where the head at the start of `buffer` ends, in its first `limit` bytes: the end of its
+    /// last line (before that line's ending) and the start of the body (after the empty line).
+    /// Lines end in CRLF or a bare LF.
+    static func endOfHead(in buffer: [UInt8], limit: Int) -> (head: Int, body: Int)? {
+        let end = min(buffer.count, limit)
         var index = 0
-        while index <= end {
-            if buffer[index] == needle[0] && buffer[index + 1] == needle[1] && buffer[index + 2] == needle[2] && buffer[index + 3] == needle[3] {
-                return index
-            }
-            index += 1
+        while let newline = buffer[index..<end].firstIndex(of: 10) {
+            let lineEnd = newline > 0 && buffer[newline - 1] == 13 ? newline - 1 : newline
+            if newline + 1 < end && buffer[newline + 1] == 10 { return (lineEnd, newline + 2) }
+            if newline + 2 < end && buffer[newline + 1] == 13 && buffer[newline + 2] == 10 { return (lineEnd, newline + 3) }
+            index = newline + 1
         }
         return nil
     }

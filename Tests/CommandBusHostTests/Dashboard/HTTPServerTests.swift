@@ -26,6 +26,25 @@ struct HTTPServerTests {
         #expect(consumed == "POST /api/x%20y?state=failed&command=a+b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nCookie: a=1; cmdbus_token=t\r\n\r\nabc".utf8.count)
     }
 
+    /// Found by hand: a request whose lines end in a bare LF (`printf … | nc` sends them so) waited
+    /// for a CRLF that never came, and was answered after 10 s that it "took longer than 10 seconds
+    /// to arrive". RFC 9112 lets a server take a bare LF as a line's end; CRLF and LF may mix.
+    @Test func aHeadWhoseLinesEndInABareLFIsRead() throws {
+        for text in ["POST /api/x?a=1 HTTP/1.1\nHost: h\nContent-Length: 3\n\nabcGET", "POST /api/x?a=1 HTTP/1.1\r\nHost: h\nContent-Length: 3\r\n\r\nabcGET",
+                     "POST /api/x?a=1 HTTP/1.1\nHost: h\r\nContent-Length: 3\n\r\nabcGET"] {
+            guard case .request(let request, let consumed) = parse(text) else {
+                Issue.record("not parsed: \(text.debugDescription)")
+                continue
+            }
+            #expect(request.path == "/api/x" && request.parameter("a") == "1" && request.header("host") == "h" && request.header("content-length") == "3")
+            #expect(request.body == Array("abc".utf8) && consumed == text.utf8.count - 3, "\(text.debugDescription)")
+        }
+        guard case .needMore = parse("GET / HTTP/1.1\nHost: h\n") else { Issue.record("a partial head was not needMore"); return }
+        guard case .needMore = parse("GET / HTTP/1.1\nHost: h\n\r") else { Issue.record("a head before its last CR's LF was not needMore"); return }
+        // A bare CR ends no line: inside a field's value it is a control character.
+        #expect(refusal("GET / HTTP/1.1\nX: a\rb\n\n") == 400)
+    }
+
     @Test func waitsForTheRestOfAPartialRequest() {
         guard case .needMore = parse("GET / HTTP/1.1\r\nHost: h\r\n") else { Issue.record("a partial head was not needMore"); return }
         guard case .needMore = parse("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc") else { Issue.record("a partial body was not needMore"); return }
