@@ -110,6 +110,9 @@ package final class CommandServer: Sendable {
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
             log(.warning, "refused \(counted(count, "connection")): no file descriptor free (this process may open \(limit.rlim_cur)); "
                 + "raise the limit (ulimit -n, systemd's LimitNOFILE=) or close idle connections")
+        }, onOverflow: { [log] peer in
+            log(.warning, "dropped a client (\(peer?.description ?? "its process unknown")): \(ClientConnection.maxQueuedBytes >> 20) MiB of answers waited for it unread; "
+                + "a client must read its answers as it asks for them")
         }) { [self] line, connection, owned in
             process(line, on: connection, owned: owned)
         }.start()

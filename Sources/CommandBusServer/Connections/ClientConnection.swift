@@ -58,9 +58,14 @@ package final class ClientConnection: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     /// What runs when the connection closes (a `subscribe` stream's end); `nil` once it has.
     private let closeActions = Mutex<[Callback<Void>]?>([])
+    /// Told once if the client is dropped for not reading (more than ``maxQueuedBytes`` waited),
+    /// with the process at the socket's other end, where the socket names it.
+    private let onOverflow: (@Sendable (PeerProcess?) -> Void)?
 
-    package init(descriptor: Int32) {
+    /// - Parameter onOverflow: Told once if the client is dropped for not reading.
+    package init(descriptor: Int32, onOverflow: (@Sendable (PeerProcess?) -> Void)? = nil) {
         self.descriptor = descriptor
+        self.onOverflow = onOverflow
         DetachedThread.start(named: "client-writer") { [self] in self.writeLoop() }
     }
 
@@ -158,7 +163,7 @@ package final class ClientConnection: Sendable {
             }
             let writerIdle = state.lines.isEmpty && !state.writing
             let queued = queue(line, &state)
-            return writerIdle || queued == .drop ? queued : .done
+            return writerIdle || queued == .overflow ? queued : .done
         }
         carry(out: next)
     }
@@ -180,7 +185,9 @@ package final class ClientConnection: Sendable {
         carry(out: next)
     }
 
-    private enum Next { case done, wakeWriter, drop }
+    /// What a write leaves to do once the lock is let go: nothing, wake the writer thread, or
+    /// drop the client, which is gone (`drop`) or reads too little (`overflow`).
+    private enum Next { case done, wakeWriter, drop, overflow }
 
     /// Writes whole lines, under the lock so that lines leave in the order they were sent: at
     /// once when nothing is queued and the socket takes them, else queued for the writer thread.
@@ -203,7 +210,7 @@ package final class ClientConnection: Sendable {
     private func queue(_ line: [UInt8], _ state: inout Outgoing) -> Next {
         state.lines.append(line)
         state.bytes += line.count
-        return state.bytes > Self.maxQueuedBytes ? .drop : .wakeWriter
+        return state.bytes > Self.maxQueuedBytes ? .overflow : .wakeWriter
     }
 
     private func carry(out next: Next) {
@@ -211,6 +218,10 @@ package final class ClientConnection: Sendable {
         case .done: break
         case .wakeWriter: wake.signal()
         case .drop: close()
+        case .overflow:
+            // Named before the close, while the socket still knows its other end.
+            let peer = PeerProcess(ofSocket: descriptor)
+            if closeFirst() { onOverflow?(peer) }
         }
     }
 
@@ -234,6 +245,12 @@ package final class ClientConnection: Sendable {
 
     /// Drops the connection; the client sees it closed.
     package func close() {
+        closeFirst()
+    }
+
+    /// Drops the connection; `true` if this call did, `false` if it was closed already.
+    @discardableResult
+    private func closeFirst() -> Bool {
         let first = outgoing.withLock { state -> Bool in
             defer { state.closed = true; state.lines = []; state.held = nil }
             return !state.closed
@@ -243,6 +260,7 @@ package final class ClientConnection: Sendable {
             wake.signal()
             runCloseActions()
         }
+        return first
     }
 
     /// Closes the connection once the lines queued so far are written.

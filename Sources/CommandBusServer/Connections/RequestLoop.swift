@@ -66,6 +66,7 @@ final class RequestLoop: @unchecked Sendable {
     private var listenerPaused = false
     /// Told the number of connections refused for want of descriptors, at most every 10 s.
     private let onRefused: (Int) -> Void
+    private let onOverflow: @Sendable (PeerProcess?) -> Void
     private var refusedUntold = 0
     private var lastToldOfRefusals: ContinuousClock.Instant?
     /// Clients out of the set until enough of their requests are answered.
@@ -89,15 +90,18 @@ final class RequestLoop: @unchecked Sendable {
     ]).text + "\n").utf8)
 
     /// A loop for `listener`; `handle` is called on the loop's thread for each request line, and
-    /// `onRefused` with how many connections were refused for want of descriptors (at most every 10 s).
+    /// `onRefused` with how many connections were refused for want of descriptors (at most every 10 s),
+    /// and `onOverflow` with the process of each client dropped for not reading its answers.
     /// `inFlight`, if given, bounds the commands the server holds (see above).
     init(
         listener: Int32, maxLineBytes: Int, executor: LoopExecutor, inFlight: InFlightLimit? = nil, onRefused: @escaping (Int) -> Void = { _ in },
+        onOverflow: @escaping @Sendable (PeerProcess?) -> Void = { _ in },
         handle: @escaping (LineSplitter.Line, ClientConnection, TicketTable) -> Void
     ) {
         self.executor = executor
         self.inFlight = inFlight
         self.onRefused = onRefused
+        self.onOverflow = onOverflow
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         self.listener = listener
         limit = maxLineBytes
@@ -210,7 +214,7 @@ final class RequestLoop: @unchecked Sendable {
             }
             let id = nextID
             nextID += 1
-            clients[id] = Client(connection: ClientConnection(descriptor: descriptor), descriptor: own, limit: limit)
+            clients[id] = Client(connection: ClientConnection(descriptor: descriptor, onOverflow: onOverflow), descriptor: own, limit: limit)
             register(own, id: id)
         }
     }

@@ -272,6 +272,32 @@ struct ServerTests {
         await server.stop()
     }
 
+    /// A client that asks without reading its answers is dropped once 64 MiB of them wait, and the
+    /// log says which process it was: the server dropped it without a word, and an operator had
+    /// only the client's side ("broken pipe") to go on.
+    @Test(.timeLimit(.minutes(3)))
+    func aClientDroppedForNotReadingIsNamedInTheLog() async throws {
+        let server = try await Server(arguments: ["--no-journal"])
+        defer { server.work.remove() }
+        let output = try await server.client("""
+            import os, time
+            flood, _ = connect()
+            line = (json.dumps({"id": 1, "op": "plugins"}) + "\\n").encode() * 100
+            dropped, started = False, time.time()
+            while not dropped and time.time() - started < 150:
+                try: flood.sendall(line)
+                except (BrokenPipeError, ConnectionResetError): dropped = True
+            s, f = connect()
+            print(dropped, ask(f, {"id": 2, "op": "status"})["ok"], os.getpid())
+            """)
+        let words = output.split(separator: " ")
+        try #require(words.count == 3 && words[0] == "True" && words[1] == "True", "\(output)")
+        let pid = words[2].trimmingCharacters(in: .whitespacesAndNewlines)
+        let said = try String(contentsOfFile: server.log, encoding: .utf8)
+        #expect(said.contains("cmdbus: warning: dropped a client (pid \(pid) (python3)): 64 MiB of answers waited for it unread; a client must read its answers as it asks for them\n"), "\(said)")
+        await server.stop()
+    }
+
     /// While one client floods the server with quick commands, another's `send` that asks for its
     /// events is answered: the bus's runners held both threads of the global executor for as
     /// long as the flood lasted, and the reply's task, and its events, waited for the flood to end.
