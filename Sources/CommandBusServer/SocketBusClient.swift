@@ -288,7 +288,7 @@ package final class ServerConnection: @unchecked Sendable {
         guard written else {
             // A server may say why before it closes (it had no descriptor free): its line is still there to read.
             if let fields = try? receive(), fields["ok"] == .bool(false) { throw SocketBusClient.failure(fields, command: nil) }
-            throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection")
+            throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection\(Self.afterClosing)")
         }
     }
 
@@ -318,6 +318,9 @@ package final class ServerConnection: @unchecked Sendable {
             }
             return fields
         }
-        throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection before answering")
+        throw HostFailure(.serverUnreachable, "the server at \(socket) closed the connection before answering\(Self.afterClosing)")
     }
+
+    /// What a client told that the server closed the connection can do next.
+    static let afterClosing = ": it stopped or crashed (its log says which); what it took may still run when it starts again with its journal ('cmdbus journal list' tells)"
 }
