@@ -184,8 +184,9 @@ extension BusCommand {
         for entry in all { console.out(periodicLine(entry)) }
     }
 
-    /// One periodic command as `bus periodic` and `bus status` show it.
-    static func periodicLine(_ entry: [String: JSONValue]) -> String {
+    /// One periodic command as `bus periodic` and `bus status` show it; given the names the live
+    /// hosts handle (`bus status`), it says so of a command none of them does: what it posts waits.
+    static func periodicLine(_ entry: [String: JSONValue], handled: Set<String>? = nil) -> String {
         let name = entry["name"]?.stringValue ?? "?", command = entry["command"]?.stringValue ?? "?"
         let schedule = entry["every"].map { "every \($0.stringValue ?? "?")" }
             ?? "cron \(quoted(entry["cron"]?.stringValue ?? "?")) (\(entry["timeZone"]?.stringValue ?? "UTC"))"
@@ -202,6 +203,7 @@ extension BusCommand {
             line += "; last posted \(roughly(ago)) ago (\(entry["lastCommand"]?.stringValue ?? "?")\(state))"
         }
         let skipped = entry["skipped"]?.text ?? "0"
-        return line + "; posted \(entry["fired"]?.text ?? "0")" + (skipped == "0" ? "" : ", skipped \(skipped)")
+        line += "; posted \(entry["fired"]?.text ?? "0")" + (skipped == "0" ? "" : ", skipped \(skipped)")
+        return line + (handled.map { $0.contains(command) } == false ? "; no live host handles it" : "")
     }
 }

@@ -247,7 +247,7 @@ enum BusCommand {
             console.out("  paused: \(quotedLine(paused["command"]?.stringValue ?? "?")) for \(roughly(paused["pausedSeconds"]?.doubleValue ?? 0)), by \(quotedLine(paused["pausedBy"]?.stringValue ?? "?"))")
         }
         for limit in status["limits"]?.arrayValue?.compactMap(\.objectValue) ?? [] { console.out("  limit: \(limitLine(limit))") }
-        for entry in status["periodic"]?.arrayValue?.compactMap(\.objectValue) ?? [] { console.out("  periodic: \(periodicLine(entry))") }
+        for entry in status["periodic"]?.arrayValue?.compactMap(\.objectValue) ?? [] { console.out("  periodic: \(periodicLine(entry, handled: handled))") }
         warnOfDifferences(status["differences"], console: console)
     }
 

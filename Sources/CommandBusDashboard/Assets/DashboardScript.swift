@@ -575,7 +575,9 @@ extension DashboardAssets {
             h('td', {}, pauseButton(q))));
           // Commands the hosts post on a schedule ('cmdbus bus periodic'): when next, and how the last went.
           const periodicRows = (data.periodic || []).map(e => h('tr', {},
-            h('td', { class: 'mono nowrap' }, e.name), h('td', { class: 'mono' }, e.command),
+            h('td', { class: 'mono nowrap' }, e.name), h('td', { class: 'mono' }, e.command,
+              // What it posts for a name no live host handles waits, as a queue's does.
+              handled.has(e.command) ? null : [' ', h('span', { class: 'badge failed', title: 'no live host handles it: what it posts waits until a host whose plugins do joins' }, 'no live host')]),
             h('td', { class: 'mono' }, e.every ? `every ${e.every}` : `${e.cron} (${e.timeZone || 'UTC'})`, e.noOverlap ? h('span', { class: 'muted', title: 'a slot is skipped while the last run goes on' }, ' no overlap') : null),
             h('td', { class: 'num' }, e.paused ? h('span', { class: 'badge paused', title: `paused ${duration(e.pausedSeconds)} ago by ${e.pausedBy}` }, 'paused')
               : e.nextDueSeconds > 0 ? 'in ' + duration(e.nextDueSeconds) : h('span', { class: 'badge failed', title: 'no live host has posted it yet' }, 'overdue ' + duration(-e.nextDueSeconds))),
