@@ -331,6 +331,8 @@ extension DashboardAssets {
             else if (e.kind === 'progress') what = `${e.completed} of ${e.total} subcommands`;
             else if (e.kind === 'log') what = h('span', { class: 'log-' + e.level }, `[${e.level}] ${e.message}`);
             else if (e.kind === 'emitted') what = [h('span', { class: 'mono' }, e.name), ' ', h('span', { class: 'muted mono' }, JSON.stringify(e.payload))];
+            // Taken by the bus, pending: sent by its parent, for a subcommand (its kind alone said "accepted" twice).
+            else if (e.kind === 'accepted') what = [badge('pending'), e.parentId ? [' sent by ', link('#/command/' + e.parentId, short(e.parentId), 'mono')] : null];
             else what = e.kind;
             items.push(h('li', {}, h('span', { class: 'muted mono' }, t(e.time * 1000)), h('span', { class: 'kind' }, e.kind), h('span', {}, what)));
           }

@@ -131,9 +131,14 @@ struct DashboardTests {
         }
         let tree = try await Self.browse(
             server.url + "/#/command/\(root)", waitFor: "document.querySelector('.waterfall')", shot: "tree.png",
-            evals: ["[...document.querySelectorAll('.waterfall a text')].map(t => t.textContent).join('|')"]
+            evals: [
+                "[...document.querySelectorAll('.waterfall a text')].map(t => t.textContent).join('|')",
+                "[...document.querySelectorAll('.timeline li')[0].children].slice(1).map(c => c.textContent).join('|')",
+            ]
         )
         #expect(tree.results.first as? String == "greet-all|└ greet|└ greet")
+        // Its acceptance says what it left the command as, where it said "accepted" twice.
+        #expect(tree.results.dropFirst().first as? String == "accepted|pending", "\(tree.results)")
         let dead = try await Self.browse(
             server.url + "/#/dead", waitFor: "document.querySelector('main table')", shot: "dead-letters.png",
             evals: ["document.querySelector('main table tbody').textContent"]
