@@ -37,14 +37,13 @@ final class LineReader {
         return poll(&descriptor, 1, 0) > 0
     }
 
-    /// The next line without its line break, or `nil` at the end.
-    func next() -> String? {
+    /// The next line's bytes without its line break, or `nil` at the end. Bytes, not a `String`:
+    /// decoding would repair what is not UTF-8 (each such byte a U+FFFD), and the line would run changed.
+    func next() -> [UInt8]? {
         let length = getline(&buffer, &capacity, file)
         guard length >= 0, let buffer else { return nil }
         var count = length
         while count > 0, buffer[count - 1] == 0x0A || buffer[count - 1] == 0x0D { count -= 1 }
-        return buffer.withMemoryRebound(to: UInt8.self, capacity: count) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
-        }
+        return buffer.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
     }
 }

@@ -75,12 +75,14 @@ enum BatchCommand {
         }
         // Hands out the next well-formed line as a request; a malformed line gets its error line here.
         func next() -> CommandRequest? {
-            while let text = reader.next() {
+            while let bytes = reader.next() {
                 number += 1
-                if text.allSatisfy(\.isWhitespace) { continue }
-                guard let line = try? JSONDecoder().decode(Line.self, from: Data(text.utf8)) else {
+                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0B || $0 == 0x0C }) { continue }
+                guard let line = try? JSONDecoder().decode(Line.self, from: Data(bytes)) else {
+                    // The line's own number is said first; within it, the column is enough.
+                    let syntax = JSONValue.syntaxError(in: bytes)?.replacingOccurrences(of: " at line 1, column ", with: " at column ")
                     refuse("line \(number) is not {\"command\": NAME, \"payload\": {...}} (with \"metadata\", if any, an object of strings)"
-                        + (JSONValue.syntaxError(in: Array(text.utf8)).map { ": it is not JSON (\($0))" } ?? ""))
+                        + (syntax.map { ": it is not JSON (\($0))" } ?? ""))
                     continue
                 }
                 if let problem = QueueOptions.problem(priority: line.priority, maxAttempts: line.maxAttempts, onTheBus: connection.bus != nil) {

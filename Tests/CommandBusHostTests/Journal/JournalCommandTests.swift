@@ -414,20 +414,27 @@ struct JournalCommandTests {
             {"command":"greet","payload":{"name":""}}
             {"command":"greet","payload":{"name":"Lin"}}
             """.write(to: input, atomically: true, encoding: .utf8)
+        // A line that is not UTF-8 (a byte 0xFF) is refused, where it ran as "Ad\u{FFFD}".
+        let handle = try FileHandle(forWritingTo: input)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("\n{\"command\":\"greet\",\"payload\":{\"name\":\"Ad".utf8) + Data([0xFF]) + Data("\"}}\n".utf8))
+        try handle.close()
         let result = try await setup.run("batch", input.path)
         #expect(result.status == 1)
         let lines = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
-        #expect(lines.count == 5)
+        #expect(lines.count == 6)
         let byLine = Dictionary(uniqueKeysWithValues: lines.map { ($0["line"] as? Int ?? 0, $0) })
         #expect(byLine[1]?["state"] as? String == "succeeded")
         #expect((byLine[1]?["result"] as? [String: Any])?["greeting"] as? String == "Hello, Ada!")
         #expect((byLine[2]?["error"] as? [String: Any])?["code"] as? String == "decodingFailed")
         let notJSON = (byLine[2]?["error"] as? [String: Any])?["message"] as? String
-        #expect(notJSON?.hasSuffix(": it is not JSON (unexpected 'n' at line 1, column 1)") == true, "\(notJSON ?? "")")
+        #expect(notJSON?.hasSuffix(": it is not JSON (unexpected 'n' at column 1)") == true, "\(notJSON ?? "")")
+        let notUTF8 = (byLine[7]?["error"] as? [String: Any])?["message"] as? String
+        #expect(notUTF8?.hasSuffix(": it is not JSON (byte 0xFF at column 41 is not UTF-8)") == true, "\(notUTF8 ?? "")")
         #expect((byLine[4]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
         #expect((byLine[5]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
         #expect(byLine[6]?["state"] as? String == "succeeded")
-        #expect(result.stderr.contains("3 of the batch's commands did not succeed"))
+        #expect(result.stderr.contains("4 of the batch's commands did not succeed"))
     }
 
     @Test func noJournalMeansNoFile() async throws {
