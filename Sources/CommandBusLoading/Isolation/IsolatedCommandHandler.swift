@@ -84,7 +84,7 @@ package struct IsolatedCommandHandler: DynamicCommandHandler {
             // Declined by the plugin, or never made since the plugin was taken off the bus meanwhile:
             // either way the bus asks the chain again (where a replacement may have taken its place).
             if status == Int32(CMDBUS_DECLINED.rawValue) || status == IsolatedPlugin.retiredStatus { throw HandlerDeclined() }
-            if status == Int32(CMDBUS_OK.rawValue) { return Data(body) }
+            if status == Int32(CMDBUS_OK.rawValue) { return try PluginErrors.checkedResult(Data(body), plugin: plugin, command: command.name) }
             let message = String(decoding: body, as: UTF8.self)
             // It did nothing to end its worker: it runs again on the next one, as it would have had
             // it come a moment later, unless it was cancelled or ran out of time meanwhile.

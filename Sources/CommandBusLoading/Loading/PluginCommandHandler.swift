@@ -104,7 +104,7 @@ package struct PluginCommandHandler: DynamicCommandHandler {
         guard status == Int32(CMDBUS_OK.rawValue) else {
             throw error(status: status, message: String(decoding: body, as: UTF8.self))
         }
-        return body
+        return try PluginErrors.checkedResult(body, plugin: plugin, command: command.name)
     }
 
     private func error(status: Int32, message: String) -> CommandBusError {

@@ -1,6 +1,11 @@
 import CommandBusSupport
 import CCommandBusABI
 import CommandBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// The bus errors for a plugin's failures, naming the command, the plugin and its file.
 package enum PluginErrors {
@@ -22,6 +27,18 @@ package enum PluginErrors {
             let prefix = "command '\(command)' failed in \(origin): "
             return CommandBusError(code: .handlerFailed, message: wrapping(message, in: prefix), isRetryable: retryable)
         }
+    }
+
+    /// `body`, the result a plugin answered a command with, checked: a result crosses the ABI as
+    /// JSON, and one that is not (empty, text, bytes that are not UTF-8) fails the command, naming
+    /// the plugin, where it reached the caller as text (`cmdbus run` printed it as the result,
+    /// the server's answer carried it as a string, and bytes that were not UTF-8 as U+FFFD).
+    package static func checkedResult(_ body: Data, plugin: LoadedPlugin, command: String) throws(CommandBusError) -> Data {
+        guard let problem = body.isEmpty ? "it is empty" : JSONValue.syntaxError(in: body).map({ "it is not JSON (\($0))" }) else { return body }
+        throw error(
+            plugin: plugin, command: command, status: Int32(CMDBUS_FAILED.rawValue),
+            message: "its result was refused: \(problem); a handler answers JSON ({} where it has nothing to say), so the plugin needs fixing"
+        )
     }
 
     /// `message` under `prefix`, where a failure passed up a tree is named once a level: a

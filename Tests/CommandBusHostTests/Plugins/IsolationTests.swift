@@ -420,6 +420,40 @@ struct IsolationTests {
         #expect(warnings.count == 1 && warnings.allSatisfy { $0.contains("'stale' (stale_handle.so)") }, "\(result.stderr)")
     }
 
+    /// A result that is not JSON (text, a byte that is not UTF-8, nothing) fails its command,
+    /// naming the plugin and what is wrong, in process and isolated: `cmdbus run` printed such
+    /// a result as though it were one, the server's answer carried it as a JSON string, and the
+    /// byte became U+FFFD. A JSON result from the same plugin goes through as ever.
+    @Test(arguments: [false, true])
+    func aResultThatIsNotJSONFailsItsCommandNamingThePlugin(isolated: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await compileFixture("bad_result", into: directory)
+        let input = directory.file("batch.ndjson")
+        try ["result.text", "result.bytes", "result.empty", "result.json"].map { #"{"command":"\#($0)","payload":{}}"# }.joined(separator: "\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let result = try await cmdbus(
+            ["batch", input.path, "--no-journal", "--plugins", directory.path] + (isolated ? ["--isolate"] : [])
+        )
+        #expect(result.status == 1, "\(result.stderr)")
+        let outcomes = try Dictionary(uniqueKeysWithValues: result.stdout.split(separator: "\n").map { line in
+            let outcome = try jsonObject(String(line))
+            return (outcome["command"] as? String ?? "?", outcome)
+        })
+        let refused = "failed in plugin 'bad-result' (bad_result.so): its result was refused: "
+        let advice = "; a handler answers JSON ({} where it has nothing to say), so the plugin needs fixing"
+        for (command, problem) in [
+            ("result.text", "it is not JSON (unexpected 'n' at line 1, column 1)"),
+            ("result.bytes", "it is not JSON (byte 0xFF at line 1, column 7 is not UTF-8)"),
+            ("result.empty", "it is empty"),
+        ] {
+            let error = outcomes[command]?["error"] as? [String: Any]
+            #expect(outcomes[command]?["state"] as? String == "failed" && error?["code"] as? String == "handlerFailed", "\(command): \(outcomes[command] ?? [:])")
+            #expect(error?["message"] as? String == "command '\(command)' " + refused + problem + advice, "\(command): \(error ?? [:])")
+        }
+        #expect((outcomes["result.json"]?["result"] as? [String: Any])?["ok"] as? Bool == true, "\(outcomes["result.json"] ?? [:])")
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func theHostSurvivesEveryMisbehaviourAndEveryOtherCommandCompletes() async throws {
         let directory = try examplePluginDirectory()
