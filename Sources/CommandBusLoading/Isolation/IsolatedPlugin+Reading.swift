@@ -34,6 +34,12 @@ extension IsolatedPlugin {
                 channel.send(.reply, id: frame.id, status: Int32(CMDBUS_FAILED.rawValue), body: "envelope: unknown or completed call".utf8)
             }
         case .emit:
+            // An event's payload crosses as JSON: one that is not reaches its readers as null.
+            if let problem = PluginEndpoint.eventPayloadProblem(frame.body), !warnedAboutEventPayloads.exchange(true, ordering: .relaxed) {
+                log(.warning, PluginEndpoint.eventPayloadWarning(
+                    plugin: worker.description.name, file: FileSystem.lastComponent(path), event: frame.name, problem: problem
+                ))
+            }
             state.withLock { $0.pending[frame.id]?.context }?.emit(frame.name, payload: Data(frame.body))
         case .progress:
             let numbers = String(decoding: frame.body, as: UTF8.self).split(separator: " ").compactMap { Int($0) }

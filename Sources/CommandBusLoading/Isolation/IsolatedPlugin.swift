@@ -107,6 +107,8 @@ public final class IsolatedPlugin: Sendable {
 
     let state = Mutex(State())
     private let timesRunAgain = Atomic<Int>(0)
+    /// Whether it has been warned of an event whose payload is not JSON (once per plugin).
+    let warnedAboutEventPayloads = Atomic<Bool>(false)
 
     package init(path: String, executable: String, log: PluginLog, hash: String? = nil) {
         self.log = log

@@ -59,8 +59,11 @@ private let hostSend: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmd
 }
 
 private let hostEmit: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, cmdbus_bytes) -> Void = { handle, name, payload in
-    guard let context = PluginCallRegistry.lookup(handle, for: "emit()")?.context, let name else { return }
-    context.emit(String(cString: name), payload: Data(borrowing: payload))
+    guard let call = PluginCallRegistry.lookup(handle, for: "emit()"), let context = call.context, let name else { return }
+    let event = String(cString: name), bytes = Data(borrowing: payload)
+    // An event's payload crosses as JSON: one that is not reaches its readers as null.
+    if let problem = PluginEndpoint.eventPayloadProblem(bytes) { call.endpoint.warnAboutEventPayload(event, problem) }
+    context.emit(event, payload: bytes)
 }
 
 private let hostLog: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>?) -> Void = { handle, level, message in

@@ -1,4 +1,10 @@
+import CommandBus
 import CommandBusSupport
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import Synchronization
 
 /// One loaded plugin as the call table knows it: the source of its call ids, its log, and the
@@ -17,6 +23,7 @@ package final class PluginEndpoint: Sendable {
     private let number: UInt64
     private let sequence = Atomic<UInt64>(0)
     private let warnedAboutHandles = Atomic<Bool>(false)
+    private let warnedAboutEventPayloads = Atomic<Bool>(false)
 
     private static let sequenceBits: UInt64 = 44
     private static let numbers = Atomic<UInt64>(0)
@@ -48,6 +55,24 @@ package final class PluginEndpoint: Sendable {
         guard !warnedAboutHandles.exchange(true, ordering: .relaxed) else { return }
         log(.warning, "plugin '\(quotedLine(name))' (\(fileName)) called \(function) with a call handle that is finished or unknown; "
             + "ignored (this is reported once per plugin; the plugin keeps a handle after complete())")
+    }
+
+    /// Warns, once for this plugin, that it emitted an event whose payload is not JSON (`problem`
+    /// says how), which the event's readers get as null.
+    package func warnAboutEventPayload(_ event: String, _ problem: String) {
+        guard !warnedAboutEventPayloads.exchange(true, ordering: .relaxed) else { return }
+        log(.warning, Self.eventPayloadWarning(plugin: name, file: fileName, event: event, problem: problem))
+    }
+
+    /// What is wrong with an event's `payload`, if it is not JSON.
+    package static func eventPayloadProblem(_ payload: some Collection<UInt8> & ContiguousBytes) -> String? {
+        payload.isEmpty ? "it is empty" : JSONValue.syntaxError(in: payload)
+    }
+
+    /// The warning for an event whose payload is not JSON, in process and isolated.
+    package static func eventPayloadWarning(plugin: String, file: String, event: String, problem: String) -> String {
+        "plugin '\(quotedLine(plugin))' (\(file)) emitted '\(quotedLine(event))' with a payload that is not JSON (\(problem)); "
+            + "the event carries null (this is reported once per plugin; an event's payload is JSON, {} for none, so the plugin needs fixing)"
     }
 
     /// Warns about a handle no plugin's ids include: once per process, on standard error.

@@ -423,23 +423,25 @@ struct IsolationTests {
     /// A result that is not JSON (text, a byte that is not UTF-8, nothing) fails its command,
     /// naming the plugin and what is wrong, in process and isolated: `cmdbus run` printed such
     /// a result as though it were one, the server's answer carried it as a JSON string, and the
-    /// byte became U+FFFD. A JSON result from the same plugin goes through as ever.
+    /// byte became U+FFFD. A JSON result from the same plugin goes through as ever. An event whose
+    /// payload is not JSON reaches its readers as null, as before, now with a warning once per plugin.
     @Test(arguments: [false, true])
     func aResultThatIsNotJSONFailsItsCommandNamingThePlugin(isolated: Bool) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         try await compileFixture("bad_result", into: directory)
         let input = directory.file("batch.ndjson")
-        try ["result.text", "result.bytes", "result.empty", "result.json"].map { #"{"command":"\#($0)","payload":{}}"# }.joined(separator: "\n")
+        try ["result.text", "result.bytes", "result.empty", "result.json", "event.text", "event.text"].map { #"{"command":"\#($0)","payload":{}}"# }.joined(separator: "\n")
             .write(to: input, atomically: true, encoding: .utf8)
         let result = try await cmdbus(
             ["batch", input.path, "--no-journal", "--plugins", directory.path] + (isolated ? ["--isolate"] : [])
         )
         #expect(result.status == 1, "\(result.stderr)")
-        let outcomes = try Dictionary(uniqueKeysWithValues: result.stdout.split(separator: "\n").map { line in
+        // Two commands emit the odd event, one warning says so.
+        let outcomes = try Dictionary(result.stdout.split(separator: "\n").map { line in
             let outcome = try jsonObject(String(line))
             return (outcome["command"] as? String ?? "?", outcome)
-        })
+        }) { first, _ in first }
         let refused = "failed in plugin 'bad-result' (bad_result.so): its result was refused: "
         let advice = "; a handler answers JSON ({} where it has nothing to say), so the plugin needs fixing"
         for (command, problem) in [
@@ -452,6 +454,12 @@ struct IsolationTests {
             #expect(error?["message"] as? String == "command '\(command)' " + refused + problem + advice, "\(command): \(error ?? [:])")
         }
         #expect((outcomes["result.json"]?["result"] as? [String: Any])?["ok"] as? Bool == true, "\(outcomes["result.json"] ?? [:])")
+        #expect(outcomes["event.text"]?["state"] as? String == "succeeded", "\(outcomes["event.text"] ?? [:])")
+        let warnings = result.stderr.split(separator: "\n").filter { $0.contains("with a payload that is not JSON") }
+        #expect(warnings == [
+            "cmdbus: plugin warning: plugin 'bad-result' (bad_result.so) emitted 'odd' with a payload that is not JSON (unexpected 'n' at line 1, column 1); "
+                + "the event carries null (this is reported once per plugin; an event's payload is JSON, {} for none, so the plugin needs fixing)",
+        ], "\(result.stderr)")
     }
 
     @Test(.timeLimit(.minutes(2)))

@@ -4,6 +4,7 @@
  *   result.bytes    answers {"a":"<0xFF>"}: JSON but for a byte that is not UTF-8
  *   result.empty    answers nothing at all (zero bytes)
  *   result.json     answers {"ok":true}, as a handler should
+ *   event.text      emits 'odd' twice with the payload `not json`, then answers {}
  */
 #include <string.h>
 #include "cmdbus.h"
@@ -13,7 +14,12 @@ static int32_t start(const cmdbus_host_api *api, void **state) { (void)state; ho
 
 static void handle(void *state, uint32_t index, cmdbus_bytes payload, cmdbus_call *call) {
     (void)state; (void)payload;
-    static const char *const answers[] = { "not json", "{\"a\":\"\xff\"}", "", "{\"ok\":true}" };
+    static const char *const answers[] = { "not json", "{\"a\":\"\xff\"}", "", "{\"ok\":true}", "{}" };
+    if (index == 4) {
+        cmdbus_bytes odd = { (const uint8_t *)"not json", 8 };
+        host->emit(call, "odd", odd);
+        host->emit(call, "odd", odd);
+    }
     cmdbus_bytes body = { (const uint8_t *)answers[index], strlen(answers[index]) };
     host->complete(call, CMDBUS_OK, body);
 }
@@ -24,7 +30,7 @@ static int32_t can_handle(void *state, uint32_t index, cmdbus_bytes payload, cmd
 }
 
 static const cmdbus_command_descriptor commands[] = {
-    { "result.text", 0 }, { "result.bytes", 0 }, { "result.empty", 0 }, { "result.json", 0 },
+    { "result.text", 0 }, { "result.bytes", 0 }, { "result.empty", 0 }, { "result.json", 0 }, { "event.text", 0 },
 };
 static const cmdbus_plugin_descriptor descriptor = {
     .magic = CMDBUS_PLUGIN_MAGIC, .abi_major = CMDBUS_ABI_VERSION_MAJOR, .abi_minor = CMDBUS_ABI_VERSION_MINOR,
