@@ -19,7 +19,11 @@ package enum PluginFileInspector {
     package static func inspect(_ path: String) throws(PluginLoadFailure) {
         let size: Int
         switch FileSystem.kind(of: path) {
-        case .missing: throw .init("no such file")
+        case .missing:
+            // A name that is not UTF-8 was read with U+FFFD in its bad bytes' place, and names no file.
+            throw .init(FileSystem.lastComponent(path).contains("\u{FFFD}")
+                ? "its name is not UTF-8 text (shown with U+FFFD where it is not), so cmdbus cannot open it by name; rename the file"
+                : "no such file")
         case .danglingSymlink(let target): throw .init("dangling symlink to '\(target)'")
         case .directory: throw .init("is a directory, not a shared library")
         case .other: throw .init("is a FIFO, socket or device, not a shared library")

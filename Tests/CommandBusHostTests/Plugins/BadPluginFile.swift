@@ -5,6 +5,7 @@ enum BadPluginFile: String, CaseIterable, Sendable {
     case textFile, emptyFile, randomBytes, truncatedPlugin, sharedLibraryNotAPlugin, systemLibrary
     case entryReturnsNull, otherABIEntryPoint, otherABIInDescriptor, missingName, directory, danglingSymlink
     case controlCharactersInAName, spaceInAName, overlongName, duplicateCommand, noInit, hugeStructSize, tooManyCommands
+    case fileNameNotUTF8
 
     /// Creates the bad file in `directory`; returns its path and a phrase its skip reason must contain.
     func create(in directory: TemporaryDirectory) async throws -> (path: String, reason: String) {
@@ -66,6 +67,15 @@ enum BadPluginFile: String, CaseIterable, Sendable {
         case .tooManyCommands:
             return (try await compileFixture("bad_descriptor", into: directory, as: "many.so", defines: ["TOO_MANY"]).path,
                     "'bad' declares 100000 commands, more than the 1000 allowed")
+        case .fileNameNotUTF8:
+            // Found by hand: skipped as "no such file". Foundation takes names as text, so the
+            // byte 0xFF goes in through open(2); the host reads the name with U+FFFD in its place.
+            let name = Array(directory.path.utf8) + Array("/lib".utf8) + [0xFF] + Array("x.so".utf8) + [0]
+            let descriptor = name.withUnsafeBufferPointer { open(UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), O_WRONLY | O_CREAT, 0o644) }
+            guard descriptor >= 0 else { throw POSIXError(.EIO) }
+            _ = write(descriptor, "not a library\n", 14)
+            close(descriptor)
+            return (directory.path + "/lib\u{FFFD}x.so", "its name is not UTF-8 text (shown with U+FFFD where it is not), so cmdbus cannot open it by name; rename the file")
         case .danglingSymlink:
             let url = directory.file("dangling.so")
             try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "/nonexistent/plugin.so")
