@@ -43,7 +43,7 @@ public enum CommandLineTool {
           bus periodic <cmd> --every Post a command on a schedule (--every 1h, --cron '0 3 * * *').
           bus cancel <cmd>...        Cancel every command of these names that waits on the bus.
           bus retry <cmd>...         Run again every command of these names that failed on the bus.
-          completion bash            A bash completion script: source <(cmdbus completion bash).
+          completion bash|zsh        A completion script: source <(cmdbus completion bash).
           help [<subcommand>]        Show help.
 
         Options: --help, --version. 'cmdbus <subcommand> --help' shows a subcommand's options.

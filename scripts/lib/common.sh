@@ -20,8 +20,9 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # iproute2: network namespaces for the test that puts a host across a real network;
 # chromium: renders the dashboard in its tests; prometheus: promtool checks /metrics, and
 # a real Prometheus answers the Grafana dashboard's queries;
-# graphviz: renders `journal tree --format dot` in its test; valgrind: `scripts/bench.sh --instructions`.
-SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2 chromium prometheus graphviz valgrind)
+# graphviz: renders `journal tree --format dot` in its test; valgrind: `scripts/bench.sh --instructions`;
+# zsh: `cmdbus completion zsh` is tested in a real interactive zsh.
+SYSTEM_PACKAGES=(gcc libsqlite3-dev pkg-config libpq-dev postgresql iproute2 chromium prometheus graphviz valgrind zsh)
 
 ensure_system_packages() {
     local missing=()

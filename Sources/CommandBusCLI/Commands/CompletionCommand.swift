@@ -2,7 +2,8 @@ import CommandBusHost
 import CommandBusSupport
 
 /// `cmdbus completion bash`: a bash completion script made from the subcommands' own option
-/// tables, so it offers every option `cmdbus` takes and none it does not; and
+/// tables, so it offers every option `cmdbus` takes and none it does not; `cmdbus completion
+/// zsh`, the same script through zsh's `bashcompinit`, which runs bash completion functions; and
 /// `cmdbus completion commands`, which the script runs to offer, after `run` and `can`, the
 /// command names the plugins handle.
 enum CompletionCommand {
@@ -17,14 +18,16 @@ enum CompletionCommand {
     static let spec = ArgumentSpec(command: "completion", options: [.connect, .bus, .help] + PluginOptions.options)
 
     static let help = """
-        Usage: cmdbus completion bash
+        Usage: cmdbus completion bash|zsh
 
-        Prints a bash completion script: the subcommands and theirs, each one's options and the
-        values some take (a directory, a file, a mode), and after 'run' and 'can' the names of
-        the commands the bus the line names handles: a server's with --connect, the shared
-        bus's with --bus, else the plugins' in the --plugins directories on the line (or the
-        default ones). Add this line to ~/.bashrc:
+        Prints a completion script for bash or zsh: the subcommands and theirs, each one's
+        options and the values some take (a directory, a file, a mode), and after 'run' and
+        'can' the names of the commands the bus the line names handles: a server's with
+        --connect, the shared bus's with --bus, else the plugins' in the --plugins directories
+        on the line (or the default ones). Add this line to ~/.bashrc:
           source <(cmdbus completion bash)
+        or this one to ~/.zshrc (zsh runs the bash script through its bashcompinit):
+          source <(cmdbus completion zsh)
 
         Options:
         \(spec.optionsHelp)
@@ -34,9 +37,10 @@ enum CompletionCommand {
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console, subcommands: [Entry]) async throws(HostFailure) {
         switch arguments.positionals.first {
         case "bash": console.out(bashScript(for: subcommands))
+        case "zsh": console.out(zshScript(for: subcommands))
         case "commands": try await printCommandNames(arguments, console: console)
-        case let other?: throw .usage("'cmdbus completion' writes a script for bash, not for \(quoted(other)); run 'cmdbus completion bash'")
-        case nil: throw .usage("'cmdbus completion' needs the shell's name: cmdbus completion bash")
+        case let other?: throw .usage("'cmdbus completion' writes a script for bash or zsh, not for \(quoted(other)); run 'cmdbus completion bash' (or zsh)")
+        case nil: throw .usage("'cmdbus completion' needs the shell's name: cmdbus completion bash (or zsh)")
         }
     }
 
@@ -53,6 +57,20 @@ enum CompletionCommand {
         let routes = catalog.objectValue?["commands"]?.arrayValue ?? []
         let names = Set(routes.compactMap { $0.objectValue?["command"]?.stringValue }).sorted()
         if !names.isEmpty { console.out(names.joined(separator: "\n")) }
+    }
+
+    /// The zsh script: the bash script, run by zsh's `bashcompinit` (which gives bash's `complete`
+    /// and `compgen`, and calls `_cmdbus` in sh emulation, arrays counted from 0 as bash counts
+    /// them), after `compinit` if the shell has not run it.
+    static func zshScript(for subcommands: [Entry]) -> String {
+        """
+        #compdef cmdbus
+        # zsh completion for cmdbus, written by 'cmdbus completion zsh': the bash script, through
+        # zsh's bashcompinit. Add to ~/.zshrc:  source <(cmdbus completion zsh)
+        (( $+functions[compdef] )) || { autoload -U compinit && compinit }
+        autoload -U +X bashcompinit && bashcompinit
+        \(bashScript(for: subcommands))
+        """
     }
 
     /// The bash script: one function, `_cmdbus`, registered for `cmdbus`.
@@ -157,7 +175,7 @@ enum CompletionCommand {
                         [[ $cur == @* ]] && COMPREPLY=($(compgen -f -P @ -- "${cur#@}")) ;;
             \(verbArms.joined(separator: "\n"))
                     help:0:*) COMPREPLY=($(compgen -W "\(names.joined(separator: " "))" -- "$cur")) ;;
-                    completion:0:*) COMPREPLY=($(compgen -W "bash" -- "$cur")) ;;
+                    completion:0:*) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
                     batch:0:*|plugins:1:check|plugins:1:forget|journal:1:import)
                         compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
                 esac

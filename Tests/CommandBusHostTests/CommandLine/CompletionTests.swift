@@ -39,7 +39,7 @@ struct CompletionTests {
         #expect(try await shell.complete("journal", "re") == ["recover", "replay", "retry"])
         #expect(try await shell.complete("plugins", "") == ["check", "forget", "lock"])
         #expect(try await shell.complete("help", "se") == ["serve"])
-        #expect(try await shell.complete("completion", "") == ["bash"])
+        #expect(try await shell.complete("completion", "") == ["bash", "zsh"])
         #expect(try await shell.complete("serve", "--dur") == ["--durability"])
         #expect(try await shell.complete("serve", "--durability", "d") == ["deferred"])
         // --name=value: bash splits the word at '='.
@@ -94,7 +94,45 @@ struct CompletionTests {
             let offered = try await shell.complete(subcommand, "--")
             #expect(!listed.isEmpty && Set(offered) == Set(listed), "\(subcommand): help lists \(listed), completion offers \(offered)")
         }
-        let refused = try await cmdbus("completion", "zsh")
-        #expect(refused.status == 64 && refused.stderr.contains("writes a script for bash, not for 'zsh'"), "\(refused.stderr)")
+        let refused = try await cmdbus("completion", "fish")
+        #expect(refused.status == 64 && refused.stderr.contains("writes a script for bash or zsh, not for 'fish'"), "\(refused.stderr)")
+    }
+
+    /// `cmdbus completion zsh` in a real interactive zsh, driven through a pseudo-terminal
+    /// (`zsh/zpty`) as a user types: keys and tabs go in, and a key bound to a widget writes
+    /// the line as completion left it. Subcommands, their verbs, options, an option's value and
+    /// the command names the plugins handle all complete, through zsh's bashcompinit.
+    @Test(.timeLimit(.minutes(2)))
+    func zshCompletesTheSameThroughItsBashcompinit() async throws {
+        let shell = try await Shell()
+        defer { shell.work.remove() }
+        let written = try await runProcess(shell.cmdbus, ["completion", "zsh"])
+        try #require(written.status == 0, "\(written.stderr)")
+        let script = shell.work.file("cmdbus.zsh"), lines = shell.work.file("lines")
+        try written.stdout.write(to: script, atomically: true, encoding: .utf8)
+        // Each line is typed at a fresh prompt and ends in ^T, bound to write what completion made
+        // of it, ^U, which clears it, and Return, for the next prompt.
+        let typed = ["cmdbus jo\\t li\\t --st\\t", "cmdbus serve --durability d\\t", "cmdbus run greet-\\t", "cmdbus completion z\\t"]
+        let driver = """
+            zmodload zsh/zpty
+            zpty -b typing zsh -f -i
+            zpty -w typing 'autoload -U compinit && compinit -u -D; source \(script.path); path=(\(URL(fileURLWithPath: shell.cmdbus).deletingLastPathComponent().path) $path)'
+            zpty -w typing 'written() { print -r -- "$BUFFER" >> \(lines.path) }; zle -N written; bindkey "^T" written; PS1="READ""Y> "'
+            zpty -r typing seen '*READY> '
+            for keys in \(typed.map { "$'\($0)'" }.joined(separator: " ")); do
+              zpty -w -n typing "$keys"$'\\x14\\x15\\r'
+              zpty -r typing seen '*READY> '
+            done
+            zpty -d typing
+            """
+        let result = try await runProcess(
+            "/usr/bin/zsh", ["-f", "-c", driver], environment: ["CMDBUS_REGISTRY": shell.work.file("registry.json").path, "HOME": shell.work.path],
+            directory: shell.work.url, timeout: .seconds(90)
+        )
+        #expect(result.status == 0, "\(result.stderr)")
+        let completed = (try? String(contentsOf: lines, encoding: .utf8)) ?? ""
+        #expect(completed.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) } == [
+            "cmdbus journal list --state", "cmdbus serve --durability deferred", "cmdbus run greet-all", "cmdbus completion zsh",
+        ], "\(completed)")
     }
 }
