@@ -18,7 +18,7 @@ public struct ArgumentNotUTF8: Sendable, Equatable {
         guard count > 1 else { return nil }
         return first(in: (1..<count).map { index in
             guard let argument = CommandLine.unsafeArgv[index] else { return [] }
-            return Array(UnsafeBufferPointer(start: argument, count: strlen(argument)).map { UInt8(bitPattern: $0) })
+            return UnsafeBufferPointer(start: argument, count: strlen(argument)).map { UInt8(bitPattern: $0) }
         })
     }
 
