@@ -352,6 +352,28 @@ struct ServerTests {
         await server.stop()
     }
 
+    /// A client whose server dies under it (`kill -9` while its command runs) says the server
+    /// stopped or crashed, where to look, and that what the server took may run again: the
+    /// message ended at "closed the connection before answering".
+    @Test(.timeLimit(.minutes(2)))
+    func aClientWhoseServerDiesSaysWhatToDoNext() async throws {
+        let server = try await Server()
+        defer { server.work.remove() }
+        async let sent = cmdbus(
+            ["run", "fixture.sleep", #"{"milliseconds": 60000}"#, "--connect", server.socket], directory: server.work.url
+        )
+        let running = await waitUntil(.seconds(60)) {
+            let status = try? await cmdbus(["status", "--connect", server.socket, "--json"], directory: server.work.url)
+            return status.flatMap { try? jsonObject($0.stdout)["inFlight"] as? Int } == 1
+        }
+        #expect(running, "the command never ran")
+        server.process.send(SIGKILL)
+        let result = try await sent
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr == "cmdbus: error: the server at \(server.socket) closed the connection before answering: it stopped or crashed "
+            + "(its log says which); what it took may still run when it starts again with its journal ('cmdbus journal list' tells)\n", "\(result.stderr)")
+    }
+
     /// A batch on a server that answers nothing gives up once the server does not answer a
     /// `status` either (it waited forever, sends and posts alike), and one whose commands outlast
     /// the ten seconds still waits for them while the server answers.
