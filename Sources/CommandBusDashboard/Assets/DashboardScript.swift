@@ -322,6 +322,9 @@ extension DashboardAssets {
           const refresh = throttle(() => route(), 1500);
           view.onTick = tick => { if (open && tick.endedCount) refresh(); else if (tick.ended.some(e => e.id === r.id)) refresh(); };
         }
+        // Compact JSON with a place to break after each comma (a <wbr>, which copies as nothing),
+        // so a long payload wraps between its members, not inside a name or a number.
+        function breakable(text) { return text.split(',').flatMap((part, i) => i ? [',', h('wbr', {}), part] : [part]); }
         function timeline(r, events) {
           const items = [];
           const t = x => new Date(x).toLocaleTimeString(undefined, { hour12: false }) + '.' + String(new Date(x).getMilliseconds()).padStart(3, '0');
@@ -330,7 +333,7 @@ extension DashboardAssets {
             if (e.kind === 'state') what = [badge(e.to), ' from ', e.from];
             else if (e.kind === 'progress') what = `${e.completed} of ${e.total} subcommands`;
             else if (e.kind === 'log') what = h('span', { class: 'log-' + e.level }, `[${e.level}] ${e.message}`);
-            else if (e.kind === 'emitted') what = [h('span', { class: 'mono' }, e.name), ' ', h('span', { class: 'muted mono' }, JSON.stringify(e.payload))];
+            else if (e.kind === 'emitted') what = [h('span', { class: 'mono' }, e.name), ' ', h('span', { class: 'muted mono' }, breakable(JSON.stringify(e.payload)))];
             // Taken by the bus, pending: sent by its parent, for a subcommand (its kind alone said "accepted" twice).
             else if (e.kind === 'accepted') what = [badge('pending'), e.parentId ? [' sent by ', link('#/command/' + e.parentId, short(e.parentId), 'mono')] : null];
             else what = e.kind;

@@ -134,11 +134,14 @@ struct DashboardTests {
             evals: [
                 "[...document.querySelectorAll('.waterfall a text')].map(t => t.textContent).join('|')",
                 "[...document.querySelectorAll('.timeline li')[0].children].slice(1).map(c => c.textContent).join('|')",
+                "(li => li.children[2].textContent + '|' + li.querySelectorAll('wbr').length)([...document.querySelectorAll('.timeline li')].find(li => li.children[1].textContent === 'emitted'))",
             ]
         )
         #expect(tree.results.first as? String == "greet-all|└ greet|└ greet")
         // Its acceptance says what it left the command as, where it said "accepted" twice.
         #expect(tree.results.dropFirst().first as? String == "accepted|pending", "\(tree.results)")
+        // An emitted payload may wrap between its members (a <wbr> after each comma), and reads as its JSON.
+        #expect(tree.results.dropFirst(2).first as? String == #"greeted {"done":1,"name":"Ada","total":2}|2"#, "\(tree.results)")
         let dead = try await Self.browse(
             server.url + "/#/dead", waitFor: "document.querySelector('main table')", shot: "dead-letters.png",
             evals: ["document.querySelector('main table tbody').textContent"]
