@@ -23,6 +23,17 @@ package struct HTTPRequestParser: Sendable {
     /// Parses the request at the start of `buffer`. Its head's lines end in CRLF, or in a bare
     /// LF, which RFC 9112 lets a server accept (as `printf 'GET / HTTP/1.1\n\n' | nc` sends).
     package func parse(_ buffer: [UInt8]) -> Outcome {
+        // Empty lines before the request line are skipped, as RFC 9112 asks of a server (a client
+        // may end a body with a CRLF it does not count).
+        if let first = buffer.first, first == 13 || first == 10 {
+            let skipped = buffer.prefix { $0 == 13 || $0 == 10 }.count
+            guard skipped <= limits.maxHeadBytes else { return .refused(status: 400, reason: "more empty lines before the request line than a head may hold") }
+            guard skipped < buffer.count else { return .needMore }
+            switch parse(Array(buffer[skipped...])) {
+            case .request(let request, let consumed): return .request(request, consumed: skipped + consumed)
+            case let other: return other
+            }
+        }
         guard let (headEnd, bodyStart) = Self.endOfHead(in: buffer, limit: limits.maxHeadBytes + 4) else {
             if buffer.count > limits.maxHeadBytes {
                 return .refused(status: 431, reason: "request head is longer than \(limits.maxHeadBytes) bytes")

@@ -45,6 +45,21 @@ struct HTTPServerTests {
         #expect(refusal("GET / HTTP/1.1\nX: a\rb\n\n") == 400)
     }
 
+    /// Empty lines before a request line are skipped, as RFC 9112 asks of a server (a client may
+    /// end a POST's body with a CRLF it does not count, before its next request on the connection):
+    /// the request after them was refused as a malformed request line.
+    @Test func emptyLinesBeforeARequestAreSkipped() throws {
+        for text in ["\r\nGET /metrics HTTP/1.1\r\nHost: h\r\n\r\n", "\n\r\n\nGET /metrics HTTP/1.1\nHost: h\n\n"] {
+            guard case .request(let request, let consumed) = parse(text) else {
+                Issue.record("not parsed: \(text.debugDescription)")
+                continue
+            }
+            #expect(request.path == "/metrics" && consumed == text.utf8.count, "\(text.debugDescription)")
+        }
+        guard case .needMore = parse("\r\n\r\n") else { Issue.record("empty lines alone were not needMore"); return }
+        #expect(refusal(String(repeating: "\r\n", count: 9_000) + "GET / HTTP/1.1\r\n\r\n") == 400)
+    }
+
     @Test func waitsForTheRestOfAPartialRequest() {
         guard case .needMore = parse("GET / HTTP/1.1\r\nHost: h\r\n") else { Issue.record("a partial head was not needMore"); return }
         guard case .needMore = parse("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc") else { Issue.record("a partial body was not needMore"); return }
