@@ -266,11 +266,8 @@ struct JSONParser {
     /// Refuses the string from `start` to its closing quote, just read, naming its first byte
     /// that is not UTF-8. Escapes are ASCII, so the bytes as written hold the fault.
     private mutating func invalidUTF8(from start: Int) -> String? {
-        var parser = Unicode.UTF8.ForwardParser()
-        var bytes = UnsafeBufferPointer(rebasing: self.bytes[start..<(position - 1)]).makeIterator()
-        var offset = start
-        while case .valid(let scalar) = parser.parseScalar(from: &bytes) { offset += scalar.count }
-        problem = .invalidUTF8(at: offset)
+        let string = UnsafeBufferPointer(rebasing: bytes[start..<(position - 1)])
+        problem = .invalidUTF8(at: start + (Unicode.UTF8.firstInvalidOffset(in: string) ?? string.count))
         return nil
     }
 
@@ -385,5 +382,22 @@ private struct MemberList: MemberSink {
             guard keys!.insert(key).inserted else { return }
         }
         members.append((key, value))
+    }
+}
+
+extension Unicode.UTF8 {
+    /// Where in `bytes`, from 0, the first byte that is not part of whole UTF-8 lies; `nil` if
+    /// every byte is: for an error that names the byte (a JSON string's, a command-line argument's).
+    package static func firstInvalidOffset(in bytes: some Sequence<UInt8>) -> Int? {
+        var parser = ForwardParser()
+        var iterator = bytes.makeIterator()
+        var offset = 0
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid(let scalar): offset += scalar.count
+            case .emptyInput: return nil
+            case .error: return offset
+            }
+        }
     }
 }

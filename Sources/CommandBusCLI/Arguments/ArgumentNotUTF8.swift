@@ -1,3 +1,4 @@
+import CommandBus
 import CommandBusHost
 import Glibc
 
@@ -25,16 +26,7 @@ public struct ArgumentNotUTF8: Sendable, Equatable {
     /// The first of `arguments` (each its bytes, after the program name) that is not UTF-8, if any.
     static func first(in arguments: [[UInt8]]) -> ArgumentNotUTF8? {
         for (index, bytes) in arguments.enumerated() {
-            var parser = Unicode.UTF8.ForwardParser()
-            var iterator = bytes.makeIterator()
-            var offset = 0
-            scalars: while true {
-                switch parser.parseScalar(from: &iterator) {
-                case .valid(let scalar): offset += scalar.count
-                case .emptyInput: break scalars
-                case .error: return ArgumentNotUTF8(index: index + 1, byteOffset: offset, byte: bytes[offset])
-                }
-            }
+            if let offset = Unicode.UTF8.firstInvalidOffset(in: bytes) { return ArgumentNotUTF8(index: index + 1, byteOffset: offset, byte: bytes[offset]) }
         }
         return nil
     }
