@@ -1,3 +1,4 @@
+import CommandBusSupport
 import Glibc
 
 /// The process at the other end of a Unix socket, as the kernel knows it (`SO_PEERCRED`): for a
@@ -19,12 +20,8 @@ package struct PeerProcess: Sendable, Equatable, CustomStringConvertible {
     }
 
     private static func name(of pid: Int32) -> String? {
-        guard let file = fopen("/proc/\(pid)/comm", "r") else { return nil }
-        defer { fclose(file) }
-        var buffer = [CChar](repeating: 0, count: 64)
-        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
-        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return text.hasSuffix("\n") ? String(text.dropLast()) : text
+        guard let bytes = FileSystem.readPrefix(of: "/proc/\(pid)/comm", count: 64), !bytes.isEmpty else { return nil }
+        return String(decoding: bytes.last == 0x0A ? bytes.dropLast() : bytes[...], as: UTF8.self)
     }
 
     /// `pid 1234 (python3)`, or `pid 1234` once it has gone.
