@@ -204,6 +204,7 @@ extension BusCommand {
         }
         let skipped = entry["skipped"]?.text ?? "0"
         line += "; posted \(entry["fired"]?.text ?? "0")" + (skipped == "0" ? "" : ", skipped \(skipped)")
-        return line + (handled.map { $0.contains(command) } == false ? "; no live host handles it" : "")
+        if let handled, !handled.contains(command) { line += "; no live host handles it" }
+        return line
     }
 }
