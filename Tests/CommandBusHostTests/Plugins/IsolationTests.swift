@@ -400,14 +400,8 @@ struct IsolationTests {
     /// command now gets its own result, and the misuse is reported once, naming the plugin.
     @Test(arguments: [false, true])
     func aStaleCallHandleNeverAnswersAnotherCall(isolated: Bool) async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try await compileFixture("stale_handle", into: directory)
-        let input = directory.file("batch.ndjson")
-        try (1...4).map { #"{"command":"stale.echo","payload":{"n":\#($0)}}"# }.joined(separator: "\n")
-            .write(to: input, atomically: true, encoding: .utf8)
-        let result = try await cmdbus(
-            ["batch", input.path, "-c", "1", "--no-journal", "--plugins", directory.path] + (isolated ? ["--isolate"] : [])
+        let result = try await batch(
+            (1...4).map { #"{"command":"stale.echo","payload":{"n":\#($0)}}"# }, through: "stale_handle", isolated: isolated, options: ["-c", "1"]
         )
         #expect(result.status == 0, "\(result.stderr)")
         let outcomes = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
@@ -427,15 +421,8 @@ struct IsolationTests {
     /// payload is not JSON reaches its readers as null, as before, now with a warning once per plugin.
     @Test(arguments: [false, true])
     func aResultThatIsNotJSONFailsItsCommandNamingThePlugin(isolated: Bool) async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try await compileFixture("bad_result", into: directory)
-        let input = directory.file("batch.ndjson")
-        try ["result.text", "result.bytes", "result.empty", "result.json", "event.text", "event.text"].map { #"{"command":"\#($0)","payload":{}}"# }.joined(separator: "\n")
-            .write(to: input, atomically: true, encoding: .utf8)
-        let result = try await cmdbus(
-            ["batch", input.path, "--no-journal", "--plugins", directory.path] + (isolated ? ["--isolate"] : [])
-        )
+        let commands = ["result.text", "result.bytes", "result.empty", "result.json", "event.text", "event.text"]
+        let result = try await batch(commands.map { #"{"command":"\#($0)","payload":{}}"# }, through: "bad_result", isolated: isolated)
         #expect(result.status == 1, "\(result.stderr)")
         // Two commands emit the odd event, one warning says so.
         let outcomes = try Dictionary(result.stdout.split(separator: "\n").map { line in
@@ -460,6 +447,17 @@ struct IsolationTests {
             "cmdbus: plugin warning: plugin 'bad-result' (bad_result.so) emitted 'odd' with a payload that is not JSON (unexpected 'n' at line 1, column 1); "
                 + "the event carries null (this is reported once per plugin; an event's payload is JSON, {} for none, so the plugin needs fixing)",
         ], "\(result.stderr)")
+    }
+
+    /// Runs `lines` with `cmdbus batch --no-journal` (and `options`) against the C fixture `fixture`
+    /// alone, compiled into a directory of its own, in process or isolated.
+    private func batch(_ lines: [String], through fixture: String, isolated: Bool, options: [String] = []) async throws -> ProcessResult {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await compileFixture(fixture, into: directory)
+        let input = directory.file("batch.ndjson")
+        try lines.joined(separator: "\n").write(to: input, atomically: true, encoding: .utf8)
+        return try await cmdbus(["batch", input.path] + options + ["--no-journal", "--plugins", directory.path] + (isolated ? ["--isolate"] : []))
     }
 
     @Test(.timeLimit(.minutes(2)))
