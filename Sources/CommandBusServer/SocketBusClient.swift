@@ -246,8 +246,11 @@ package final class ServerConnection: @unchecked Sendable {
         do {
             descriptor = try UnixSocket.connect(to: socket)
         } catch {
-            let message = if case .failed(let text) = error { text } else { "cannot connect to \(socket)" }
-            throw HostFailure(.serverUnreachable, "\(message) (is 'cmdbus serve' running?)")
+            switch error {
+            case .failed(let text): throw HostFailure(.serverUnreachable, "\(text) (is 'cmdbus serve' running?)")
+            case .badPath(let text): throw HostFailure(.serverUnreachable, text)
+            case .inUse: throw HostFailure(.serverUnreachable, "cannot connect to \(socket) (is 'cmdbus serve' running?)")
+            }
         }
         reader = LineSocketReader(descriptor: descriptor, limit: 1 << 30)
         self.socket = socket

@@ -83,17 +83,21 @@ struct ArgumentSpec: Sendable {
                 throw .usage("unknown option \(quoted(key)) for 'cmdbus \(command)'; \(hint)see 'cmdbus \(command) --help'")
             }
             if option.takesValue {
+                let value: String
                 if let inlineValue {
-                    parsed.values[option.name, default: []].append(inlineValue)
+                    value = inlineValue
                 } else if index < arguments.count, !arguments[index].hasPrefix("--") {
-                    parsed.values[option.name, default: []].append(arguments[index])
+                    value = arguments[index]
                     index += 1
                 } else {
                     throw .usage("option \(quoted(key)) of 'cmdbus \(command)' needs a value")
                 }
+                try refuseEmpty(value, of: option, writtenAs: key)
+                parsed.values[option.name, default: []].append(value)
             } else {
                 if let inlineValue {
                     guard option.inlineValueAllowed else { throw .usage("option \(quoted(key)) of 'cmdbus \(command)' takes no value") }
+                    try refuseEmpty(inlineValue, of: option, writtenAs: key)
                     parsed.values[option.name, default: []].append(inlineValue)
                 } else if option.inlineValueAllowed, index < arguments.count, Self.looksLikePath(arguments[index]) {
                     parsed.values[option.name, default: []].append(arguments[index])
@@ -110,6 +114,14 @@ struct ArgumentSpec: Sendable {
             }
         }
         return parsed
+    }
+
+    /// An empty value names nothing (an empty path, an empty name), and would be taken as one
+    /// silently, so it is refused; an option left out takes its default.
+    private func refuseEmpty(_ value: String, of option: Option, writtenAs key: String) throws(HostFailure) {
+        guard value.isEmpty else { return }
+        let wanted = option.valueName ?? "PATH"
+        throw .usage("option \(quoted(key)) of 'cmdbus \(command)' was given an empty value; give it a \(wanted), or leave the option out")
     }
 
     private func find(_ key: String) -> Option? {

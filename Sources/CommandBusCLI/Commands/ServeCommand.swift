@@ -95,6 +95,7 @@ enum ServeCommand {
             switch error {
             case .inUse(let message): throw HostFailure(.socketInUse, message)
             case .failed(let message): throw HostFailure(.socketFailed, message)
+            case .badPath(let message): throw .usage(message)
             }
         }
         listening.withLock { $0 = socket }

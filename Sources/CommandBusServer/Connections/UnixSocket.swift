@@ -14,12 +14,14 @@ package struct UnixSocket {
         /// A live server already answers on the path.
         case inUse(String)
         case failed(String)
+        /// The path cannot be a socket's address at all (empty, or too long).
+        case badPath(String)
     }
 
     /// Binds and listens on `path`. A socket file nobody answers on is a dead server's and is
     /// replaced; anything else at the path (a file, a directory, a link) is left alone and refused.
     package static func listen(at path: String) throws(Failure) -> UnixSocket {
-        guard path.utf8.count < 100 else { throw .failed("socket path \(path) is too long (at most 99 bytes)") }
+        if let fault = fault(in: path) { throw .badPath("cannot listen on \(fault); give --socket a path of 1 to 99 bytes") }
         if let there = FileSystem.status(of: path, followingLinks: false) {
             guard mode_t(there.mode) & S_IFMT == S_IFSOCK else {
                 throw .failed("cannot listen on \(path): it is \(describe(mode_t(there.mode))), not a socket, and is left as it is; give --socket a path that is free (or holds a socket a stopped server left)")
@@ -62,7 +64,9 @@ package struct UnixSocket {
 
     /// Connects to the server at `path`.
     package static func connect(to path: String) throws(Failure) -> Int32 {
+        if let fault = fault(in: path) { throw .badPath("cannot connect to \(fault), so no server listens there; give the path the server's --socket names") }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw .failed("cannot create a socket: \(String(cString: strerror(errno)))") }
         var address = Self.address(path)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -82,6 +86,14 @@ package struct UnixSocket {
         Glibc.close(descriptor)
         guard let file, let now = FileSystem.status(of: path, followingLinks: false), now.device == file.device, now.inode == file.inode else { return }
         unlink(path)
+    }
+
+    /// What makes `path` unfit for a socket's address, where it is: empty (which Linux would take
+    /// as a nameless abstract socket), or longer than an address holds (which would cut it short).
+    private static func fault(in path: String) -> String? {
+        if path.isEmpty { return "an empty socket path" }
+        if path.utf8.count >= 100 { return "\(path): a socket path is at most 99 bytes, and this one is \(path.utf8.count)" }
+        return nil
     }
 
     private static func address(_ path: String) -> sockaddr_un {

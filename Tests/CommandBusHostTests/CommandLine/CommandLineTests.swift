@@ -187,6 +187,14 @@ struct CommandLineTests {
         (["serve", "--log-format=xml"], 64, "--log-format takes text or json, got 'xml'"),
         (["journal", "tree", "1", "--format", "svg"], 64, "--format takes text, mermaid or dot, got 'svg'"),
         (["frobnicate"], 64, "unknown subcommand 'frobnicate'"),
+        // Found by hand: an empty path was taken as one. `--journal ''` kept SQLite's private
+        // temporary journal, `--socket ''` served on a nameless abstract socket.
+        (["serve", "--socket", ""], 64, "option '--socket' of 'cmdbus serve' was given an empty value; give it a PATH, or leave the option out"),
+        (["run", "greet", "--journal="], 64, "option '--journal' of 'cmdbus run' was given an empty value; give it a PATH, or leave the option out"),
+        (["run", "greet", "--connect="], 64, "option '--connect' of 'cmdbus run' was given an empty value; give it a PATH, or leave the option out"),
+        (["run", "greet", "-p", ""], 64, "option '-p' of 'cmdbus run' was given an empty value; give it a KEY=VALUE, or leave the option out"),
+        (["serve", "--socket", "/tmp/" + String(repeating: "s", count: 100)], 64, "a socket path is at most 99 bytes, and this one is 105; give --socket a path of 1 to 99 bytes"),
+        (["run", "greet", "--connect=/tmp/" + String(repeating: "s", count: 100)], 1, "a socket path is at most 99 bytes, and this one is 105, so no server listens there; give the path the server's --socket names"),
         // Found by the argument fuzzer: user text with a newline must not break the one-line rule.
         (["run", "greet", "--bo\ngus"], 64, "unknown option '--bo\\ngus'"),
         (["run", "gr\neet"], 69, "no handler for command 'gr eet'"),
