@@ -185,7 +185,7 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
             return
         }
         guard version == schemaVersion else {
-            throw .journalFailed(path, "has journal schema version \(version); this cmdbus reads version \(schemaVersion)")
+            throw .journalFailed(path, "has journal schema version \(version), newer than this cmdbus reads (\(schemaVersion)); it was left untouched: open it with the newer cmdbus that wrote it, or upgrade this one")
         }
     }
 

@@ -163,7 +163,7 @@ struct JournalReliabilityTests {
         #expect(try await setup.entries(command: "counter.add").count == 600)
     }
 
-    @Test(arguments: ["text", "truncated", "corrupt", "corruptPages", "foreign"])
+    @Test(arguments: ["text", "truncated", "corrupt", "corruptPages", "foreign", "newer"])
     func aDamagedJournalIsRefusedAndLeftUntouched(kind: String) async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
@@ -179,6 +179,11 @@ struct JournalReliabilityTests {
         case "truncated": bytes = bytes.prefix(bytes.count / 2)
         case "corrupt": bytes.replaceSubrange(0..<100, with: Data(repeating: 0x5A, count: 100))
         case "corruptPages": bytes.replaceSubrange(4096..<bytes.count, with: Data(repeating: 0xA5, count: bytes.count - 4096))
+        case "newer":
+            // A journal a later cmdbus wrote: its schema version is past the one this one reads.
+            let made = try await runProcess("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA user_version = 99'); c.close()", path])
+            try #require(made.status == 0, "\(made.stderr)")
+            bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         default:
             let made = try await runProcess("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()", path + ".foreign"])
             try #require(made.status == 0, "\(made.stderr)")
@@ -192,7 +197,10 @@ struct JournalReliabilityTests {
         #expect(result.stderr.contains("journal \(path)") && result.stderr.contains("left untouched"), "stderr: \(result.stderr)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "the damaged journal was written to")
         // A short text file is some other file, not a journal cut short (it was called truncated).
-        let reason = ["text": "is not an SQLite database", "truncated": "is truncated"][kind]
+        let reason = [
+            "text": "is not an SQLite database", "truncated": "is truncated",
+            "newer": "has journal schema version 99, newer than this cmdbus reads (\(SQLiteJournal.schemaVersion)); it was left untouched: open it with the newer cmdbus",
+        ][kind]
         if let reason { #expect(result.stderr.contains(reason), "stderr: \(result.stderr)") }
     }
 
