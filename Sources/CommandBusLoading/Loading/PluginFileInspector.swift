@@ -25,6 +25,7 @@ package enum PluginFileInspector {
                 ? "its name is not UTF-8 text (shown with U+FFFD where it is not), so cmdbus cannot open it by name; rename the file"
                 : "no such file")
         case .danglingSymlink(let target): throw .init("dangling symlink to '\(target)'")
+        case .symlinkLoop(let target): throw .init("symlink to '\(target)' that leads back to itself")
         case .directory: throw .init("is a directory, not a shared library")
         case .other: throw .init("is a FIFO, socket or device, not a shared library")
         case .regularFile(let fileSize): size = fileSize

@@ -229,6 +229,7 @@ public struct PluginLoader: Sendable {
         switch FileSystem.kind(of: directory) {
         case .directory: break
         case .missing, .danglingSymlink: throw .init(missingDirectory)
+        case .symlinkLoop(let target): throw .init("plugin directory is a symlink to '\(target)' that leads back to itself")
         default: throw .init("plugin directory is not a directory")
         }
         guard let names = FileSystem.entries(of: directory) else { throw .init("plugin directory cannot be read") }

@@ -13,6 +13,7 @@ package enum JournalFileCheck {
         switch FileSystem.kind(of: path) {
         case .missing: return false
         case .danglingSymlink(let target): throw .journalFailed(path, "is a dangling symlink to '\(target)'")
+        case .symlinkLoop(let target): throw .journalFailed(path, "is a symlink to '\(target)' that leads back to itself; point it at the journal file")
         case .directory: throw .journalFailed(path, "is a directory, not a journal file")
         case .other: throw .journalFailed(path, "is a FIFO, socket or device, not a journal file")
         case .regularFile(let fileSize): size = fileSize

@@ -5,6 +5,8 @@ package enum FileSystem {
     /// What a path names, following symlinks.
     package enum Kind: Equatable {
         case missing, danglingSymlink(target: String), directory, regularFile(size: Int), other
+        /// A symlink that leads back to itself, through `target` (too many links to follow).
+        case symlinkLoop(target: String)
     }
 
     package static func kind(of path: String) -> Kind {
@@ -16,9 +18,11 @@ package enum FileSystem {
             default: return .other
             }
         }
+        let loops = errno == ELOOP
         var linkInfo = stat()
         if lstat(path, &linkInfo) == 0, linkInfo.st_mode & S_IFMT == S_IFLNK {
-            return .danglingSymlink(target: linkTarget(path) ?? "?")
+            let target = linkTarget(path) ?? "?"
+            return loops ? .symlinkLoop(target: target) : .danglingSymlink(target: target)
         }
         return .missing
     }

@@ -5,7 +5,7 @@ enum BadPluginFile: String, CaseIterable, Sendable {
     case textFile, emptyFile, randomBytes, truncatedPlugin, sharedLibraryNotAPlugin, systemLibrary
     case entryReturnsNull, otherABIEntryPoint, otherABIInDescriptor, missingName, directory, danglingSymlink
     case controlCharactersInAName, spaceInAName, overlongName, duplicateCommand, noInit, hugeStructSize, tooManyCommands
-    case fileNameNotUTF8
+    case fileNameNotUTF8, symlinkLoop
 
     /// Creates the bad file in `directory`; returns its path and a phrase its skip reason must contain.
     func create(in directory: TemporaryDirectory) async throws -> (path: String, reason: String) {
@@ -80,6 +80,11 @@ enum BadPluginFile: String, CaseIterable, Sendable {
             let url = directory.file("dangling.so")
             try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "/nonexistent/plugin.so")
             return (url.path, "dangling symlink")
+        case .symlinkLoop:
+            // Found by hand: a link to itself was called dangling.
+            let url = directory.file("loop.so")
+            try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "loop.so")
+            return (url.path, "symlink to 'loop.so' that leads back to itself")
         }
     }
 
