@@ -32,7 +32,8 @@ build sdk-decoder CommandBusPlugin $sdk "$repo/Tests/Fuzz/SDKDecoderFuzz.swift"
 log "building the CommandBus module for the CLI target"
 swiftc "${flags[@]}" -module-name CommandBus -emit-module -emit-module-path "$out/CommandBus.swiftmodule" \
     -emit-library -static $core -o "$out/libCommandBus.a"
-# The CLI's parser imports CommandBusSupport and, from CommandBusHost, only HostFailure: build those two as modules.
+# The CLI's parser and the server's request import CommandBusSupport and, from CommandBusHost, only
+# HostFailure and the command-name check: build those two as modules.
 library() {  # library MODULE SOURCES...
     local module="$1"; shift
     log "building the $module module for the CLI target"
@@ -40,13 +41,13 @@ library() {  # library MODULE SOURCES...
         -emit-library -static "$@" -o "$out/lib$module.a"
 }
 library CommandBusSupport $support
-library CommandBusHost "$repo/Sources/CommandBusHost/Session/HostFailure.swift"
+library CommandBusHost "$repo/Sources/CommandBusHost/Session/HostFailure.swift" "$repo/Sources/CommandBusHost/CommandNameProblem.swift"
 build arguments CommandBusCLI -I "$out" -L "$out" -lCommandBusHost -lCommandBusSupport -lCommandBus \
     "${cli[@]}" "$repo/Tests/Fuzz/ArgumentsFuzz.swift"
 
 build http-request CommandBusHTTP "$repo/Sources/CommandBusHTTP/HTTPRequestParser.swift" "$repo/Sources/CommandBusHTTP/HTTPRequest.swift" \
     "$repo/Sources/CommandBusHTTP/HTTPLimits.swift" "$repo/Tests/Fuzz/HTTPRequestFuzz.swift"
-build server-request CommandBusServer -I "$out" -L "$out" -lCommandBusSupport -lCommandBus \
+build server-request CommandBusServer -I "$out" -L "$out" -lCommandBusHost -lCommandBusSupport -lCommandBus \
     "$repo/Sources/CommandBusServer/Connections/ServerRequest.swift" "$repo/Tests/Fuzz/ServerRequestFuzz.swift"
 
 for target in dynamic-path sdk-decoder arguments http-request server-request; do

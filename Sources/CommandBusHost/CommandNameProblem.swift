@@ -1,8 +1,33 @@
 import CommandBusSupport
 
-/// Why `name`, typed by a person as a command name (`cmdbus bus pause`, the dashboard's queue
-/// buttons), cannot be one: it is empty or holds a control character. `nil` when it can be.
+/// Why `name`, given as a command's name (`cmdbus run`, a request on the socket, a batch line,
+/// `cmdbus bus pause`, the dashboard's queue buttons), cannot be one, as a clause that begins
+/// "it": empty, longer than ``longestCommandName``, or not one printable word. No plugin can
+/// declare such a name, so a command of it could only be journaled as failed. `nil` when it can be.
+package func commandNameFault(_ name: String) -> String? {
+    if name.isEmpty { return "it is empty" }
+    let length = name.utf8.count
+    if length > longestCommandName { return "it is \(length) bytes long, and a command's name is at most \(longestCommandName)" }
+    // Printable ASCII, nearly every name, needs no look at Unicode properties (a send pays this).
+    if name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) { return nil }
+    if let control = name.unicodeScalars.first(where: isUnprintable) {
+        return "it holds a control character (U+\(String(control.value, radix: 16, uppercase: true))); a command's name is printable"
+    }
+    if name.contains(where: \.isWhitespace) { return "it holds whitespace; a command's name is one word" }
+    return nil
+}
+
+/// ``commandNameFault(_:)`` as a sentence that names `name`: `'' is not a command name: it is empty`.
 package func commandNameProblem(_ name: String) -> String? {
-    guard name.isEmpty || name.unicodeScalars.contains(where: { $0.value < 0x20 }) else { return nil }
-    return "\(quoted(name)) is not a command name: it is empty or holds a control character"
+    // A long name is shown by its start: its length is the fault, and said.
+    let shown = name.utf8.count <= longestCommandName ? quoted(name) : quoted(name.prefix(64)) + "…"
+    return commandNameFault(name).map { "\(shown) is not a command name: \($0)" }
+}
+
+/// Control characters, and the invisible ones a plugin's descriptor may not hold either.
+private func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar.properties.generalCategory {
+    case .control, .format, .lineSeparator, .paragraphSeparator: true
+    default: false
+    }
 }

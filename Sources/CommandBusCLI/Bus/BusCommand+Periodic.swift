@@ -89,8 +89,12 @@ extension BusCommand {
         guard operands.count <= 2 else {
             throw .usage("'cmdbus bus periodic' takes a command and at most one JSON payload; got \(operands.count - 1) payloads (quote the payload whole)")
         }
+        if let problem = commandNameProblem(command) { throw .usage(problem) }
+        // An entry's own name is shown and typed, not claimed: a space is fine, a control character is not.
         let name = arguments.value("as") ?? command
-        for problem in [commandNameProblem(command), commandNameProblem(name)].compactMap({ $0 }) { throw .usage(problem) }
+        if let control = name.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+            throw .usage("--as \(quoted(name)) holds a control character (U+\(String(control.value, radix: 16, uppercase: true))); name the entry in printable characters")
+        }
         let recurrence: BusPeriodic.Recurrence
         switch (arguments.value("every"), arguments.value("cron")) {
         case (.some, .some):

@@ -85,6 +85,10 @@ enum BatchCommand {
                         + (syntax.map { ": it is not JSON (\($0))" } ?? ""))
                     continue
                 }
+                if let fault = commandNameFault(line.command) {
+                    refuse("line \(number): its \"command\" is not a command name: \(fault)", command: line.command)
+                    continue
+                }
                 if let problem = QueueOptions.problem(priority: line.priority, maxAttempts: line.maxAttempts, onTheBus: connection.bus != nil) {
                     refuse("line \(number): \(problem)", command: line.command)
                     continue

@@ -27,6 +27,7 @@ enum CanCommand {
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         guard let command = arguments.positionals.first else { throw .usage("'cmdbus can' needs a command name; see 'cmdbus can --help'") }
+        if let problem = commandNameProblem(command) { throw .usage(problem + "; 'cmdbus plugins' lists the commands") }
         guard arguments.positionals.count <= 2 else { throw .usage("'cmdbus can' takes a command and at most one JSON payload") }
         let payload = try PayloadBuilder.build(
             command: command, operand: arguments.positionals.dropFirst().first, pairs: arguments.all("param"),

@@ -43,7 +43,7 @@ enum RunCommand {
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         guard let command = arguments.positionals.first else { throw .usage("'cmdbus run' needs a command name; see 'cmdbus run --help'") }
-        guard !command.isEmpty else { throw .usage("'cmdbus run' got an empty command name; 'cmdbus plugins' lists the commands") }
+        if let problem = commandNameProblem(command) { throw .usage(problem + "; 'cmdbus plugins' lists the commands") }
         guard arguments.positionals.count <= 2 else {
             throw .usage("'cmdbus run' takes a command and at most one JSON payload; got \(arguments.positionals.count - 1) payloads")
         }

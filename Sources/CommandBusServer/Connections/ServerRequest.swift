@@ -1,5 +1,6 @@
 import CommandBusSupport
 import CommandBus
+import CommandBusHost
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -72,9 +73,9 @@ struct ServerRequest {
             case "op": guard let text = value.stringValue else { throw wrong(key, "a string", value) }; op = text
             case "command":
                 guard let text = value.stringValue else { throw wrong(key, "a string (the command's name)", value) }
-                // No plugin can handle a longer name; it would be journaled and echoed whole.
-                guard text.utf8.count <= longestCommandName else {
-                    throw refusal("request field 'command' is \(text.utf8.count) bytes long; a command's name is at most \(longestCommandName)")
+                // No plugin can declare such a name (a longer one would be journaled and echoed whole).
+                if let fault = commandNameFault(text) {
+                    throw refusal("request field 'command' is not a command name: \(fault); the 'plugins' op lists the commands")
                 }
                 command = text
             case "payload": payload = value

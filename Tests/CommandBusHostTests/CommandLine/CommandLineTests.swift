@@ -169,7 +169,11 @@ struct CommandLineTests {
         (["run", "greet", "-p", "=x"], 64, "-p takes key=value, got '=x', which has no key; name the field before the '='"),
         (["run", "greet", "-m", "=x"], 64, "--meta takes key=value, got '=x', which has no key; name the key before the '='"),
         (["run", "greet", "-m", "trace"], 64, "--meta takes key=value, got 'trace'; write it as one argument: --meta trace=VALUE"),
-        (["run", "", "{}"], 64, "'cmdbus run' got an empty command name; 'cmdbus plugins' lists the commands"),
+        (["run", "", "{}"], 64, "'' is not a command name: it is empty; 'cmdbus plugins' lists the commands"),
+        // Found by hand: names no plugin can declare were journaled as failed commands (and `can` answered no).
+        (["run", "greet "], 64, "'greet ' is not a command name: it holds whitespace; a command's name is one word; 'cmdbus plugins' lists the commands"),
+        (["can", "x\u{7F}"], 64, "is not a command name: it holds a control character (U+7F); a command's name is printable;"),
+        (["run", String(repeating: "x", count: 256)], 64, "is not a command name: it is 256 bytes long, and a command's name is at most 255;"),
         (["run", "greet", "-p", "name=Ada", "-p", "name=Grace"], 64, "-p sets 'name' twice ('Ada', then 'Grace'); give each field once, or a JSON array as its value"),
         (["run", "greet", "--timeout", "soon"], 64, "--timeout takes a positive number of seconds"),
         (["run", "greet", "--timeout", "0ms"], 64, "--timeout takes a positive number of seconds (or 500ms, 5m, 2h), at most 1000000000, got '0ms'"),
@@ -197,7 +201,7 @@ struct CommandLineTests {
         (["run", "greet", "--connect=/tmp/" + String(repeating: "s", count: 100)], 1, "a socket path is at most 99 bytes, and this one is 105, so no server listens there; give the path the server's --socket names"),
         // Found by the argument fuzzer: user text with a newline must not break the one-line rule.
         (["run", "greet", "--bo\ngus"], 64, "unknown option '--bo\\ngus'"),
-        (["run", "gr\neet"], 69, "no handler for command 'gr eet'"),
+        (["run", "gr\neet"], 64, "'gr\\neet' is not a command name: it holds a control character (U+A)"),
         (["run", "greet", "-p", "name=Adalbert", "--max-payload", "8"], 65, "payload for 'greet' is 19 bytes, more than the 8-byte limit"),
     ])
     func failuresHaveTheirExitCodeAndOneLine(arguments: [String], status: Int32, message: String) async throws {

@@ -418,11 +418,13 @@ struct JournalCommandTests {
         let handle = try FileHandle(forWritingTo: input)
         try handle.seekToEnd()
         try handle.write(contentsOf: Data("\n{\"command\":\"greet\",\"payload\":{\"name\":\"Ad".utf8) + Data([0xFF]) + Data("\"}}\n".utf8))
+        // A name no plugin can declare is refused before the journal (it was journaled as failed).
+        try handle.write(contentsOf: Data("{\"command\":\"\",\"payload\":{}}\n".utf8))
         try handle.close()
         let result = try await setup.run("batch", input.path)
         #expect(result.status == 1)
         let lines = try result.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
-        #expect(lines.count == 6)
+        #expect(lines.count == 7)
         let byLine = Dictionary(uniqueKeysWithValues: lines.map { ($0["line"] as? Int ?? 0, $0) })
         #expect(byLine[1]?["state"] as? String == "succeeded")
         #expect((byLine[1]?["result"] as? [String: Any])?["greeting"] as? String == "Hello, Ada!")
@@ -434,7 +436,11 @@ struct JournalCommandTests {
         #expect((byLine[4]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
         #expect((byLine[5]?["error"] as? [String: Any])?["code"] as? String == "noHandler")
         #expect(byLine[6]?["state"] as? String == "succeeded")
-        #expect(result.stderr.contains("4 of the batch's commands did not succeed"))
+        let emptyName = (byLine[8]?["error"] as? [String: Any])?["message"] as? String
+        #expect(emptyName == "line 8: its \"command\" is not a command name: it is empty", "\(emptyName ?? "")")
+        let journaled = try await setup.run("journal", "list").stdout.split(separator: "\n")
+        #expect(journaled.count == 4, "only the lines sent are journaled: \(journaled)")
+        #expect(result.stderr.contains("5 of the batch's commands did not succeed"))
     }
 
     @Test func noJournalMeansNoFile() async throws {

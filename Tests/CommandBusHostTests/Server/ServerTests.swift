@@ -145,6 +145,7 @@ struct ServerTests {
                 '{"op": "send", "command": "greet", "payload": {"name": "Ada"}, "timeout": 0, "id": 5}',
                 '{"op": "send", "command": "greet", "payload": {"name": "\\\\ud800"}, "id": 6}',
                 json.dumps({"op": "post", "command": "x" * 100000, "id": 7}),
+                '{"op": "send", "command": "", "id": 11}', json.dumps({"op": "post", "command": "gr\\teet", "id": 12}),
                 '{"op": "forget", "path": 1, "id": 8}', '{"op": "forget", "path": "plugins/libx.so", "id": 9}',
                 # Under a millisecond is a millisecond: it was no time at all.
                 '{"op": "send", "command": "fixture.sleep", "payload": {"milliseconds": 5000}, "timeout": 0.0001, "id": 10}',
@@ -179,7 +180,9 @@ struct ServerTests {
             False usage 4 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
             False usage 5 request field 'timeout' must be more than 0 and at most 1000000000 seconds; leave it out for none
             False usage null request is not JSON (\\ud800 at line 1, column 57 is half a surrogate pair (as in \\uD83D\\uDE00), which encodes no character); send one object per line, such as {"id": 1, "op": "status"}
-            False usage 7 request field 'command' is 100000 bytes long; a command's name is at most 255
+            False usage 7 request field 'command' is not a command name: it is 100000 bytes long, and a command's name is at most 255; the 'plugins' op lists the commands
+            False usage 11 request field 'command' is not a command name: it is empty; the 'plugins' op lists the commands
+            False usage 12 request field 'command' is not a command name: it holds a control character (U+9); a command's name is printable; the 'plugins' op lists the commands
             False usage 8 request field 'path' must be a string (a plugin file's path), not a number; fix the field or leave it out
             False usage 9 forget needs "path": a plugin file's absolute path, as 'cmdbus plugins' lists it, or its name
             False timedOut 10 command 'fixture.sleep' timed out after 1 ms
