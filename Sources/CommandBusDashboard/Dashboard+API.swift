@@ -67,7 +67,7 @@ extension Dashboard {
         }
         let files = PluginFileCounts(catalog)
         return .object([
-            "uptimeSeconds": .number(uptime), "inFlight": .integer(Int64(sources.metrics.inFlight)),
+            "uptimeSeconds": .number((uptime * 1000).rounded() / 1000), "inFlight": .integer(Int64(sources.metrics.inFlight)),
             "totals": Self.totals(sources.statistics),
             "plugins": .object([
                 "loaded": .integer(Int64(files.loaded)), "quarantined": .integer(Int64(files.quarantined)),
@@ -131,10 +131,10 @@ extension Dashboard {
             "discarded": .bool(record.discardedAt != nil),
         ]
         if let started = record.startedAt, let finished = record.finishedAt {
-            fields["durationMs"] = .number(finished.timeIntervalSince(started) * 1000)
+            fields["durationMs"] = .number(roundedMilliseconds(finished.timeIntervalSince(started)))
         } else if let started = record.startedAt, record.state == .running {
             // How long it has run so far, by this host's clock (the browser's may differ).
-            fields["elapsedMs"] = .number(max(0, Date.now.timeIntervalSince(started)) * 1000)
+            fields["elapsedMs"] = .number(roundedMilliseconds(max(0, Date.now.timeIntervalSince(started))))
         }
         return .object(fields)
     }

@@ -219,7 +219,7 @@ package final class Dashboard: Sendable {
     static func json(_ ended: CommandMetrics.Ended) -> JSONValue {
         .object([
             "id": .string(ended.id.uuidString), "command": .string(ended.command), "state": .string(ended.state.rawValue),
-            "durationMs": .number(ended.seconds * 1000), "traceparent": .optional(ended.traceparent), "endedAt": .number(ended.endedAt),
+            "durationMs": .number(roundedMilliseconds(ended.seconds)), "traceparent": .optional(ended.traceparent), "endedAt": .number(ended.endedAt),
         ])
     }
 

@@ -170,13 +170,13 @@ package struct CommandTree: Sendable {
             var fields: [String: JSONValue] = [
                 "id": .string(node.record.envelope.id.uuidString), "command": .string(node.record.envelope.commandName),
                 "state": .string(node.record.state.rawValue), "attempts": .integer(Int64(node.record.attempts)),
-                "offsetMs": .number(offset(node) * 1000), "children": .array(node.children.map(object)),
+                "offsetMs": .number(roundedMilliseconds(offset(node))), "children": .array(node.children.map(object)),
             ]
             if let duration = node.duration {
-                fields["durationMs"] = .number(duration * 1000)
+                fields["durationMs"] = .number(roundedMilliseconds(duration))
             } else if !node.record.state.isTerminal {
                 // How long it has run so far, so a tree still at work is drawn to scale.
-                fields["elapsedMs"] = .number(max(0, Date.now.timeIntervalSince(node.start)) * 1000)
+                fields["elapsedMs"] = .number(roundedMilliseconds(max(0, Date.now.timeIntervalSince(node.start))))
             }
             if let message = node.record.errorMessage { fields["error"] = .string(message) }
             if let name = plugin(node.record.envelope.commandName) { fields["plugin"] = .string(name) }

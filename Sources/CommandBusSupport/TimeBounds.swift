@@ -12,3 +12,9 @@ extension Duration {
         .milliseconds(max(1, Int64(seconds * 1000)))
     }
 }
+
+/// `seconds` as milliseconds to the microsecond, as the host's JSON gives a duration: past that,
+/// a clock's or a float's noise only misleads a reader (`0.15783309936523438`).
+package func roundedMilliseconds(_ seconds: Double) -> Double {
+    (seconds * 1_000_000).rounded() / 1000
+}

@@ -82,10 +82,10 @@ package final class BusStatistics: CommandObserver {
     /// The `status` figures.
     package func summary(uptime: Duration, plugins: Int) -> JSONValue {
         state.withLock { state in
-            // To the microsecond: what a clock's noise adds past it only misleads (1.5108840000000001).
+            // Latencies are kept in milliseconds; given to the microsecond (roundedMilliseconds takes seconds).
             func percentile(_ values: [Double], _ p: Double) -> Double {
                 let sorted = values.sorted()
-                return (sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))] * 1000).rounded() / 1000
+                return roundedMilliseconds(sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))] / 1000)
             }
             let commands = state.names.mapValues { counts -> JSONValue in
                 let values = counts.latencies.elements

@@ -310,7 +310,7 @@ public struct PluginLoader: Sendable {
     }
 
     private static func milliseconds(_ duration: Duration) -> Double {
-        Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000
+        roundedMilliseconds(Double(duration.components.attoseconds) / 1e18 + Double(duration.components.seconds))
     }
 
     private static func readDescriptor(from library: SharedLibrary) throws(PluginLoadFailure) -> PluginDescriptor {
