@@ -143,7 +143,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     /// (in WAL mode a later synced commit makes it durable), and a sweep lost to a crash is redone.
     private static func sweepIfBehind(_ database: SQLiteDatabase) throws(CommandBusError) {
         let behind = try database.integer("SELECT coalesce((SELECT max(seq) FROM commands), 0) - (SELECT through FROM sweep)")
-        guard behind > sweepOnOpenThreshold else { return }
+        // Behind by less than nothing: a mark an earlier prune left past the newest (the sweep mends it).
+        guard behind > sweepOnOpenThreshold || behind < 0 else { return }
         try database.execute("PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE")
         do throws(CommandBusError) {
             try SQLiteJournalStatements.sweep(database)
@@ -264,7 +265,8 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
 
     /// Removes the trees of work that ended before `cutoff`: each root whose state is one of
     /// `rootStates` (any final state if empty) with every subcommand under it, once all of them
-    /// ended before `cutoff`. Unfinished work, and trees with a part that ended since, stay.
+    /// ended before `cutoff`. Unfinished work, trees with a part that ended since, and the newest
+    /// entry's tree (which holds the numbering) stay.
     /// A thousand trees go per transaction, so a server writing to the file waits for one at most.
     /// - Parameter dryRun: Only count what would be removed.
     /// - Returns: How many entries were removed (or would be).

@@ -61,7 +61,7 @@ extension JournalCommand {
         } else if arguments.has("json") {
             console.out(JSONValue.object(["removed": .integer(Int64(removed)), "endedBefore": .string(time)]).text)
         } else {
-            console.out("removed \(entries) that ended before \(time); unfinished work, and trees with a part that ended since, stay")
+            console.out("removed \(entries) that ended before \(time); unfinished work, trees with a part that ended since, and the newest entry's tree stay")
         }
     }
 }

@@ -32,8 +32,8 @@ package enum SQLiteJournalSchema {
     package static var versionFour: String { table(named: "commands") + versionFourIndexes + endings + "INSERT INTO sweep (through) VALUES (0);\n" }
 
     /// The commands table, as version 3 made it. `seq` is the row id without `AUTOINCREMENT`:
-    /// rows are never deleted, so the next id is always one past the largest, and an accept does
-    /// not write `sqlite_sequence`. The ending columns (`result` to `finished_at`) hold the
+    /// the newest row is never deleted (a prune keeps its tree), so the next id is always one
+    /// past every id given, and an accept does not write `sqlite_sequence`. The ending columns (`result` to `finished_at`) hold the
     /// endings of commands that ended before version 4; later ones are in `endings`.
     static func table(named name: String) -> String {
         """
@@ -149,7 +149,12 @@ package enum SQLiteJournalSchema {
     /// command against 0.7k). It reads no column of `commands`: a command accepted since
     /// version 4 keeps `pending` or `running` there (its ending is in `endings`), and recovery
     /// reads `unended` through `entries`, whose state it checks anyway.
+    ///
+    /// A mark past the newest command was left by a prune before it kept the newest tree: the
+    /// commands since may hold numbers at or below it that no sweep looked at. The first
+    /// statement starts such a journal's sweeps again from its first command.
     static let sweep = """
+        UPDATE sweep SET through = 0 WHERE through > (SELECT coalesce(max(seq), 0) FROM commands);
         INSERT OR IGNORE INTO unended (seq)
             SELECT c.seq FROM commands c LEFT JOIN endings e ON e.seq = c.seq
             WHERE c.seq > (SELECT through FROM sweep) AND e.seq IS NULL;

@@ -8,12 +8,24 @@ import Foundation
 /// Removing old entries (`cmdbus journal prune`): whole trees of work, each once its root and
 /// every subcommand under it ended before a time, a batch of trees per transaction, so a
 /// server writing to the same file waits for one batch at most.
+///
+/// The tree of the newest entry always stays. SQLite numbers a new row one past the largest
+/// there is, so removing the newest would give its number, and those below it, to the next
+/// commands: one number would name two entries over time, and the next commands would sit at or
+/// below the sweep's mark (``SQLiteJournalSchema/sweep``), where recovery does not look for
+/// new work; a command a killed process left unfinished there was never run again.
 extension SQLiteJournalStatements {
     /// The subcommands of the trees in `prune_roots`, as a condition on `commands` (or `entries`).
     /// It says `correlation_id <> id`, as the correlation index's `WHERE` does, so SQLite reads
     /// them through that partial index; a condition without it reads the whole table. The dry
     /// run's count and the prune's deletes share it, so the count is of the rows that would go.
     private static let subcommandsOfBatch = "correlation_id IN (SELECT id FROM prune_roots) AND correlation_id <> id"
+
+    /// Takes the newest entry's tree out of the batch: its root, or the root of the subcommand it is.
+    private static let keepNewestTree = """
+        DELETE FROM prune_roots WHERE id = (
+            SELECT CASE WHEN parent_id IS NULL THEN id ELSE correlation_id END FROM commands ORDER BY seq DESC LIMIT 1);
+        """
 
     /// How many entries the trees in `prune_roots` hold: the roots, and their subcommands through
     /// the correlation index (``subcommandsOfBatch``). Counted as one set, by `correlation_id IN (…)`
@@ -61,6 +73,7 @@ extension SQLiteJournalStatements {
                 """)
             keep.bind(1, cutoff.timeIntervalSince1970)
             _ = try keep.step()
+            try database.execute(Self.keepNewestTree)
             if dryRun {
                 let count = try database.integer(Self.prunedEntriesCount)
                 rollback()

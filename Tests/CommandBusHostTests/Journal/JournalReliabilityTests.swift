@@ -149,6 +149,67 @@ struct JournalReliabilityTests {
         #expect(lost.count == 0, "\(lost.count) acknowledged posts are not in the journal")
     }
 
+    /// Found by hand: a prune that removed the newest entries let the next commands take their
+    /// numbers again, at or below the entry recovery had swept to, and a command a killed process
+    /// left unfinished there was never run again ("nothing to recover"). The newest entry's tree
+    /// now stays, so entry numbers only grow and recovery looks where new work is.
+    @Test(.timeLimit(.minutes(3)))
+    func workAfterAPruneOfEverythingIsRecoveredAfterAKill() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        #expect(try await setup.run("batch", try setup.batchFile(100, counter: "p")).status == 0)
+        // Opening the file again sweeps past those hundred (more than 64 since the last sweep).
+        #expect(try await setup.run("run", "greet", "-p", "name=Ada").status == 0)
+        let pruned = try await setup.run("journal", "prune", "--older-than", "0")
+        #expect(pruned.stdout.hasPrefix("removed 100 entries"), "\(pruned.stdout)\(pruned.stderr)")
+        let (number, recovered) = try await Self.killMidRunAndRecover(setup)
+        #expect(number == 102, "entry numbers are given once")
+        #expect(recovered.status == 0 && recovered.stdout.contains("succeeded  fixture.sleep"), "\(recovered.stdout) \(recovered.stderr)")
+    }
+
+    /// A journal a prune of an earlier version left with its sweep's mark past the newest entry
+    /// is mended as it opens: work written since is found by recovery all the same.
+    @Test(.timeLimit(.minutes(3)))
+    func aSweepMarkPastTheNewestEntryIsMendedAsTheJournalOpens() async throws {
+        let setup = try Setup()
+        defer { setup.work.remove() }
+        #expect(try await setup.run("batch", try setup.batchFile(100, counter: "m")).status == 0)
+        #expect(try await setup.run("run", "greet", "-p", "name=Ada").status == 0)
+        // As such a prune left it: every entry gone, the mark where the sweep had put it.
+        let emptied = try await runProcess("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            c.executescript("DELETE FROM endings; DELETE FROM unended; DELETE FROM commands;")
+            print(c.execute("SELECT through FROM sweep").fetchone()[0])
+            """, setup.journal])
+        try #require(emptied.status == 0 && emptied.stdout == "100\n", "\(emptied.stdout) \(emptied.stderr)")
+        let (number, recovered) = try await Self.killMidRunAndRecover(setup)
+        #expect(number == 1)
+        #expect(recovered.status == 0 && recovered.stdout.contains("succeeded  fixture.sleep"), "\(recovered.stdout) \(recovered.stderr)")
+    }
+
+    /// Runs a command that waits, kills its `cmdbus run` once the journal has it running, and
+    /// runs `journal recover` with the wait released; returns the command's entry number and
+    /// what the recovery said.
+    static func killMidRunAndRecover(_ setup: Setup) async throws -> (number: Int?, recovered: ProcessResult) {
+        let released = setup.work.file("released").path
+        let sleeper = try launchedChild(
+            try TestPaths.product("cmdbus").path,
+            ["run", "fixture.sleep", "-p", "milliseconds=120000", "-p", "stubborn=true", "-p", "untilFileExists=\(released)", "--journal", setup.journal, "--plugins", setup.plugins.path],
+            directory: setup.work.path, standardOutput: .discard, standardError: .discard
+        )
+        var entry: [String: Any]?
+        for _ in 0..<400 where entry?["state"] as? String != "running" {
+            entry = try await setup.entries(command: "fixture.sleep").first
+            if entry?["state"] as? String != "running" { try await Task.sleep(for: .milliseconds(25)) }
+        }
+        try #require(entry?["state"] as? String == "running", "the command never started: \(String(describing: entry))")
+        sleeper.send(SIGKILL)
+        #expect(await sleeper.wait() == .signaled(SIGKILL))
+        #expect(FileManager.default.createFile(atPath: released, contents: nil))
+        return (entry?["sequence"] as? Int, try await setup.run("journal", "recover"))
+    }
+
     @Test func twoWritersLoseNoWrites() async throws {
         let setup = try Setup()
         defer { setup.work.remove() }
