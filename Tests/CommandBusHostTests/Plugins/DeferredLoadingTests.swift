@@ -184,6 +184,10 @@ struct DeferredLoadingTests {
         let empty = try folder.root.subdirectory("empty")
         let none = try await cmdbus(["run", "quux-frobnicate", "--no-journal", "--plugins", empty.path])
         #expect(none.status == 69 && none.stderr.contains("(no plugins in \(empty.path))"), "\(none.stderr)")
+        // A file that did not load is named: the likeliest reason, and a server's client never saw the warning.
+        try "not a library\n".write(to: empty.file("libbroken.so"), atomically: true, encoding: .utf8)
+        let skipped = try await cmdbus(["run", "quux-frobnicate", "--no-journal", "--plugins", empty.path])
+        #expect(skipped.status == 69 && skipped.stderr.contains("(no plugins in \(empty.path); libbroken.so was skipped: 'cmdbus plugins' says why)"), "\(skipped.stderr)")
     }
 }
 
