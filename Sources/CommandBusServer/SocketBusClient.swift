@@ -315,7 +315,8 @@ package final class ServerConnection: @unchecked Sendable {
     package func receive() throws(HostFailure) -> [String: JSONValue] {
         while let next = reader.next() {
             guard case .text(let bytes) = next else { continue }
-            guard case .object(let fields)? = JSONValue.parse(bytes: bytes) else {
+            // Every line a server writes is an answer (with "ok") or an event of one (with "event").
+            guard case .object(let fields)? = JSONValue.parse(bytes: bytes), fields["ok"] != nil || fields["event"] != nil else {
                 let text = String(decoding: bytes.prefix(40), as: UTF8.self)
                 throw HostFailure(.badResponse, "what answers at \(socket) does not speak cmdbus's protocol (it sent \(quoted(text))); point --connect at a 'cmdbus serve' socket")
             }

@@ -393,8 +393,13 @@ struct CommandLineTests {
     }
 
     /// A socket that answers something other than the protocol (another program's) is named
-    /// as such, where the client skipped the lines and said the server closed before answering.
-    @Test func aSocketThatDoesNotSpeakTheProtocolIsNamed() async throws {
+    /// as such, where the client skipped the lines and said the server closed before answering:
+    /// text, or a JSON object that is neither an answer nor an event.
+    @Test(arguments: [
+        ("HTTP/1.1 200 OK\r\n\r\nhello\n", #"'HTTP/1.1 200 OK\r'"#),
+        (#"{"hello": "world"}"# + "\n", #"'{"hello": "world"}'"#),
+    ])
+    func aSocketThatDoesNotSpeakTheProtocolIsNamed(answer: String, shown: String) async throws {
         let work = try TemporaryDirectory()
         defer { work.remove() }
         let result = try await runProcess("/usr/bin/env", ["python3", "-c", """
@@ -403,13 +408,13 @@ struct CommandLineTests {
             listener = socket.socket(socket.AF_UNIX); listener.bind(path); listener.listen(4)
             def answer():
                 while True:
-                    client, _ = listener.accept(); client.recv(4096); client.sendall(b"HTTP/1.1 200 OK\\r\\n\\r\\nhello\\n"); client.close()
+                    client, _ = listener.accept(); client.recv(4096); client.sendall(sys.argv[3].encode()); client.close()
             threading.Thread(target=answer, daemon=True).start()
             run = subprocess.run([sys.argv[1], "status", "--connect=" + path], capture_output=True, text=True, timeout=60)
             print(run.returncode); print(run.stderr, end="")
-            """, try TestPaths.product("cmdbus").path, work.file("other.sock").path])
+            """, try TestPaths.product("cmdbus").path, work.file("other.sock").path, answer])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.hasPrefix("1\ncmdbus: error: what answers at \(work.file("other.sock").path) does not speak cmdbus's protocol (it sent 'HTTP/1.1 200 OK\\r')"), "\(result.stdout)")
+        #expect(result.stdout.hasPrefix("1\ncmdbus: error: what answers at \(work.file("other.sock").path) does not speak cmdbus's protocol (it sent \(shown))"), "\(result.stdout)")
     }
 
     /// A run that waits out a delay says so on stderr, where it looked hung; then it runs.
