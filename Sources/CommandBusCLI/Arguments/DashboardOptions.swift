@@ -22,6 +22,8 @@ struct DashboardOptions {
 
     let listener: TCPListener
     let token: String?
+    /// What the log says of the token's file as the dashboard starts: that others may read it.
+    let tokenFileWarning: String?
 
     /// The dashboard's listener, bound now so a taken port fails before plugins load; `nil` without `--http`.
     static func listen(_ arguments: ArgumentSpec.Parsed) throws(HostFailure) -> DashboardOptions? {
@@ -32,14 +34,15 @@ struct DashboardOptions {
         guard let (host, port) = TCPListener.parse(text) else {
             throw .usage("--http takes [ADDR:]PORT, such as 8080, 127.0.0.1:8080 or [::1]:8080, got \(quoted(text))")
         }
-        let token = try arguments.value("http-token-file").map(readToken)
+        let tokenFile = arguments.value("http-token-file")
+        let token = try tokenFile.map(readToken)
         let listener: TCPListener
         do { listener = try TCPListener.listen(host: host, port: port) } catch { throw HostFailure(.socketFailed, "--http: \(error.message)") }
         guard listener.isLoopback || token != nil else {
             close(listener.descriptor)
             throw .usage("--http \(text) listens beyond this machine; give --http-token-file FILE so every request needs a token")
         }
-        return DashboardOptions(listener: listener, token: token)
+        return DashboardOptions(listener: listener, token: token, tokenFileWarning: tokenFile.flatMap(exposure))
     }
 
     private static func readToken(_ path: String) throws(HostFailure) -> String {
@@ -54,6 +57,13 @@ struct DashboardOptions {
         return token
     }
 
+    /// What is wrong with who may use the token's file, as ssh says of a private key: a token
+    /// others on the machine can read (or change) lets them in.
+    private static func exposure(of path: String) -> String? {
+        guard let mode = FileSystem.status(of: path)?.mode, mode & 0o077 != 0 else { return nil }
+        return "--http-token-file \(path) can be read or changed by other users of this machine (mode 0\(String(mode & 0o777, radix: 8))), who could use the dashboard with it; chmod 600 \(path)"
+    }
+
     /// Starts the dashboard over `sources` and says where it is.
     @discardableResult
     func start(_ sources: DashboardSources, log: ServerLog) -> HTTPServer {
@@ -65,6 +75,7 @@ struct DashboardOptions {
         reference.server.withLock { $0 = http }
         http.start()
         log(.info, "dashboard on \(listener.url)/ (metrics at \(listener.url)/metrics)")
+        if let tokenFileWarning { log(.warning, tokenFileWarning) }
         return http
     }
 }

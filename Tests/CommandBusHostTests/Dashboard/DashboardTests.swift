@@ -656,7 +656,10 @@ struct DashboardTests {
 
         let tokenFile = work.file("token")
         try "0123456789abcdef0123456789abcdef\n".write(to: tokenFile, atomically: true, encoding: .utf8)
+        // Written as most files are, readable by every user: the log says so, as ssh does of a key.
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: tokenFile.path)
         let server = try await DashboardServer(extra: ["--http-token-file", tokenFile.path])
+        #expect(await waitUntil(.seconds(10)) { server.output.contains("can be read or changed by other users of this machine (mode 0644)") }, "\(server.output)")
         #expect(try await server.http("GET", "/").status == 401)
         #expect(try await server.http("GET", "/metrics").status == 401)
         #expect(try await server.http("GET", "/metrics", headers: ["Authorization": "Bearer 0123456789abcdef0123456789abcdef"]).status == 200)
