@@ -21,7 +21,8 @@ extension BusCommand {
         case "none":
             atOnce = .remove
             names.removeLast()
-        case _ where Int(last) != nil:
+        // A number that is not whole (`1e9`, `2.5`) is a limit mistyped, not a command name.
+        case _ where Int(last) != nil || Double(last)?.isFinite == true:
             guard let number = Int(last), number >= 1, number <= Int(Int32.max) else {
                 throw .usage("\(quoted(last)) is not a limit: give a whole number of at least 1, or 'none' to remove the limit")
             }

@@ -74,6 +74,8 @@ extension SharedBusTests {
 
         for (arguments, message) in [
             (["fixture.sleep", "0"], "'0' is not a limit: give a whole number of at least 1, or 'none' to remove the limit"),
+            // Found by hand: taken as a command's name, and the message suggested 'bus limit 1e9 2'.
+            (["fixture.sleep", "1e9"], "'1e9' is not a limit: give a whole number of at least 1, or 'none' to remove the limit"),
             (["2"], "'cmdbus bus limit' needs the command names before the limit: 'cmdbus bus limit report 2'"),
             (["fixture.sleep"], "'cmdbus bus limit' needs command names and a limit: 'cmdbus bus limit fixture.sleep 2' (at once), '--rate 10/s' (starts a second), or 'none' to remove one"),
             (["fixture.sleep", "1", "2"], "'1' looks like a limit, not a command name: give the names, then one limit ('cmdbus bus limit report 2')"),
