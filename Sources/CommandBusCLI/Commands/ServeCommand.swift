@@ -154,6 +154,12 @@ enum ServeCommand {
         _ url: String, arguments: ArgumentSpec.Parsed, console: Console, log: ServerLog, drain: Duration, dashboard: DashboardOptions?,
         signals: ShutdownSignals, keep: Duration?
     ) async throws(HostFailure) -> Never {
+        // Checked before the plugins load, so a mistyped value is the one line said.
+        let lease = try arguments.seconds("lease"), capacity = try arguments.positiveInteger("capacity")
+        // Renewed every third of it: under a second, a round trip to a busy bus outlasts a renewal's slack.
+        if let lease, lease < .seconds(1) {
+            throw .usage("--lease takes at least 1s, got \(quoted(arguments.value("lease") ?? "")): a host renews its lease every third of it, and a shorter one has the bus declare a live host dead")
+        }
         let remote = RemoteCommandHandler(poster: SubcommandPoster(url: url), waiter: ResultWaiter(url: url))
         var journal = try JournalOptions(arguments)
         journal.enabled = false
@@ -167,8 +173,8 @@ enum ServeCommand {
         )
         for warning in session.debugBuildWarnings { log(.warning, warning) }
         var settings = BusHost.Settings(url: url)
-        settings.lease = try arguments.seconds("lease") ?? settings.lease
-        settings.capacity = try arguments.positiveInteger("capacity") ?? settings.capacity
+        settings.lease = lease ?? settings.lease
+        settings.capacity = capacity ?? settings.capacity
         let host = BusHost(settings: settings, bus: session.bus, offer: BusHost.Offer(session.catalog), log: { level, message in log(level, message) })
         let offer: @Sendable (PluginCatalog) -> Void = { catalog in host.offer(BusHost.Offer(catalog)) }
         ledger.attach(host, bus: session.bus)

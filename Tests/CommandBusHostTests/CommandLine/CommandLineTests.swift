@@ -182,6 +182,9 @@ struct CommandLineTests {
         (["run", "greet", "--delay", "2e7h"], 64, "--delay takes a duration such as 30, 30s, 500ms, 5m, 2h or 30d, at most 1000000000 seconds, got '2e7h'"),
         (["serve", "--drain", "1e300"], 64, "--drain takes a positive number of seconds (or 500ms, 5m, 2h), at most 1000000000, got '1e300'"),
         (["serve", "--lease", "5"], 64, "--lease is for a host of the shared bus (serve --bus URL or $CMDBUS_BUS), which this server is not; leave it out"),
+        // Found by hand: a host with a lease of 1 ms was declared dead by the bus over and over.
+        (["serve", "--bus", "postgres:///x", "--capacity", "0"], 64, "--capacity takes a positive integer, got '0'"),
+        (["serve", "--bus", "postgres:///x", "--lease", "500ms"], 64, "--lease takes at least 1s, got '500ms': a host renews its lease every third of it, and a shorter one has the bus declare a live host dead"),
         (["serve", "--bus", "postgres:///x", "--socket", "s.sock"], 64, "--socket is for a server on this machine, which this host of the shared bus (--bus or $CMDBUS_BUS) is not: it takes its commands from the bus, not a socket (clients send with 'cmdbus run --bus URL'); leave it out"),
         (["serve", "--bus", "postgres:///x", "--journal", "j.sqlite"], 64, "--journal is for a journal on this machine, and --bus names the shared bus, which is its own journal; give one"),
         (["journal", "list", "--bus", "postgres:///x", "--journal", "j.sqlite"], 64, "--journal is for a journal on this machine, and --bus names the shared bus, which is its own journal; give one"),
