@@ -29,7 +29,7 @@ package struct PGValue: Sendable {
     }
     /// String metadata as JSON text.
     package static func metadataText(_ metadata: [String: String]) -> String {
-        metadata.isEmpty ? "{}" : String(decoding: (try? JSONEncoder().encode(metadata)) ?? Data("{}".utf8), as: UTF8.self)
+        metadata.isEmpty ? "{}" : jsonbStorable(String(decoding: (try? JSONEncoder().encode(metadata)) ?? Data("{}".utf8), as: UTF8.self))
     }
     /// An `int8[]` array (`int4[]` with `type` 1007); a `nil` element is NULL.
     package static func integerArray<I: BinaryInteger>(_ values: [I?], type: Oid = 1016) -> PGValue {

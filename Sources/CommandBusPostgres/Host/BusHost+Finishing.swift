@@ -56,7 +56,7 @@ extension BusHost {
                 do {
                     try session.run { connection throws(PGError) in
                         if !unsentEvents.isEmpty {
-                            try connection.execute(BusSQL.appendEvents, [.text(JSONValue.array(unsentEvents).text)])
+                            try connection.execute(BusSQL.appendEvents, [.jsonb(JSONValue.array(unsentEvents).text)])
                             unsentEvents = []
                         }
                         try write(unwritten, on: connection)
@@ -114,7 +114,7 @@ extension BusHost {
         let completions = BusSQL.endsInIDOrder(ends)
         for chunk in stride(from: 0, to: completions.count, by: 500) {
             let slice = Array(completions[chunk..<min(chunk + 500, completions.count)])
-            let done = try connection.execute(BusSQL.complete, [.text(JSONValue.array(slice).text), .uuid(id)])
+            let done = try connection.execute(BusSQL.complete, [.jsonb(JSONValue.array(slice).text), .uuid(id)])
             for row in done.all {
                 if let id = row.uuid("id") { expected.remove(id) }
                 if let name = row.text("name") { ended.insert(name) }
