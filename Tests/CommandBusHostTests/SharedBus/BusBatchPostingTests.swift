@@ -68,7 +68,10 @@ extension SharedBusTests {
         let states = Dictionary(uniqueKeysWithValues: lines.map { ($0["line"] as? Int ?? 0, $0["state"] as? String ?? "") })
         #expect(posted.status == 1 && states == [1: "pending", 2: "failed", 3: "failed", 4: "pending"], "\(posted.stdout) \(posted.stderr)")
         let refusal = lines.first { $0["line"] as? Int == 2 }?["error"] as? [String: Any]
-        #expect(refusal?["code"] as? String == "decodingFailed" && (refusal?["message"] as? String ?? "").contains("NUL"), "\(refusal ?? [:])")
+        // A NUL in a name is refused as every unprintable one is, before the bus sees it.
+        #expect(refusal?["code"] as? String == "decodingFailed" && (refusal?["message"] as? String ?? "").contains("is not a command name: it holds a control character (U+0)"), "\(refusal ?? [:])")
+        let metadataRefusal = (lines.first { $0["line"] as? Int == 3 }?["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(metadataRefusal.contains("has a NUL character (\\u0000) in its name or metadata"), "\(metadataRefusal)")
         #expect(try await database.sql("SELECT count(*) FROM cmdbus.commands") == "2\n")
 
         // Whatever submits, the bus itself never writes such a command cut short.
