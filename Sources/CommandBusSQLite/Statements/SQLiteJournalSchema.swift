@@ -33,8 +33,9 @@ package enum SQLiteJournalSchema {
 
     /// The commands table, as version 3 made it. `seq` is the row id without `AUTOINCREMENT`:
     /// the newest row is never deleted (a prune keeps its tree), so the next id is always one
-    /// past every id given, and an accept does not write `sqlite_sequence`. The ending columns (`result` to `finished_at`) hold the
-    /// endings of commands that ended before version 4; later ones are in `endings`.
+    /// past every id given, and an accept does not write `sqlite_sequence`. The ending columns
+    /// (`result` to `finished_at`) hold the endings of commands that ended before version 4;
+    /// later ones are in `endings`.
     static func table(named name: String) -> String {
         """
         CREATE TABLE \(name) (

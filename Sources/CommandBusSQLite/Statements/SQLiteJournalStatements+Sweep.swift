@@ -25,11 +25,11 @@ extension SQLiteJournalStatements {
     /// Sweeps (``SQLiteJournalSchema/sweep``), cheaply when every command past the last sweep was
     /// inserted on this connection, the usual case.
     ///
-    /// Row ids only grow (a prune keeps the newest entry's tree), and rows past the sweep are
-    /// removed only by a prune, so they run without a gap to the newest unless one did, and
-    /// counting this connection's among them says whether another process wrote any (after a
-    /// prune the count falls short, and it sweeps in full). If none
-    /// did, the unended ones are the commands still in flight here (``rowIDs``): the sweep writes
+    /// Row ids are given once and only grow (a prune keeps the newest entry's tree), so every id
+    /// past the sweep up to the newest was given to a command of this connection or another's
+    /// (one a prune removed since had ended, and counts on both sides), and counting this
+    /// connection's among them says whether another process wrote any. If none did, the unended
+    /// ones are the commands still in flight here (``rowIDs``): the sweep writes
     /// those to `unended` instead of reading every command since the last sweep. And it stops
     /// ``sweepLag`` commands short of the newest. The commands in flight are mostly the newest,
     /// and each one written to `unended`, then deleted from it when it ends, cost two statements,
