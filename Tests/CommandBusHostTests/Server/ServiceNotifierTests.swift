@@ -100,11 +100,21 @@ struct ServiceNotifierTests {
         // Every 0.2 s: about 14 in 3 s; a loaded machine may run them late, not never.
         #expect(messages.count { $0 == "WATCHDOG=1\n" } >= 5, "\(messages)")
 
-        // A command the drain waits 3 s for: the pings go on until the server exits.
-        let sleeping = Task { try await cmdbus(["run", "fixture.sleep", "-p", "milliseconds=3000", "--connect", watched.socket]) }
-        try await Task.sleep(for: .milliseconds(500))
+        // A command the drain waits 3 s for, by the test's word, not the clock's: the pings go on
+        // until the server exits. (With a command of 3 s started 0.5 s before the signal, a
+        // loaded machine started it late, and the drain had under a second left: 2 pings.)
+        let released = work.file("released").path
+        let sleeping = Task {
+            try await cmdbus([
+                "run", "fixture.sleep", "-p", "milliseconds=60000", "-p", "stubborn=true", "-p", "untilFileExists=\(released)", "--connect", watched.socket,
+            ])
+        }
+        #expect(await waitUntil(.seconds(30)) { (try? await cmdbus(["status", "--connect", watched.socket]))?.stdout.contains(" 1 in flight") == true })
         watched.process.send(SIGTERM)
         messages = []
+        let signalled = ContinuousClock.now
+        while ContinuousClock.now - signalled < .seconds(3), let message = listener.next(within: .seconds(1)) { messages.append(message) }
+        #expect(FileManager.default.createFile(atPath: released, contents: nil))
         while let message = listener.next(within: .seconds(5)) { messages.append(message) }
         let stopping = try #require(messages.firstIndex { $0.hasPrefix("STOPPING=1\n") }, "\(messages)")
         #expect(messages[stopping...].count { $0 == "WATCHDOG=1\n" } >= 5, "\(messages)")
