@@ -82,7 +82,13 @@ package enum JSONValue: Codable, Sendable, Equatable {
                 return "\(name) at line \(line), column \(column) is inside a string unescaped; write it \(escape)"
             case .badEscape?:
                 let end = min(offset + (bytes[offset + 1] == UInt8(ascii: "u") ? 6 : 2), bytes.count)
-                let escape = String(decoding: bytes[offset..<end], as: UTF8.self)
+                // A control character in the escape (a backslash before a line break) is named,
+                // not shown: the message is one line. (Found by the arguments fuzzer.)
+                let control = bytes[offset..<end].firstIndex { $0 < 0x20 }
+                var escape = String(decoding: bytes[offset..<(control ?? end)], as: UTF8.self)
+                if let control {
+                    escape += " before " + (Self.controlCharacterNames[bytes[control]]?.name ?? "U+" + String(bytes[control], radix: 16, uppercase: true))
+                }
                 return "\(escape) at line \(line), column \(column) is not an escape JSON has (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)"
             case nil:
                 break

@@ -65,6 +65,10 @@ struct JSONParserTests {
             (#"["é\u00G1"]"#, #"\u00G1 at line 1, column 4 is not an escape JSON has (\" \\ \/ \b \f \n \r \t \uXXXX)"#),
             ("{\"name\": \"a\tb\"}", #"a tab at line 1, column 12 is inside a string unescaped; write it \t"#),
             ("[\"\\n\nx\"]", #"a line break at line 1, column 5 is inside a string unescaped; write it \n"#),
+            // Found by the arguments fuzzer: a backslash before a line break put the line break
+            // in the message, which must be one line.
+            ("{\"t\": \"a\\\nb\"}", #"\ before a line break at line 1, column 9 is not an escape JSON has (\" \\ \/ \b \f \n \r \t \uXXXX)"#),
+            ("[\"\\u1\t\"]", #"\u1 before a tab at line 1, column 3 is not an escape JSON has (\" \\ \/ \b \f \n \r \t \uXXXX)"#),
         ]
         for (text, expected) in cases {
             #expect(JSONValue.syntaxError(in: Array(text.utf8)) == expected, "\(text)")
@@ -88,6 +92,7 @@ struct JSONParserTests {
             changed[Int.random(in: 0..<changed.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
             let reason = JSONValue.syntaxError(in: changed)
             #expect((JSONValue.parse(bytes: changed) == nil) == (reason?.contains(" at line ") == true), "\(reason ?? "parses")")
+            #expect(reason?.contains("\n") != true, "a reason is one line: \(reason ?? "")")
         }
     }
 
