@@ -67,7 +67,7 @@ extension Dashboard {
         }
         let files = PluginFileCounts(catalog)
         return .object([
-            "uptimeSeconds": .number((uptime * 1000).rounded() / 1000), "inFlight": .integer(Int64(sources.metrics.inFlight)),
+            "uptimeSeconds": .number(roundedSeconds(uptime)), "inFlight": .integer(Int64(sources.metrics.inFlight)),
             "totals": Self.totals(sources.statistics),
             "plugins": .object([
                 "loaded": .integer(Int64(files.loaded)), "quarantined": .integer(Int64(files.quarantined)),

@@ -10,7 +10,7 @@ package func commandNameFault(_ name: String) -> String? {
     if length > longestCommandName { return "it is \(length) bytes long, and a command's name is at most \(longestCommandName)" }
     // Printable ASCII, nearly every name, needs no look at Unicode properties (a send pays this).
     if name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) { return nil }
-    if let control = name.unicodeScalars.first(where: isUnprintable) {
+    if let control = name.unicodeScalars.first(where: \.isUnfitForAName) {
         return "it holds a control character (U+\(String(control.value, radix: 16, uppercase: true))); a command's name is printable"
     }
     if name.contains(where: \.isWhitespace) { return "it holds whitespace; a command's name is one word" }
@@ -22,12 +22,4 @@ package func commandNameProblem(_ name: String) -> String? {
     // A long name is shown by its start: its length is the fault, and said.
     let shown = name.utf8.count <= longestCommandName ? quoted(name) : quoted(name.prefix(64)) + "…"
     return commandNameFault(name).map { "\(shown) is not a command name: \($0)" }
-}
-
-/// Control characters, and the invisible ones a plugin's descriptor may not hold either.
-private func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
-    switch scalar.properties.generalCategory {
-    case .control, .format, .lineSeparator, .paragraphSeparator: true
-    default: false
-    }
 }

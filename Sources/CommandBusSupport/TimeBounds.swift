@@ -18,3 +18,8 @@ extension Duration {
 package func roundedMilliseconds(_ seconds: Double) -> Double {
     (seconds * 1_000_000).rounded() / 1000
 }
+
+/// `seconds` to the millisecond, as the host's JSON gives an uptime.
+package func roundedSeconds(_ seconds: Double) -> Double {
+    (seconds * 1000).rounded() / 1000
+}

@@ -21,8 +21,7 @@ extension PluginCatalog {
         // A plugin file that did not load is the likeliest reason, and a client of a server never saw the warning.
         // (A directory not made yet is said already.)
         let unloaded = skipped.filter { $0.reason != PluginLoader.missingDirectory }.map { FileSystem.lastComponent($0.path) }
-        let shown = unloaded.count <= 3 ? unloaded.joined(separator: ", ") : unloaded.prefix(3).joined(separator: ", ") + " and \(unloaded.count - 3) more"
-        let skippedNote = unloaded.isEmpty ? "" : "; \(shown) \(unloaded.count == 1 ? "was" : "were") skipped: 'cmdbus plugins' says why"
+        let skippedNote = unloaded.isEmpty ? "" : "; \(firstFew(unloaded, limit: 3)) \(unloaded.count == 1 ? "was" : "were") skipped: 'cmdbus plugins' says why"
         return available.isEmpty
             ? " (no plugins in \(directories.joined(separator: ", "))\(skippedNote))"
             : " (plugins: \(available.joined(separator: ", "))\(skippedNote))"

@@ -92,7 +92,7 @@ package final class BusStatistics: CommandObserver {
                 return .object(["count": .integer(Int64(counts.runs)), "p50Ms": .number(percentile(values, 0.5)), "p99Ms": .number(percentile(values, 0.99))])
             }
             return .object([
-                "uptimeSeconds": .number((uptime.seconds * 1000).rounded() / 1000),
+                "uptimeSeconds": .number(roundedSeconds(uptime.seconds)),
                 "plugins": .integer(Int64(plugins)), "inFlight": .integer(Int64(state.started.count)),
                 "completed": .integer(Int64(state.completed)), "failed": .integer(Int64(state.failed)),
                 "commands": .object(commands),

@@ -140,8 +140,7 @@ package struct PluginDescriptor: @unchecked Sendable {
         let text = string(pointer) ?? ""
         // Printable ASCII, nearly every name, needs no look at Unicode properties (a cost per plugin at start).
         let ascii = isPrintableASCII(text)
-        if !ascii, text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format
-            || $0.properties.generalCategory == .lineSeparator || $0.properties.generalCategory == .paragraphSeparator }) {
+        if !ascii, text.unicodeScalars.contains(where: \.isUnfitForAName) {
             throw .init("\(what) has \(noun) with a control character (\(quoted(text))); names and versions are printable")
         }
         if !allowsSpaces, ascii ? text.utf8.contains(UInt8(ascii: " ")) : text.contains(where: \.isWhitespace) {

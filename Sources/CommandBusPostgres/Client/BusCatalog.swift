@@ -192,8 +192,7 @@ package enum BusCatalog {
 
     /// Hosts' labels for a line: the first few, then how many more.
     package static func hostList(_ labels: [String], limit: Int = 8) -> String {
-        let shown = labels.prefix(limit).map(quotedLine).joined(separator: ", ")
-        return labels.count > limit ? "\(shown) and \(labels.count - limit) more" : shown
+        firstFew(labels.map(quotedLine), limit: limit)
     }
 
     private static func objects(_ value: JSONValue?) -> [[String: JSONValue]] {

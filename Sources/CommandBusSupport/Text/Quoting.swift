@@ -66,3 +66,15 @@ package struct ASCIIEscaping: Sendable {
         } ?? text
     }
 }
+
+extension Unicode.Scalar {
+    /// Whether the scalar is one a name may not hold: a control character, or an invisible one
+    /// (a format character, a line or paragraph separator). Plugin, command and version names
+    /// are refused with one, as a plugin declares them and as a client gives them.
+    package var isUnfitForAName: Bool {
+        switch properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
+    }
+}
