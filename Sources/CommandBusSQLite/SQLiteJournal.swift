@@ -100,9 +100,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         if !entries.isEmpty { try statements.applyLogged(entries) }
         guard keep else {
             log.remove()
+            try statements.clearPruneMark()
             return nil
         }
         try log.reset()
+        try statements.clearPruneMark()
         return log
     }
 

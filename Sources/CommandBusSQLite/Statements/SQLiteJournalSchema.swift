@@ -10,6 +10,7 @@
 ///                                   ├── entries (the view every read goes through)
 /// endings  (seq, state, result, …) ─┘
 /// sweep (through) + unended (seq): where recovery looks for commands without an ending
+/// prune_mark (before): the latest prune's cutoff, made by the first prune (see PrunedLogCommands)
 /// ```
 ///
 /// Finding the commands without an ending needs no index kept up per command: a sweep, now and

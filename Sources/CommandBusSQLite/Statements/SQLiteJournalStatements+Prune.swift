@@ -14,6 +14,9 @@ import Foundation
 /// commands: one number would name two entries over time, and the next commands would sit at or
 /// below the sweep's mark (``SQLiteJournalSchema/sweep``), where recovery does not look for
 /// new work; a command a killed process left unfinished there was never run again.
+///
+/// Each prune that removes entries leaves its cutoff behind (``markPruned(before:)``), so that
+/// a `.deferred` journal's log, applied after a crash, does not put them back.
 extension SQLiteJournalStatements {
     /// The subcommands of the trees in `prune_roots`, as a condition on `commands` (or `entries`).
     /// It says `correlation_id <> id`, as the correlation index's `WHERE` does, so SQLite reads
@@ -92,6 +95,7 @@ extension SQLiteJournalStatements {
                 DELETE FROM commands WHERE seq IN (SELECT seq FROM prune_roots);
                 """)
             let removed = children + database.changes
+            if removed > 0 { try markPruned(before: cutoff) }
             try commit()
             return (removed, last)
         } catch {

@@ -109,13 +109,18 @@ package final class SQLiteJournalStatements: @unchecked Sendable {
     /// order. SQLite may hold any of it already (the process died after its commits; a power cut
     /// took only what SQLite had not synced), so each write must leave a journal that has it as it
     /// was: an accept of a command the journal knows is skipped (where applied it would accept the
-    /// command again, dropping its ending), and the other writes change nothing the second time.
+    /// command again, dropping its ending), as is one a prune removed (``PrunedLogCommands``),
+    /// and the other writes change nothing the second time.
     func applyLogged(_ entries: [JournalLogEntry]) throws(CommandBusError) {
         try setSyncAtCommit(true)
         try begin()
         do throws(CommandBusError) {
+            var pruned = try PrunedLogCommands(mark: pruneMark(), entries: entries)
             for entry in entries {
-                if case .accept(let command) = entry.write, try rowID(command.id) != nil { continue }
+                if case .accept(let command) = entry.write {
+                    if try rowID(command.id) != nil { continue }
+                    if try pruned.wasPruned(command, isInJournal: { id throws(CommandBusError) in try rowID(id) != nil }) { continue }
+                }
                 try apply([PendingWrite(operation: entry.write, completion: nil)], owner: entry.owner)
             }
             try commit()

@@ -106,6 +106,12 @@ package final class AcceptedCommand: @unchecked Sendable {
 
     deinit { values.deallocate() }
 
+    /// The id of the command's tree's root: its own, for a root.
+    var correlationID: UUID {
+        guard correlationText.start != idText.start else { return id }
+        return CommandID.parse(String(decoding: correlationText.bytes(in: values), as: UTF8.self)) ?? id
+    }
+
     /// Copies `text`'s UTF-8 bytes to `destination`.
     private static func copy(_ text: inout String, to destination: UnsafeMutablePointer<UInt8>) {
         text.withUTF8 { bytes in
