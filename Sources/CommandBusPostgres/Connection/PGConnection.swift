@@ -162,7 +162,7 @@ package final class PGConnection: @unchecked Sendable {
             ?? pq.resultErrorMessage(result).map { String(cString: $0) } ?? "unknown error"
         let oneLine = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
         if !isHealthy { return PGError(.connectionLost, "lost the connection to PostgreSQL at \(redactedURL): \(oneLine)") }
-        return PGError(PGError.Code(sqlState: state), oneLine, sqlState: state)
+        return PGError(PGError.Code(sqlState: state), PGStatementAdvice.message(oneLine, sqlState: state, url: redactedURL), sqlState: state)
     }
 
     private func preparedName(_ sql: String, _ parameters: [PGValue?]) throws(PGError) -> String {
