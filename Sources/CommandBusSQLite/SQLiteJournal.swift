@@ -73,7 +73,9 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
         self.durability = durability
         let exists = try JournalFileCheck.validate(path)
         if !exists {
-            guard create, !readOnly else { throw .journalFailed(path, "does not exist (or is empty)") }
+            guard create, !readOnly else {
+                throw .journalFailed(path, "does not exist (or is empty); check the path: a journal is made by the first command run with it (cmdbus run, batch or serve)")
+            }
             try Self.makeParentDirectory(of: path)
         }
         database = try SQLiteDatabase(path: path, create: !exists, readOnly: readOnly)
@@ -111,12 +113,11 @@ public final class SQLiteJournal: Journal, @unchecked Sendable {
     private static func makeParentDirectory(of path: String) throws(CommandBusError) {
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
         let directory = String(path[..<slash])
-        if case .directory = FileSystem.kind(of: directory) { return }
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw .journalFailed(path, "cannot create its directory \(directory): \(error)")
+        guard let failure = FileSystem.makeDirectories(directory, mode: 0o755) else { return }
+        guard !FileSystem.isOnReadOnlyFileSystem(directory) else {
+            throw .journalFailed(path, "cannot create its directory \(directory): its file system is mounted read-only; put the journal on one that can be written")
         }
+        throw .journalFailed(path, "cannot create its directory (\(failure)); give this user write access there, or put the journal elsewhere")
     }
 
     /// Creates the schema in a new file, or checks that an existing file is a journal of ours

@@ -151,8 +151,11 @@ enum PluginsCommand {
             }
             guard case .directory = FileSystem.kind(of: directory) else { continue }
             let path = FileSystem.join(directory, PluginAllowlist.fileName)
-            guard FileSystem.writeAtomically(allowlist.text, to: path) else {
-                throw HostFailure(.pluginFailed, "cannot write \(path)")
+            if let failure = FileSystem.writeAtomically(allowlist.text, to: path) {
+                let cause = FileSystem.isOnReadOnlyFileSystem(directory)
+                    ? "its file system is mounted read-only; lock the plugins where the directory can be written, and copy plugins.lock beside them"
+                    : "\(failure); give this user write access to \(directory)"
+                throw HostFailure(.pluginFailed, "cannot write \(path): \(cause)")
             }
             console.out("locked \(counted(allowlist.hashes.count, "plugin")) in \(path)")
         }

@@ -1,4 +1,5 @@
 import CommandBus
+import CommandBusSupport
 import CSQLite
 import Glibc
 #if canImport(FoundationEssentials)
@@ -23,7 +24,7 @@ package final class SQLiteDatabase {
         guard status == SQLITE_OK else {
             let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             close()
-            throw .journalFailed(path, Self.worded(message, status: status))
+            throw .journalFailed(path, Self.worded(message, status: status, path: path))
         }
         sqlite3_extended_result_codes(connection, 1)
     }
@@ -61,13 +62,18 @@ package final class SQLiteDatabase {
     /// The last error, worded for a person: what is wrong with the file and what to do about it.
     package var lastError: String {
         guard let handle else { return "not open" }
-        return Self.worded(String(cString: sqlite3_errmsg(handle)), status: sqlite3_errcode(handle))
+        return Self.worded(String(cString: sqlite3_errmsg(handle)), status: sqlite3_errcode(handle), path: path)
     }
 
-    /// SQLite's `message` for a failure with `status`, said for a person: a damaged file says it
-    /// was left untouched, a full disk or a file this user cannot write says what to do.
-    static func worded(_ message: String, status: Int32) -> String {
-        switch status & 0xFF {
+    /// SQLite's `message` for a failure with `status` on the file at `path`, said for a person:
+    /// a damaged file says it was left untouched, a full disk, a read-only file system or a file
+    /// this user cannot write says what to do.
+    static func worded(_ message: String, status: Int32, path: String) -> String {
+        let code = status & 0xFF
+        if [SQLITE_READONLY, SQLITE_PERM, SQLITE_CANTOPEN].contains(code), FileSystem.isOnReadOnlyFileSystem(path) {
+            return "cannot be written: the file system that holds it is mounted read-only (\(message)); put the journal on one that can be written"
+        }
+        return switch code {
         case SQLITE_CORRUPT, SQLITE_NOTADB: "is damaged (\(message)); it was left untouched"
         case SQLITE_BUSY: "is locked by another process for too long (\(message))"
         case SQLITE_FULL: "cannot grow: the disk holding it is full (\(message)); free space on it, then try again"

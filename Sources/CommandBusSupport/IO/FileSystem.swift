@@ -91,20 +91,34 @@ package enum FileSystem {
         return String(cString: resolved)
     }
 
-    /// Writes `text` to `path` through a temporary file and a rename, so readers never see half of it.
-    package static func writeAtomically(_ text: String, to path: String, mode: mode_t = 0o644) -> Bool {
+    /// Writes `text` to `path` through a temporary file and a rename, so readers never see half
+    /// of it; `nil` once written, else why not (`strerror` of the failure).
+    @discardableResult
+    package static func writeAtomically(_ text: String, to path: String, mode: mode_t = 0o644) -> String? {
         let temporary = path + ".tmp-\(getpid())"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard descriptor >= 0 else { return false }
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        let synced = fsync(descriptor) == 0
+        var failure = written == bytes.count ? nil : String(cString: strerror(written < 0 ? errno : ENOSPC))
+        if failure == nil, fsync(descriptor) != 0 { failure = String(cString: strerror(errno)) }
         close(descriptor)
-        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            return false
+        if failure == nil, rename(temporary, path) != 0 { failure = String(cString: strerror(errno)) }
+        if failure != nil { unlink(temporary) }
+        return failure
+    }
+
+    /// Whether `path`, or the nearest directory above it that exists, is on a file system mounted
+    /// read-only, where no permission lets anyone write.
+    package static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
+        var candidate = path
+        while kind(of: candidate) == .missing {
+            let parent = parentDirectory(of: candidate)
+            guard parent != candidate else { return false }
+            candidate = parent
         }
-        return true
+        var info = statvfs()
+        return statvfs(candidate, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0
     }
 
     /// The names in a directory, or `nil` if it cannot be read.
