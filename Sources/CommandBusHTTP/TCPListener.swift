@@ -56,9 +56,9 @@ package struct TCPListener: Sendable {
             ? withUnsafePointer(to: &v4) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
             : withUnsafePointer(to: &v6) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
         guard bound == 0, Glibc.listen(descriptor, 1024) == 0 else {
-            let cause = errno == EADDRINUSE ? "the port is in use; stop the other server or pick another port" : String(cString: strerror(errno))
+            let cause = Self.listenFailure(errno, port: port)
             close(descriptor)
-            throw Failure(message: "cannot listen on \(host):\(port): \(cause)")
+            throw Failure(message: "cannot listen on \(host.contains(":") ? "[\(host)]" : host):\(port): \(cause)")
         }
         var actual = port
         if port == 0 {
@@ -78,5 +78,17 @@ package struct TCPListener: Sendable {
     /// `http://host:port`, with IPv6 hosts in brackets.
     package var url: String {
         host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
+    }
+}
+
+extension TCPListener {
+    /// Why `bind` or `listen` failed with `error`, and what to do about it where there is one thing to do.
+    package static func listenFailure(_ error: Int32, port: Int) -> String {
+        switch error {
+        case EADDRINUSE: "the port is in use; stop the other server or pick another port"
+        case EADDRNOTAVAIL: "this machine has no such address; give one of its own (ip address lists them), 0.0.0.0 for all of them, or 127.0.0.1"
+        case EACCES where port < 1024: "ports below 1024 need root (or CAP_NET_BIND_SERVICE); pick 1024 or above"
+        default: String(cString: strerror(error))
+        }
     }
 }
