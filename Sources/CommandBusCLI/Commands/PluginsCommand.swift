@@ -29,7 +29,8 @@ enum PluginsCommand {
 
         New plugin files are first loaded in a child process (the probe); a file that
         crashes or hangs it is quarantined and not tried again until it changes. The
-        verdicts are cached in $CMDBUS_REGISTRY (default ~/.cache/cmdbus/registry.json).
+        verdicts are cached in $CMDBUS_REGISTRY (default ~/.cache/cmdbus/registry.json);
+        a refusal for what this machine lacks (a library, a mount that runs no code) is not.
         'forget' drops a file's cached verdict, so it is probed again. With --connect,
         the server forgets it too and loads the file again now, changed or not: a
         quarantined isolated plugin gets a new worker, its crashes forgotten. With

@@ -8,8 +8,9 @@ import Foundation
 #endif
 
 extension PluginLoader {
-    /// A probe's verdict: `nil` if the file may load, otherwise the reason and whether it is quarantined.
-    typealias ProbeVerdict = (reason: String, quarantined: Bool)?
+    /// A probe's verdict: `nil` if the file may load, otherwise the reason, whether it is
+    /// quarantined, and whether it is the file's own, for the registry to keep (``PluginProbe/verdict(for:)``).
+    package typealias ProbeVerdict = (reason: String, quarantined: Bool, lasting: Bool)?
 
     /// Asks the registry, or else the probe, whether `file` may load here; throws the reason if not.
     static func probeIfNew(_ file: String, probe: PluginProbe, registry: inout PluginRegistry) throws(PluginLoadFailure) {
@@ -66,6 +67,8 @@ extension PluginLoader {
     private static func record(
         _ verdict: ProbeVerdict, sha256: String?, key: String, status: FileSystem.Status, in registry: inout PluginRegistry
     ) {
+        // A refusal for what this machine lacks is asked again next time.
+        if let verdict, !verdict.lasting { return }
         registry.record(PluginRegistry.Entry(
             size: status.size, modified: status.modified, inode: status.inode, sha256: sha256 ?? "",
             verdict: verdict == nil ? "ok" : (verdict!.quarantined ? "quarantined" : "refused"), reason: verdict?.reason,

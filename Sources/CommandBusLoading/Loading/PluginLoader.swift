@@ -269,7 +269,7 @@ public struct PluginLoader: Sendable {
                 endpoint: PluginEndpoint(name: descriptor.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
         } catch {
-            return .failure(PluginLoadError(path: path, reason: error.reason))
+            return .failure(PluginLoadError(path: path, reason: error.reason, dependsOnThisMachine: error.dependsOnThisMachine))
         }
     }
 
@@ -305,7 +305,7 @@ public struct PluginLoader: Sendable {
                 endpoint: PluginEndpoint(name: description.name, fileName: FileSystem.lastComponent(path), log: log)
             ))
         } catch {
-            return .failure(PluginLoadError(path: path, reason: error.reason))
+            return .failure(PluginLoadError(path: path, reason: error.reason, dependsOnThisMachine: error.dependsOnThisMachine))
         }
     }
 
@@ -344,6 +344,20 @@ public struct PluginLoadError: Error, Sendable, CustomStringConvertible {
     public let path: String
     /// A one-line reason.
     public let reason: String
+    /// Whether the file may load once this machine changes (``PluginLoadFailure/dependsOnThisMachine``).
+    package var dependsOnThisMachine = false
     /// `path: reason`.
     public var description: String { "\(path): \(reason)" }
+
+    /// The failure to load `path`, for `reason`.
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+
+    /// The failure to load `path`, for `reason`, which may pass once this machine changes if `dependsOnThisMachine`.
+    package init(path: String, reason: String, dependsOnThisMachine: Bool) {
+        self.init(path: path, reason: reason)
+        self.dependsOnThisMachine = dependsOnThisMachine
+    }
 }

@@ -73,7 +73,11 @@ extension SharedLibrary {
             } catch {
                 // The linker names the copy; the user knows the file.
                 let reason = error.reason.replacing(copy.path, with: path)
-                guard reason.contains("failed to map segment") else { throw PluginLoadFailure(reason) }
+                guard reason.contains("failed to map segment") else {
+                    var failure = PluginLoadFailure(reason)
+                    failure.dependsOnThisMachine = error.dependsOnThisMachine
+                    throw failure
+                }
                 refusals.append("in \(place): \(reason)")
             }
         }
@@ -82,6 +86,7 @@ extension SharedLibrary {
                 + "set TMPDIR to a directory this process can write to and run code from"
         )
         failure.foundNoPlaceForACopy = true
+        failure.dependsOnThisMachine = true
         throw failure
     }
 

@@ -110,15 +110,26 @@ package enum FileSystem {
 
     /// Whether `path`, or the nearest directory above it that exists, is on a file system mounted
     /// read-only, where no permission lets anyone write.
-    package static func isOnReadOnlyFileSystem(_ path: String) -> Bool {
+    package static func isOnReadOnlyFileSystem(_ path: String) -> Bool { mountFlags(of: path) & UInt(ST_RDONLY) != 0 }
+
+    /// Whether `path`, or the nearest directory above it that exists, is on a file system mounted
+    /// `noexec`, where no file is run or mapped as code.
+    package static func isOnNoExecFileSystem(_ path: String) -> Bool { mountFlags(of: path) & noExecFlag != 0 }
+
+    /// `ST_NOEXEC`, a GNU extension the Glibc module leaves out.
+    private static let noExecFlag: UInt = 8
+
+    /// The mount flags (`statvfs`'s `f_flag`) of the file system that holds `path` or, if there
+    /// is nothing at `path`, the nearest directory above it that exists; 0 if none can be read.
+    private static func mountFlags(of path: String) -> UInt {
         var candidate = path
         while kind(of: candidate) == .missing {
             let parent = parentDirectory(of: candidate)
-            guard parent != candidate else { return false }
+            guard parent != candidate else { return 0 }
             candidate = parent
         }
         var info = statvfs()
-        return statvfs(candidate, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0
+        return statvfs(candidate, &info) == 0 ? info.f_flag : 0
     }
 
     /// The names in a directory, or `nil` if it cannot be read.
