@@ -90,7 +90,7 @@ enum PluginsCommand {
         guard registry.forget(operands[0]) else {
             throw HostFailure(.entryNotFound, "\(registry.path) has no entry for \(operands[0])")
         }
-        registry.save()
+        if let failure = registry.save() { throw HostFailure(.pluginFailed, "cannot write the plugin registry \(registry.path): \(failure)") }
         let file = quotedLine(operands[0])
         console.out("forgot \(file); it is probed again the next time a host loads it (a running server loads it now with 'cmdbus plugins forget \(file) --connect')")
     }

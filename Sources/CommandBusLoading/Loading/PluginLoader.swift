@@ -77,7 +77,7 @@ public struct PluginLoader: Sendable {
         var skipped: [SkippedPluginFile] = []
         var registrations: [String: [HandlerRegistration]] = [:]
         var registry = openRegistry()
-        defer { if let registry, registry.isChanged { registry.save() } }
+        defer { save(registry) }
         for directory in directories {
             // The directory's own rules and its plugins.lock are checked once, not per file.
             let files: [String]
@@ -124,8 +124,14 @@ public struct PluginLoader: Sendable {
             return .failure(SkippedPluginFile(path: file, reason: error.reason))
         }
         var registry = openRegistry()
-        defer { if let registry, registry.isChanged { registry.save() } }
+        defer { save(registry) }
         return loadFile(file, in: directory, allowlist: allowlist, into: bus, registry: &registry)
+    }
+
+    /// Saves `registry` if anything in it changed, and warns once if it cannot be saved.
+    private func save(_ registry: PluginRegistry?) {
+        guard let registry, registry.isChanged, let failure = registry.save() else { return }
+        log.once("registry", .warning, registry.unsavedWarning(failure))
     }
 
     /// Checks a plugin directory against the trust rules and reads its allowlist, if it has one.

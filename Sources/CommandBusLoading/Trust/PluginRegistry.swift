@@ -86,15 +86,20 @@ public struct PluginRegistry: Sendable {
         return forgotten
     }
 
-    /// Writes the registry (its directory is created if needed).
-    package func save() {
+    /// Writes the registry (its directory is created if needed); `nil` once written, else why not.
+    @discardableResult
+    package func save() -> String? {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        if !directory.isEmpty, FileSystem.kind(of: directory) == .missing {
-            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        }
+        if !directory.isEmpty, let failure = FileSystem.makeDirectories(directory, mode: 0o755) { return failure }
         // Files that are gone no longer need a verdict.
         let current = entries.filter { FileSystem.kind(of: $0.key) != .missing }
         let described = descriptors.filter { FileSystem.kind(of: $0.key) != .missing }
-        _ = FileSystem.writeAtomically(Self.encode(entries: current, descriptors: described), to: path)
+        return FileSystem.writeAtomically(Self.encode(entries: current, descriptors: described), to: path)
+    }
+
+    /// What a host says, once, when it cannot save the registry: what that costs and how to mend it.
+    package func unsavedWarning(_ failure: String) -> String {
+        "cannot save the plugin registry \(path) (\(failure)): each start probes and opens the plugin files anew, which is slower; "
+            + "set CMDBUS_REGISTRY to a file this user can write"
     }
 }

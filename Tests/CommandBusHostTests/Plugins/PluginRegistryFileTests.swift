@@ -67,4 +67,23 @@ struct PluginRegistryFileTests {
             #expect(!hadEntry, "\(garbage)")
         }
     }
+
+    /// Found by hand: a registry that cannot be written (its path under a file, a home directory
+    /// this user cannot write) cost every start its probes, and said nothing. The command still
+    /// runs; one line names the registry, the cause and what to set.
+    @Test func aRegistryThatCannotBeSavedIsNamedOnce() async throws {
+        let work = try TemporaryDirectory("cmdbus-registry-unsaved")
+        defer { work.remove() }
+        let plugins = try work.subdirectory("plugins")
+        try plugins.install("libGreeter.so", "libCounter.so")
+        try Data("a file, not a directory".utf8).write(to: work.file("blocker"))
+        let registry = work.file("blocker/registry.json").path
+        let run = try await cmdbus(["run", "greet", "-p", "name=Ada", "--no-journal", "--plugins", plugins.path], environment: ["CMDBUS_REGISTRY": registry])
+        #expect(run.status == 0 && run.stdout == "{\"greeting\":\"Hello, Ada!\"}\n", "\(run.stderr)")
+        let warnings = run.stderr.split(separator: "\n").filter { $0.contains("plugin registry") }
+        #expect(warnings == [
+            "cmdbus: plugin warning: cannot save the plugin registry \(registry) (\(work.file("blocker").path) exists and is not a directory): "
+                + "each start probes and opens the plugin files anew, which is slower; set CMDBUS_REGISTRY to a file this user can write",
+        ], "\(run.stderr)")
+    }
 }
