@@ -34,6 +34,9 @@ enum BatchCommand {
         and its line, {"line": 1, "id": "...", "command": "greet", "state": "pending"},
         is printed once the bus has it; the commands run there.
 
+        A reader that stops reading (| head) stops the batch once the commands in flight
+        have ended; it then ends by SIGPIPE, as a tool whose reader left does.
+
         Exit codes: 0 every command succeeded, 1 some did not, 64 usage, 74 journal unusable.
 
         Options:
@@ -62,6 +65,10 @@ enum BatchCommand {
         let client = try await BusClientFactory.client(
             connection: connection, plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )
+        // A reader that goes away (`| head`) ends the batch as it ends any tool, by SIGPIPE, but
+        // only once the commands in flight have ended: ended at once, it left them unfinished
+        // in the journal, for recovery to run again, and a note about them on every later command.
+        Console.outliveTheReader()
         var number = 0, failures = 0
         /// Writes the outcome of a line refused before it could be sent: failed, `decodingFailed`.
         func refuse(_ message: String, command: String? = nil) {
@@ -75,7 +82,7 @@ enum BatchCommand {
         }
         // Hands out the next well-formed line as a request; a malformed line gets its error line here.
         func next() -> CommandRequest? {
-            while let bytes = reader.next() {
+            while !console.readerWentAway, let bytes = reader.next() {
                 number += 1
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0B || $0 == 0x0C }) { continue }
                 guard let line = try? JSONDecoder().decode(Line.self, from: Data(bytes)) else {
@@ -116,6 +123,7 @@ enum BatchCommand {
             try await client.sendAll(concurrency: concurrency, next: next, onOutcome: report)
         }
         await client.close()
+        if console.readerWentAway { Console.endForTheReaderWentAway() }
         if failures > 0 {
             throw HostFailure(.someFailed, "\(failures) of the batch's commands did not \(posting ? "post" : "succeed")")
         }

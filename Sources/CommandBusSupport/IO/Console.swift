@@ -36,6 +36,23 @@ package struct Console: Sendable {
         return failure == 0 || failure == EPIPE ? nil : String(cString: strerror(failure))
     }
 
+    /// Whether the reader of the results went away (`EPIPE`: `| head` has read what it wanted).
+    package var readerWentAway: Bool { resultWriteErrno.load(ordering: .relaxed) == EPIPE }
+
+    /// Lets a write to a reader that went away fail with `EPIPE` (``readerWentAway``) instead
+    /// of ending the process at once, for a command that must first end what it started.
+    package static func outliveTheReader() {
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Ends the process as one whose reader went away ends by default: by `SIGPIPE`, which a
+    /// shell reports as 141 and `set -o pipefail` passes over as a pipe's reader stopping.
+    package static func endForTheReaderWentAway() -> Never {
+        signal(SIGPIPE, SIG_DFL)
+        raise(SIGPIPE)
+        exit(128 + SIGPIPE)
+    }
+
     /// Keeps stdout for results alone: results go to a private copy of descriptor 1, and
     /// descriptor 1 itself then points at stderr, so whatever a plugin loaded into this process
     /// prints (`printf`, `print`) lands on stderr and never in the middle of a result.
