@@ -43,4 +43,20 @@ struct ServerLogTests {
         let bad = try await cmdbus(["serve", "--log-format", "xml", "--socket", work.file("other.sock").path])
         #expect(bad.status == 64 && bad.stderr.contains("--log-format takes text or json"))
     }
+
+    /// Found by hand: `cmdbus serve 2>&1 | head` ended the server by SIGPIPE at its first log
+    /// line after `head` left, with the commands it ran. A server outlives its log's reader.
+    @Test(.timeLimit(.minutes(2)))
+    func theServerOutlivesTheReaderOfItsLog() async throws {
+        // The server's standard error goes to a `head` that reads 100 bytes and leaves.
+        let server = try await ServerTests.Server(launcher: ["/bin/bash", "-c", #"exec "$@" 2> >(head -c 100 > /dev/null)"#, "bash"])
+        defer { server.work.remove() }
+        for name in ["Ada", "Grace", "Barbara"] {
+            let greeted = try await cmdbus(["run", "greet", "-p", "name=\(name)", "--connect", server.socket])
+            #expect(greeted.status == 0 && greeted.stdout.contains("Hello, \(name)!"), "\(greeted.stderr)")
+        }
+        #expect(server.process.isRunning)
+        await server.stop()
+        #expect(await server.process.wait() == .exited(0))
+    }
 }
