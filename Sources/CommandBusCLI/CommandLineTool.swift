@@ -54,6 +54,11 @@ public enum CommandLineTool {
     public static func run(_ arguments: [String], notUTF8: ArgumentNotUTF8? = nil) async -> Int32 {
         let console = Console()
         let wantsJSON = arguments.contains("--json")
+        // A reader that goes away (`| head`) ends `cmdbus` as it ends any tool, by SIGPIPE, but
+        // only once what it started has ended: at once, a `run` or `batch` left its commands
+        // unfinished in the journal, and a server died at the next line of its log. Its workers
+        // and probes, started after this, inherit it.
+        Console.outliveTheReader()
         // Ctrl-C means cancel: the first SIGINT or SIGTERM cancels the commands of a one-shot
         // subcommand (cooperatively, down to their subcommands, recorded `cancelled`) and it exits
         // 130; a second exits at once. `serve` drains on its own terms.
@@ -82,6 +87,7 @@ public enum CommandLineTool {
         })
         var status = await work.value
         withExtendedLifetime(signals) {}
+        if console.readerWentAway { Console.endForTheReaderWentAway() }
         if let failure = console.resultWriteFailure {
             let lost = HostFailure(.outputFailed, "cannot write results to stdout (\(failure)); the output is incomplete, though what ran has run (the journal says how it ended): free the space or send the output elsewhere")
             console.report(lost, json: wantsJSON)

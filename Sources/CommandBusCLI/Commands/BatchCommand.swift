@@ -65,10 +65,6 @@ enum BatchCommand {
         let client = try await BusClientFactory.client(
             connection: connection, plugins: try PluginOptions(arguments).deferringLoads, journal: try JournalOptions(arguments), console: console
         )
-        // A reader that goes away (`| head`) ends the batch as it ends any tool, by SIGPIPE, but
-        // only once the commands in flight have ended: ended at once, it left them unfinished
-        // in the journal, for recovery to run again, and a note about them on every later command.
-        Console.outliveTheReader()
         var number = 0, failures = 0
         /// Writes the outcome of a line refused before it could be sent: failed, `decodingFailed`.
         func refuse(_ message: String, command: String? = nil) {
@@ -81,6 +77,8 @@ enum BatchCommand {
             console.out(JSONValue.object(fields).text)
         }
         // Hands out the next well-formed line as a request; a malformed line gets its error line here.
+        // A reader that went away (`| head`) takes no more lines: those in flight end, and
+        // the process then ends as the tool's reader left it (``CommandLineTool/run(_:notUTF8:)``).
         func next() -> CommandRequest? {
             while !console.readerWentAway, let bytes = reader.next() {
                 number += 1
@@ -123,7 +121,6 @@ enum BatchCommand {
             try await client.sendAll(concurrency: concurrency, next: next, onOutcome: report)
         }
         await client.close()
-        if console.readerWentAway { Console.endForTheReaderWentAway() }
         if failures > 0 {
             throw HostFailure(.someFailed, "\(failures) of the batch's commands did not \(posting ? "post" : "succeed")")
         }

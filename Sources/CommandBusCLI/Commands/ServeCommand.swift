@@ -53,10 +53,6 @@ enum ServeCommand {
 
     static func run(_ arguments: ArgumentSpec.Parsed, console: Console) async throws(HostFailure) {
         guard arguments.positionals.isEmpty else { throw .usage("'cmdbus serve' takes no operands") }
-        // A server outlives whoever reads its log: with SIGPIPE as it is, the first line after
-        // the reader left (`serve 2>&1 | head`, a log shipper restarted) ended it, and the
-        // commands it ran with it. Its workers and probes, started after this, inherit it.
-        Console.outliveTheReader()
         let drain = try arguments.seconds("drain") ?? .seconds(10)
         let log = ServerLog(
             console: console, threshold: arguments.choice("log-level", or: LogLevel.info), format: arguments.choice("log-format", or: ServerLog.Format.text)

@@ -80,7 +80,7 @@ extension JournalCommand {
             while true {
                 let records = try await read(page)
                 print(records)
-                guard records.count == listPageSize, console.resultWriteFailure == nil, let last = records.last else { break }
+                guard records.count == listPageSize, console.resultWriteFailure == nil, !console.readerWentAway, let last = records.last else { break }
                 page.afterSequence = last.sequence
             }
         }
