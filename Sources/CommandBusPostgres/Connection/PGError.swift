@@ -42,6 +42,11 @@ package struct PGError: Error, Sendable, CustomStringConvertible {
     /// Whether reconnecting could help.
     package var isConnectionProblem: Bool { code == .connectionFailed || code == .connectionLost }
 
+    /// Whether the server refused what the statement carried (SQLSTATE class 22, a data
+    /// exception, or 54, a limit: a `jsonb` value past 256 MiB), so the same statement sent
+    /// again is refused again, where a lost connection, a deadlock or a full disk may pass.
+    package var refusesTheData: Bool { sqlState.map { $0.hasPrefix("22") || $0.hasPrefix("54") } ?? false }
+
     /// Whether the server is away for now rather than refusing us: nothing answers at the
     /// address (not started yet, restarting), or what answers is starting up, shutting down
     /// or full, or an open connection broke. Waiting outlasts these; it does not outlast a

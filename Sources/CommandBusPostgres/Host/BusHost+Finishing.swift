@@ -56,12 +56,19 @@ extension BusHost {
                 do {
                     try session.run { connection throws(PGError) in
                         if !unsentEvents.isEmpty {
-                            try connection.execute(BusSQL.appendEvents, [.jsonb(JSONValue.array(unsentEvents).text)])
+                            try append(unsentEvents, on: connection)
                             unsentEvents = []
                         }
                         try write(unwritten, on: connection)
                         unwritten = []
                     }
+                } catch where error.refusesTheData {
+                    // Sent again, the batch is refused again: each goes on its own, so what
+                    // the bus refuses is only what it cannot hold (``writeApart(_:events:on:)``).
+                    log(.warning, "the bus refused a batch of ends or events (\(error.message)); writing each on its own")
+                    writeApart(unwritten, events: unsentEvents, on: session)
+                    unwritten = []
+                    unsentEvents = []
                 } catch {
                     // What was left to write: a batch of events alone finished no command.
                     let left = [
@@ -111,10 +118,8 @@ extension BusHost {
             }
         }
         var ended: Set<String> = []
-        let completions = BusSQL.endsInIDOrder(ends)
-        for chunk in stride(from: 0, to: completions.count, by: 500) {
-            let slice = Array(completions[chunk..<min(chunk + 500, completions.count)])
-            let done = try connection.execute(BusSQL.complete, [.jsonb(JSONValue.array(slice).text), .uuid(id)])
+        for chunk in BusSQL.arrays(of: BusSQL.endsInIDOrder(ends), count: 500) {
+            let done = try connection.execute(BusSQL.complete, [.jsonb(chunk), .uuid(id)])
             for row in done.all {
                 if let id = row.uuid("id") { expected.remove(id) }
                 if let name = row.text("name") { ended.insert(name) }
@@ -132,6 +137,13 @@ extension BusHost {
         }
         for lost in expected {
             log(.warning, "discarded the result of \(lost): this host no longer holds its lease (another host runs it, or ran it)")
+        }
+    }
+
+    /// Sends `events` to the bus, in arrays that a `jsonb` value holds.
+    func append(_ events: [JSONValue], on connection: PGConnection) throws(PGError) {
+        for chunk in BusSQL.arrays(of: events, count: 1_000) {
+            try connection.execute(BusSQL.appendEvents, [.jsonb(chunk)])
         }
     }
 

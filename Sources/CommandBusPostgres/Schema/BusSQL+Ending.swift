@@ -23,6 +23,27 @@ extension BusSQL {
         }
     }
 
+    /// `items` as the texts of JSON arrays, in order, each of at most `count` items and, unless
+    /// one item alone is larger, `bytes` bytes: a batch of ends whose results are large (23 of
+    /// 12 MiB each, 16 MiB in base64) made one array past what a `jsonb` value may hold (256 MiB),
+    /// refused however often it was sent.
+    static func arrays(of items: [JSONValue], count: Int, bytes: Int = 32 << 20) -> [String] {
+        var arrays: [String] = []
+        var current = "", held = 0
+        for item in items {
+            let text = item.text
+            if held > 0 && (held == count || current.utf8.count + text.utf8.count + 2 > bytes) {
+                arrays.append(current + "]")
+                current = ""
+                held = 0
+            }
+            current += (held == 0 ? "[" : ",") + text
+            held += 1
+        }
+        if held > 0 { arrays.append(current + "]") }
+        return arrays
+    }
+
     /// $1 a JSON array of {id, attempt, state, result (base64), code, message, retryAfterMs}.
     /// Finalizes each command whose lease this host ($2) still holds at that attempt (the fence),
     /// or sends a retryable failure back to pending; returns the ids it changed. The host must
