@@ -247,7 +247,7 @@ package final class ServerConnection: @unchecked Sendable {
             descriptor = try UnixSocket.connect(to: socket)
         } catch {
             switch error {
-            case .failed(let text): throw HostFailure(.serverUnreachable, "\(text) (is 'cmdbus serve' running?)")
+            case .failed(let text): throw HostFailure(.serverUnreachable, text)
             case .badPath(let text): throw HostFailure(.serverUnreachable, text)
             case .inUse: throw HostFailure(.serverUnreachable, "cannot connect to \(socket) (is 'cmdbus serve' running?)")
             }

@@ -72,11 +72,22 @@ package struct UnixSocket {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard connected == 0 else {
-            let reason = String(cString: strerror(errno))
+            let number = errno
             Glibc.close(descriptor)
-            throw .failed("cannot connect to \(path): \(reason)")
+            throw .failed("cannot connect to \(path): \(Self.connectFailure(number, path: path))")
         }
         return descriptor
+    }
+
+    /// Why a connect to the socket at `path` failed with `error`, and what to do.
+    private static func connectFailure(_ error: Int32, path: String) -> String {
+        let reason = String(cString: strerror(error))
+        guard error == EACCES || error == EPERM else { return "\(reason) (is 'cmdbus serve' running?)" }
+        // A server's socket is its user's alone: name that user, who may connect.
+        var info = stat()
+        let owner = stat(path, &info) == 0 ? getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(info.st_uid)" : nil
+        return "\(reason); a server's socket takes its own user alone (mode 0600)"
+            + (owner.map { ": run this as \($0), whose server it is" } ?? ": run this as the user the server runs as")
     }
 
     /// Stops accepting and removes the socket file, if it is still this server's (not one that
