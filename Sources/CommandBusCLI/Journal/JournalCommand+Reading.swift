@@ -39,7 +39,8 @@ extension JournalCommand {
     static func listedSince(_ text: String, now: Date = .now) throws(HostFailure) -> Date {
         if text.last?.isLetter == true, let age = ArgumentSpec.Parsed.seconds(in: text) { return now.addingTimeInterval(-age) }
         if let time = ReplayBound(time: text)?.start { return time }
-        throw .usage("--since takes an age with its unit (90s, 30m, 1h, 7d) or a time (ISO 8601, or seconds since 1970), got \(quoted(text))")
+        throw .usage("--since takes an age with its unit (90s, 30m, 1h, 7d) or a time (ISO 8601, or seconds since 1970), got \(quoted(text))"
+            + ReplayBound.fieldsWord(text))
     }
 
     /// How many entries `journal list` reads at a time.

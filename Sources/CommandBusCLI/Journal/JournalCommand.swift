@@ -15,7 +15,7 @@ enum JournalCommand {
         .init(name: "state", short: nil, value: "STATE", help: "list: only this state; prune: only trees whose root ended so (repeatable, or a list: failed,timedOut)."),
         .init(name: "command", short: nil, value: "NAME", help: "list: only this command name."),
         .init(name: "limit", short: "n", value: "N", help: "list: at most N entries (the newest)."),
-        .init(name: "since", short: nil, value: "WHEN", help: "list: created within an age (1h, 30m) or since a time; replay: from this entry id or time (ISO 8601 or seconds)."),
+        .init(name: "since", short: nil, value: "WHEN", help: "list: created within an age (1h, 30m) or since a time; replay: from this entry id or time (ISO 8601, a UTC date, or seconds)."),
         .init(name: "until", short: nil, value: "WHEN", help: "replay: through this entry id or time (all of its last digit)."),
         .init(name: "rebuild", short: nil, help: "undo: drop the entry from replay instead of sending an inverse."),
         .init(name: "format", short: nil, value: "FORMAT", choices: ["text", "mermaid", "dot"], help: "tree: text (default), mermaid or dot."),
@@ -201,7 +201,7 @@ enum JournalCommand {
             return ReplayBound(sequence: record.sequence)
         }
         if let time = ReplayBound(time: text) { return time }
-        throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))")
+        throw .usage("\(option) takes an entry id, an ISO 8601 time or seconds since 1970, got \(quoted(text))" + ReplayBound.fieldsWord(text))
     }
 
     private static func discard(_ arguments: ArgumentSpec.Parsed, _ operands: [String], _ console: Console) async throws(HostFailure) {

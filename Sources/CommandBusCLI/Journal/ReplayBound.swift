@@ -18,8 +18,15 @@ struct ReplayBound: Equatable {
     /// A bound at an entry.
     init(sequence: Int64) { self.sequence = sequence }
 
-    /// A bound at a time written as `text` (ISO 8601 or seconds since 1970), or nil if it is neither.
+    /// A bound at a time written as `text` (ISO 8601 or seconds since 1970), or nil if it is
+    /// neither. A date alone (`2026-11-30`) is that day in UTC, as the journal prints its times;
+    /// a time whose fields are out of range (`T25:00`, `02-30`) is none, where Foundation's
+    /// parser carried it into the next hour or month.
     init?(time text: String) {
+        if let day = Self.utcDay(text) {
+            (start, end) = (day, day.addingTimeInterval(86_400))
+            return
+        }
         let date: Date
         let fraction: Substring?
         if let seconds = Double(text), seconds.isFinite {
@@ -30,7 +37,7 @@ struct ReplayBound: Equatable {
             }
             date = Date(timeIntervalSince1970: seconds)
             fraction = text.split(separator: ".", maxSplits: 1).dropFirst().first
-        } else if let parsed = try? Date(text, strategy: .iso8601) {
+        } else if Self.fieldsAreInRange(text), let parsed = try? Date(text, strategy: .iso8601) {
             date = parsed
             fraction = Self.isoFraction(text)
         } else {
@@ -39,6 +46,39 @@ struct ReplayBound: Equatable {
         let digits = min(fraction.map { $0.prefix(while: \.isNumber).count } ?? 0, 9)
         start = date
         end = date.addingTimeInterval(pow(10, -Double(digits)))
+    }
+
+    /// The start of the UTC day `text` names as `YYYY-MM-DD`, or nil if it is not one that exists.
+    private static func utcDay(_ text: String) -> Date? {
+        guard text.utf8.count == 10, fieldsAreInRange(text + "T00:00:00Z") else { return nil }
+        return try? Date(text + "T00:00:00Z", strategy: .iso8601)
+    }
+
+    /// Whether an ISO 8601 time's date and clock (`YYYY-MM-DDTHH:MM:SS`, the first 19 characters)
+    /// name a day that exists and an hour, minute and second that do: 1 to 12, 1 to the month's
+    /// last day, 0 to 23, 0 to 59, 0 to 60 (a leap second).
+    static func fieldsAreInRange(_ text: String) -> Bool {
+        let characters = Array(text.utf8.prefix(19))
+        guard characters.count == 19 else { return false }
+        func number(_ range: Range<Int>) -> Int? {
+            let digits = characters[range]
+            guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+            return digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month) else { return false }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let lastDay = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+        return (1...lastDay).contains(day) && (0...23).contains(hour) && (0...59).contains(minute) && (0...60).contains(second)
+    }
+
+    /// What follows a refusal of `text`: for one written as an ISO 8601 time or date whose
+    /// fields are out of range, which day or clock does not exist; else nothing.
+    static func fieldsWord(_ text: String) -> String {
+        let clock = text.utf8.count == 10 ? text + "T00:00:00Z" : text
+        guard clock.firstMatch(of: /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}/) != nil, !fieldsAreInRange(clock) else { return "" }
+        return ": no such \(text.utf8.count == 10 ? "day" : "day or time") (a month runs 1 to 12, a day to the month's last, an hour 0 to 23, a minute 0 to 59)"
     }
 
     /// The digits after the seconds of an ISO 8601 time (`…T11:50:53.517Z` → `517…`), if any.

@@ -28,4 +28,20 @@ import Testing
     func whatIsNoTimeIsRefused(text: String) {
         #expect(ReplayBound(time: text) == nil)
     }
+
+    /// Found by hand: `--since 2026-11-30T25:00:00Z` was taken (Foundation carried the hour into
+    /// the next day) and listed nothing, and a date alone, ISO 8601 too, was refused.
+    @Test(arguments: ["2026-11-30T25:00:00Z", "2026-11-31T10:00:00Z", "2026-02-29T00:00:00Z", "2026-13-01", "2026-02-29", "2026-11-30T12:60:00Z"])
+    func aDayOrTimeThatDoesNotExistIsRefusedAndSaysSo(text: String) {
+        #expect(ReplayBound(time: text) == nil)
+        #expect(ReplayBound.fieldsWord(text).hasPrefix(": no such day"), "\(text)")
+    }
+
+    /// A date alone is that whole day in UTC; February 29 of a leap year is one.
+    @Test func aDateAloneIsItsWholeDayInUTC() throws {
+        let day = try #require(ReplayBound(time: "2028-02-29"))
+        #expect(day.start == (try Date("2028-02-29T00:00:00Z", strategy: .iso8601)))
+        #expect(day.end == (try Date("2028-03-01T00:00:00Z", strategy: .iso8601)))
+        #expect(ReplayBound.fieldsWord("soon") == "" && ReplayBound.fieldsWord("2026-11-30T10:00:00Z") == "")
+    }
 }
