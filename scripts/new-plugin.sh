@@ -11,6 +11,13 @@ source "$repo/scripts/lib/common.sh"
 name="$1"
 [[ "$name" =~ ^[A-Z][A-Za-z0-9]*$ ]] || die "plugin name '$name' must be a Swift type name: a capital letter, then letters and digits"
 [ "$name" != "Template" ] || die "plugin name 'Template' is the template's own; choose another"
+# The plugin's module takes its name: named as a module it builds against, it hides that module
+# from its own code (in a plugin named Foundation, `import Foundation` is ignored and Date is unknown).
+case "$name" in
+    Swift|Foundation|FoundationEssentials|Glibc|Dispatch|Testing|XCTest|CommandBusPlugin|CCommandBusABI|Synchronization)
+        die "plugin name '$name' is the name of a module the plugin builds against; choose another, such as ${name}Plugin" ;;
+esac
+[ $# -lt 2 ] || [ -n "$2" ] || die "DIR is empty; give a directory to create the plugin in, or leave it out for ./$name"
 dir="${2:-./$name}"
 if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
     die "'$dir' already exists and is not empty; choose another directory"

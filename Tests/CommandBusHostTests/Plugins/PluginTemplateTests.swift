@@ -37,5 +37,10 @@ struct PluginTemplateTests {
         try "x".write(to: try work.subdirectory("occupied").file("file"), atomically: true, encoding: .utf8)
         let occupied = try await runProcess("/bin/bash", [script, "Weather", work.file("occupied").path])
         #expect(occupied.status != 0 && occupied.stderr.contains("already exists and is not empty"))
+        // A module's own name would hide the module; an empty DIR made ./NAME.
+        let module = try await runProcess("/bin/bash", [script, "Foundation", work.file("b").path])
+        #expect(module.status != 0 && module.stderr.contains("is the name of a module the plugin builds against; choose another, such as FoundationPlugin"), "\(module.stderr)")
+        let empty = try await runProcess("/bin/bash", [script, "Weather", ""], directory: work.url)
+        #expect(empty.status != 0 && empty.stderr.contains("DIR is empty") && !FileManager.default.fileExists(atPath: work.file("Weather").path), "\(empty.stderr)")
     }
 }
