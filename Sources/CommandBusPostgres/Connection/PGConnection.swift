@@ -126,6 +126,22 @@ package final class PGConnection: @unchecked Sendable {
     /// Whether the connection is still usable.
     package var isHealthy: Bool { pq.status(connection) == CONNECTION_OK }
 
+    /// Whether the server has left the connection open while it sat idle, asked without a round
+    /// trip: a socket with nothing to read is open; one with something is read, and open unless
+    /// that was the server's goodbye (`idle_session_timeout`, a restart, a pooler's idle timer)
+    /// or the stream's end. A notification read here waits for ``notifications(waitingUpTo:wake:)``.
+    /// A connection found closed so is replaced before a statement is sent on it, where the
+    /// statement failed and the host warned of a lost connection at every use after an idle spell.
+    package var isStillOpen: Bool {
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        // The goodbye reads as a message first; the stream's end, read next, is what closes it.
+        for _ in 0..<4 where isHealthy {
+            guard poll(&descriptor, 1, 0) > 0 else { return true }
+            guard pq.consumeInput(connection) == 1 else { return false }
+        }
+        return isHealthy
+    }
+
     /// The socket, for waiting on notifications.
     package var socket: Int32 { pq.socket(connection) }
 

@@ -32,7 +32,7 @@ package final class PGSession {
 
     /// The connection, (re)connecting first if needed.
     package func connected() throws(PGError) -> PGConnection {
-        if let connection, connection.isHealthy { return connection }
+        if let connection, connection.isStillOpen { return connection }
         connection = nil
         let fresh = try PGConnection(url: url, linkTimeout: linkTimeout, planning: planning)
         for channel in channels { try fresh.execute("LISTEN \(channel)") }

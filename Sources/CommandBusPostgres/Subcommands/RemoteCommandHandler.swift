@@ -72,7 +72,7 @@ package final class PGConnectionPool: Sendable {
     package func with<T>(_ body: (PGConnection) throws(PGError) -> T) throws(PGError) -> T {
         let taken = idle.withLock { $0.popLast() }
         let connection: PGConnection
-        if let taken { connection = taken } else { connection = try PGConnection(url: url) }
+        if let taken, taken.isStillOpen { connection = taken } else { connection = try PGConnection(url: url) }
         do throws(PGError) {
             let value = try body(connection)
             idle.withLock { $0.append(connection) }
