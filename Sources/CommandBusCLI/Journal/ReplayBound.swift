@@ -59,7 +59,10 @@ struct ReplayBound: Equatable {
     /// last day, 0 to 23, 0 to 59, 0 to 60 (a leap second).
     static func fieldsAreInRange(_ text: String) -> Bool {
         let characters = Array(text.utf8.prefix(19))
-        guard characters.count == 19 else { return false }
+        // The separators first: ten digits of seconds since 1970 are no date.
+        guard characters.count == 19, characters[4] == UInt8(ascii: "-"), characters[7] == UInt8(ascii: "-"),
+              [UInt8(ascii: "T"), UInt8(ascii: "t"), UInt8(ascii: " ")].contains(characters[10]),
+              characters[13] == UInt8(ascii: ":"), characters[16] == UInt8(ascii: ":") else { return false }
         func number(_ range: Range<Int>) -> Int? {
             let digits = characters[range]
             guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }

@@ -43,5 +43,8 @@ import Testing
         #expect(day.start == (try Date("2028-02-29T00:00:00Z", strategy: .iso8601)))
         #expect(day.end == (try Date("2028-03-01T00:00:00Z", strategy: .iso8601)))
         #expect(ReplayBound.fieldsWord("soon") == "" && ReplayBound.fieldsWord("2026-11-30T10:00:00Z") == "")
+        // Ten digits are seconds since 1970, though their digits could be read as a year, a month and a day.
+        let seconds = try #require(ReplayBound(time: "1700011001"))
+        #expect(seconds.start == Date(timeIntervalSince1970: 1_700_011_001))
     }
 }
