@@ -145,6 +145,7 @@ extension BusHost {
     func start(_ row: BusCommandRow) {
         state.withLock { state in
             state.inFlight += 1
+            state.held[row.id, default: 0] += 1
             state.deciding.insert(row.claim)
             if state.offer.limits[row.name] != nil { state.inFlightOfLimited[row.name, default: 0] += 1 }
             state.correlations[row.correlationID, default: 0] += 1
@@ -260,6 +261,7 @@ extension BusHost {
     func finish(_ row: BusCommandRow, _ outcome: Finish) {
         let drained = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
             state.pending.append(outcome)
+            _ = state.held.countDown(row.id)
             state.inFlight -= 1
             state.deciding.remove(row.claim)
             state.cancelledWhileDeciding.remove(row.claim)
@@ -284,7 +286,10 @@ extension BusHost {
 
     /// Records a subcommand that runs here (``LocalSubcommandLedger``).
     package func recordLocalSubcommand(_ envelope: CommandEnvelope, payload: Data) {
-        state.withLock { $0.pending.append(.record(envelope: envelope, payload: payload)) }
+        state.withLock { state in
+            state.pending.append(.record(envelope: envelope, payload: payload))
+            state.localSubcommands.insert(envelope.id)
+        }
         finishWake.signal()
     }
 
@@ -294,7 +299,10 @@ extension BusHost {
             id: update.id, attempt: 1, state: update.state, result: update.result, code: update.errorCode, message: update.errorMessage,
             retryAfter: nil
         )
-        state.withLock { $0.pending.append(outcome) }
+        state.withLock { state in
+            state.pending.append(outcome)
+            state.localSubcommands.remove(update.id)
+        }
         finishWake.signal()
     }
 

@@ -39,7 +39,13 @@ extension BusHost {
 
     func finishLoop() {
         let session = PGSession(url: settings.url, linkTimeout: settings.lease, planning: .once)
+        var lastReconciled = ContinuousClock.now
         while true {
+            // Between batches, once a lease: nothing of this host's is on its way to the bus.
+            if ContinuousClock.now - lastReconciled >= settings.lease, state.withLock({ $0.joined && !$0.stopped && !$0.fenced }) {
+                handBackForgotten(on: session)
+                lastReconciled = .now
+            }
             let (work, events, stopped, batch) = state.withLock { state -> ([Finish], [JSONValue], Bool, Int) in
                 defer { state.pending = []; state.events = [] }
                 if !state.pending.isEmpty || !state.events.isEmpty { state.finishBatchesTaken += 1 }

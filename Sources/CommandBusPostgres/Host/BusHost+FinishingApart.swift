@@ -13,8 +13,8 @@ extension BusHost {
     /// Writes `work` and `events` one at a time. An event the bus refuses is dropped (events
     /// are told as they can be); an end it refuses is written as a failure that says why, so
     /// its command ends and its sender hears; what is refused even so is dropped, and its
-    /// command, still running on the bus, is taken back by the bus when this host's lease of it
-    /// runs out. A lost connection is waited out for each, as for a batch.
+    /// command, still running on the bus, is given back to the bus within a lease
+    /// (``handBackForgotten(on:)``). A lost connection is waited out for each, as for a batch.
     func writeApart(_ work: [Finish], events: [JSONValue], on session: PGSession) {
         for event in events {
             if let refusal = writeRetrying({ connection throws(PGError) in try append([event], on: connection) }, on: session) {
@@ -36,7 +36,7 @@ extension BusHost {
                 retryAfter: nil
             )
             if let again = writeRetrying({ connection throws(PGError) in try write([failure], on: connection) }, on: session) {
-                log(.warning, "dropped the end of \(id) the bus refused (\(again.message)); the bus takes it back once this host's lease of it runs out")
+                log(.warning, "dropped the end of \(id) the bus refused (\(again.message)); it goes back to the bus within a lease")
             } else {
                 log(.warning, "\(id) failed: the bus refused its outcome (\(refusal.message))")
             }

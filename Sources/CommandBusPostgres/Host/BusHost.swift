@@ -96,6 +96,12 @@ package final class BusHost: Sendable {
         var endSeen: [UUID: Int] = [:]
         /// Finished commands waiting for the event forwarder to see their end (see ``finishAfterItsEvents``).
         var waitingForEvents = ClaimTable<(row: BusCommandRow, outcome: Finish)>()
+        /// The commands this host has claimed and not yet queued an outcome for (from
+        /// ``start(_:)`` to ``finish(_:_:)``), counted per claim, and the local subcommands it
+        /// recorded that have not ended: with what waits in ``pending``, every command the bus
+        /// may say this host runs that the host knows of (``handBackForgotten(on:)``).
+        var held: [UUID: Int] = [:]
+        var localSubcommands: Set<UUID> = []
         /// Claims cancelled because this host could not renew its lease: handed back when they
         /// end, not completed, since the cancellation was this host's, not the sender's.
         var handingBack: Set<Claim> = []

@@ -85,6 +85,26 @@ extension BusSQL {
             (SELECT count(*) FROM notified) AS notified
         """
 
+    /// $1 host, $2 the commands it knows it holds, $3 a lease in milliseconds: gives back the
+    /// commands the bus says this host runs, claimed more than a lease ago, that it does not
+    /// know of (a claim whose answer was lost after it committed, an end the bus refused and the
+    /// host dropped): pending again, the attempt not counted, or `cancelled` if asked to stop.
+    /// Only a dead host's commands are taken back otherwise, so these stayed `running` for as
+    /// long as their host lived. Gives each one's id and name.
+    static let handBackForgotten = """
+        WITH held AS (
+            \(lockedInIDOrder("""
+                cmdbus.commands c WHERE c.state = 'running' AND c.lease_owner = $1
+                    AND c.started_at < now() - $3::int8 * interval '1 millisecond' AND NOT (c.id = ANY($2::uuid[]))
+                """))
+        ), back AS (
+            UPDATE cmdbus.commands c SET \(givenBack("its host had lost track of it"))
+            FROM held WHERE c.id = held.id
+            RETURNING c.id, c.name, c.state
+        ), notified AS (SELECT \(pendingOrEndedNotice) FROM back)
+        SELECT b.id, b.name, (SELECT count(*) FROM notified) AS notified FROM back b
+        """
+
     /// $1 command, $2 host, $3 attempt: one command this host still holds goes back to pending,
     /// its attempt not counted, or ends `cancelled` if asked to stop (a host that could not
     /// renew its lease stopped it).
