@@ -293,17 +293,18 @@ extension BusHost {
         finishWake.signal()
     }
 
-    /// Finishes a recorded local subcommand, fenced like any other command.
+    /// Finishes a recorded local subcommand, fenced like any other command; an update of any
+    /// other command changes nothing.
     package func finishLocalSubcommand(_ update: JournalUpdate) {
-        let outcome = Finish.complete(
-            id: update.id, attempt: 1, state: update.state, result: update.result, code: update.errorCode, message: update.errorMessage,
-            retryAfter: nil
-        )
-        state.withLock { state in
-            state.pending.append(outcome)
-            state.localSubcommands.remove(update.id)
+        let recorded = state.withLock { state -> Bool in
+            guard state.localSubcommands.remove(update.id) != nil else { return false }
+            state.pending.append(.complete(
+                id: update.id, attempt: 1, state: update.state, result: update.result, code: update.errorCode, message: update.errorMessage,
+                retryAfter: nil
+            ))
+            return true
         }
-        finishWake.signal()
+        if recorded { finishWake.signal() }
     }
 
     /// Stops command `id` where it runs here, and where this host is still deciding whether to

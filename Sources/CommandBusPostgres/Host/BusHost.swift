@@ -99,7 +99,8 @@ package final class BusHost: Sendable {
         /// The commands this host has claimed and not yet queued an outcome for (from
         /// ``start(_:)`` to ``finish(_:_:)``), counted per claim, and the local subcommands it
         /// recorded that have not ended: with what waits in ``pending``, every command the bus
-        /// may say this host runs that the host knows of (``handBackForgotten(on:)``).
+        /// may say this host runs that the host knows of (``handBackForgotten(on:)``). The local
+        /// subcommands are known here alone: ``finishLocalSubcommand(_:)`` ends only those.
         var held: [UUID: Int] = [:]
         var localSubcommands: Set<UUID> = []
         /// Claims cancelled because this host could not renew its lease: handed back when they

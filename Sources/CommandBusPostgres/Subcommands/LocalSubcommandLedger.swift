@@ -15,7 +15,6 @@ package final class LocalSubcommandLedger: Journal {
     private struct State {
         weak var host: BusHost?
         var bus: CommandBus?
-        var recorded: Set<UUID> = []
     }
     private let state = Mutex(State())
 
@@ -31,12 +30,12 @@ package final class LocalSubcommandLedger: Journal {
         let (host, bus) = state.withLock { ($0.host, $0.bus) }
         guard let host, let bus, host.isLocalSubcommand(envelope),
               (try? bus.canHandleLocally(name: envelope.commandName, payload: payload)) == true else { return }
-        state.withLock { _ = $0.recorded.insert(envelope.id) }
         host.recordLocalSubcommand(envelope, payload: payload)
     }
 
     package func update(_ update: JournalUpdate, waitUntilDurable: Bool) async throws(CommandBusError) {
-        guard update.state.isTerminal, state.withLock({ $0.recorded.remove(update.id) }) != nil else { return }
+        // The host knows which commands it recorded (``BusHost/State/localSubcommands``).
+        guard update.state.isTerminal else { return }
         state.withLock { $0.host }?.finishLocalSubcommand(update)
     }
 
