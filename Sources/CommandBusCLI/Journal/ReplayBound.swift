@@ -58,29 +58,36 @@ struct ReplayBound: Equatable {
     /// name a day that exists and an hour, minute and second that do: 1 to 12, 1 to the month's
     /// last day, 0 to 23, 0 to 59, 0 to 60 (a leap second).
     static func fieldsAreInRange(_ text: String) -> Bool {
+        guard let fields = dateAndClock(text), (1...12).contains(fields.month) else { return false }
+        let leap = fields.year % 4 == 0 && (fields.year % 100 != 0 || fields.year % 400 == 0)
+        let lastDay = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][fields.month - 1]
+        return (1...lastDay).contains(fields.day) && (0...23).contains(fields.hour) && (0...59).contains(fields.minute)
+            && (0...60).contains(fields.second)
+    }
+
+    /// The numbers of `YYYY-MM-DDTHH:MM:SS` (`T`, `t` or a space between), the first 19
+    /// characters of `text`, whatever their values; `nil` if they are not written so. The
+    /// separators are read too: ten digits of seconds since 1970 are no date.
+    private static func dateAndClock(_ text: String) -> (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int)? {
         let characters = Array(text.utf8.prefix(19))
-        // The separators first: ten digits of seconds since 1970 are no date.
         guard characters.count == 19, characters[4] == UInt8(ascii: "-"), characters[7] == UInt8(ascii: "-"),
               [UInt8(ascii: "T"), UInt8(ascii: "t"), UInt8(ascii: " ")].contains(characters[10]),
-              characters[13] == UInt8(ascii: ":"), characters[16] == UInt8(ascii: ":") else { return false }
+              characters[13] == UInt8(ascii: ":"), characters[16] == UInt8(ascii: ":") else { return nil }
         func number(_ range: Range<Int>) -> Int? {
             let digits = characters[range]
             guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
             return digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-              (1...12).contains(month) else { return false }
-        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-        let lastDay = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-        return (1...lastDay).contains(day) && (0...23).contains(hour) && (0...59).contains(minute) && (0...60).contains(second)
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19) else { return nil }
+        return (year, month, day, hour, minute, second)
     }
 
     /// What follows a refusal of `text`: for one written as an ISO 8601 time or date whose
     /// fields are out of range, which day or clock does not exist; else nothing.
     static func fieldsWord(_ text: String) -> String {
         let clock = text.utf8.count == 10 ? text + "T00:00:00Z" : text
-        guard clock.firstMatch(of: /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}/) != nil, !fieldsAreInRange(clock) else { return "" }
+        guard dateAndClock(clock) != nil, !fieldsAreInRange(clock) else { return "" }
         return ": no such \(text.utf8.count == 10 ? "day" : "day or time") (a month runs 1 to 12, a day to the month's last, an hour 0 to 23, a minute 0 to 59)"
     }
 

@@ -56,11 +56,12 @@ public struct PluginProbe: Sendable {
     /// The probe's own side: load `path` here and print the verdict as one JSON line.
     public static func answer(for path: String) -> String {
         switch PluginLoader.load(file: path) {
-        case .success: JSONValue.object(["ok": .bool(true)]).text
+        case .success: return JSONValue.object(["ok": .bool(true)]).text
         case .failure(let error):
+            var fields: [String: JSONValue] = ["ok": .bool(false), "reason": .string(error.reason)]
             // Said only when so: a refusal is the file's own unless the answer says otherwise.
-            JSONValue.object(["ok": .bool(false), "reason": .string(error.reason)].merging(
-                error.dependsOnThisMachine ? ["dependsOnThisMachine": .bool(true)] : [:]) { first, _ in first }).text
+            if error.dependsOnThisMachine { fields["dependsOnThisMachine"] = .bool(true) }
+            return JSONValue.object(fields).text
         }
     }
 }
