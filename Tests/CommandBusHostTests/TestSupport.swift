@@ -94,6 +94,16 @@ func compileFixture(
     return target
 }
 
+/// Runs `script` with `/bin/sh` in a mount namespace of its own, as root, so a file system it
+/// mounts needs no unmounting if the test dies: `$1` is `directory` (where to mount one), `$2`
+/// the `cmdbus` binary and `$3` the Greeter plugin.
+func runInOwnMountNamespace(_ script: String, on directory: TemporaryDirectory, environment: [String: String] = [:]) async throws -> ProcessResult {
+    try await runProcess("/usr/bin/unshare", [
+        "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh", directory.path,
+        try TestPaths.product("cmdbus").path, try TestPaths.product("libGreeter.so").path,
+    ], environment: environment)
+}
+
 /// What a finished process printed and how it exited.
 struct ProcessResult {
     /// The exit code, or 128 plus the signal that ended it, as a shell reports one (137: SIGKILL,

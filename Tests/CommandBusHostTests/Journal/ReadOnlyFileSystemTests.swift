@@ -12,8 +12,7 @@ struct ReadOnlyFileSystemTests {
         let work = try TemporaryDirectory("cmdbus-read-only")
         defer { work.remove() }
         let disk = try work.subdirectory("disk")
-        // A tmpfs in a mount namespace of the script's own (nothing to unmount if the test dies),
-        // written to (a plugin, and a journal by one command), then mounted read-only.
+        // A tmpfs written to (a plugin, and a journal by one command), then mounted read-only.
         let script = #"""
             set -e
             mount -t tmpfs -o size=8m tmpfs "$1"
@@ -27,10 +26,7 @@ struct ReadOnlyFileSystemTests {
             "$2" plugins lock --plugins plugins; echo "== $?"
             "$2" journal list --journal none.sqlite; echo "== $?"
             """#
-        let result = try await runProcess("/usr/bin/unshare", [
-            "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh", disk.path,
-            try TestPaths.product("cmdbus").path, try TestPaths.product("libGreeter.so").path,
-        ])
+        let result = try await runInOwnMountNamespace(script, on: disk)
         let text = (result.stdout + result.stderr).split(separator: "\n").filter { !$0.contains("debug build") }.joined(separator: "\n")
         // stdout and stderr come apart; each command's lines are found by their words.
         let ends = result.stdout.split(separator: "\n").filter { $0.hasPrefix("== ") }

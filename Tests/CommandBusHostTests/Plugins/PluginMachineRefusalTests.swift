@@ -49,10 +49,7 @@ struct PluginMachineRefusalTests {
             mount -o remount,exec "$1" || exit 9
             "$2" run greet -p name=Ada --no-journal --plugins "$1/plugins"; echo "== $?"
             """#
-        let result = try await runProcess("/usr/bin/unshare", [
-            "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh", disk.path,
-            try TestPaths.product("cmdbus").path, try TestPaths.product("libGreeter.so").path,
-        ], environment: ["CMDBUS_REGISTRY": work.file("registry.json").path])
+        let result = try await runInOwnMountNamespace(script, on: disk, environment: ["CMDBUS_REGISTRY": work.file("registry.json").path])
         #expect(result.stdout.split(separator: "\n").filter { $0.hasPrefix("== ") } == ["== 69", "== 0"], "\(result.stdout)\(result.stderr)")
         #expect(result.stderr.contains(
             "libGreeter.so: its file system is mounted noexec, where no code may run (failed to map segment from shared object); "
