@@ -354,16 +354,4 @@ public struct PluginLoadError: Error, Sendable, CustomStringConvertible {
     package var dependsOnThisMachine = false
     /// `path: reason`.
     public var description: String { "\(path): \(reason)" }
-
-    /// The failure to load `path`, for `reason`.
-    public init(path: String, reason: String) {
-        self.path = path
-        self.reason = reason
-    }
-
-    /// The failure to load `path`, for `reason`, which may pass once this machine changes if `dependsOnThisMachine`.
-    package init(path: String, reason: String, dependsOnThisMachine: Bool) {
-        self.init(path: path, reason: reason)
-        self.dependsOnThisMachine = dependsOnThisMachine
-    }
 }
